@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * v05 — common definitions shared by every public header.
+ *
+ * Conventions (as in liburing): every fallible call returns 0 or a count on
+ * success and a negative errno on failure. A failing call also leaves a
+ * one-line explanation for the calling thread in v05_errmsg().
+ */
+#ifndef V05_COMMON_H
+#define V05_COMMON_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(V05_BUILDING_LIBRARY)
+#define V05_API __attribute__((visibility("default")))
+#else
+#define V05_API
+#endif
+
+#define V05_VERSION_MAJOR 0
+#define V05_VERSION_MINOR 1
+#define V05_VERSION_PATCH 0
+
+/* Library version as "MAJOR.MINOR.PATCH". */
+V05_API const char *v05_version(void);
+
+/*
+ * The last error explanation of the calling thread, or "" if none.
+ * Valid until the thread's next failing v05 call.
+ */
+V05_API const char *v05_errmsg(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* V05_COMMON_H */

@@ -1,0 +1,381 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Statistics core: DESIGN.md section 2, paper equations (sigma), (delta),
+ * (weight), (fusion) and (stop). Pure functions; every input validated.
+ */
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "v05/stats.h"
+#include "shm/error.h"
+
+static const char *const mode_names[V05_MODE_COUNT] = {
+	[V05_MODE_V05] = "v05",
+	[V05_MODE_V05_FIXED] = "v05-fixed",
+	[V05_MODE_GRPO] = "grpo",
+	[V05_MODE_DAPO] = "dapo",
+};
+
+static bool in_unit_range(double x)
+{
+	/* isfinite first: NaN compares false everywhere, inf must not pass. */
+	return isfinite(x) && x >= -1.0 && x <= 1.0;
+}
+
+static int check_k(uint32_t k)
+{
+	if (k < 1 || k > V05_K_LIMIT)
+		return v05__fail(-ERANGE, "k = %u is outside [1, %u]", k,
+				 V05_K_LIMIT);
+	return 0;
+}
+
+V05_API void v05_params_default(struct v05_params *p)
+{
+	p->cost = V05_DEFAULT_COST;
+	p->k_init = V05_DEFAULT_K_INIT;
+	p->k_step = V05_DEFAULT_K_STEP;
+	p->k_max = V05_DEFAULT_K_MAX;
+	p->mode = V05_MODE_V05;
+}
+
+V05_API int v05_params_check(const struct v05_params *p)
+{
+	if (!p)
+		return v05__fail(-EINVAL, "params: NULL");
+	if (!isfinite(p->cost) || p->cost <= 0.0 || p->cost >= 1.0)
+		return v05__fail(-EINVAL, "cost %g is not in (0, 1)", p->cost);
+	if (p->k_init < 1)
+		return v05__fail(-EINVAL, "k_init %u is below 1", p->k_init);
+	if (p->k_step < 1)
+		return v05__fail(-EINVAL, "k_step %u is below 1", p->k_step);
+	if (p->k_max > V05_K_LIMIT)
+		return v05__fail(-EINVAL, "k_max %u is above %u", p->k_max,
+				 V05_K_LIMIT);
+	if (p->k_init > p->k_max)
+		return v05__fail(-EINVAL, "k_init %u is above k_max %u",
+				 p->k_init, p->k_max);
+	if (p->mode >= V05_MODE_COUNT)
+		return v05__fail(-EINVAL, "mode %u is unknown", p->mode);
+	return 0;
+}
+
+V05_API const char *v05_mode_name(uint32_t mode)
+{
+	return mode < V05_MODE_COUNT ? mode_names[mode] : NULL;
+}
+
+V05_API int v05_mode_from_name(const char *name)
+{
+	for (uint32_t m = 0; name && m < V05_MODE_COUNT; m++)
+		if (strcmp(name, mode_names[m]) == 0)
+			return (int)m;
+	return v05__fail(-EINVAL,
+			 "mode '%s' is not one of v05, v05-fixed, grpo, dapo",
+			 name ? name : "(null)");
+}
+
+V05_API const char *v05_action_name(uint32_t action)
+{
+	switch (action) {
+	case V05_ACTION_STOP:
+		return "stop";
+	case V05_ACTION_MORE:
+		return "more";
+	case V05_ACTION_DROP:
+		return "drop";
+	}
+	return NULL;
+}
+
+V05_API int v05_mean(const double *rewards, uint32_t k, double *mean)
+{
+	double sum = 0.0;
+	int ret;
+
+	if (!rewards || !mean)
+		return v05__fail(-EINVAL, "mean: NULL argument");
+	ret = check_k(k);
+	if (ret)
+		return ret;
+	/* Summed in sample order: the plugin and v05ctl estimate agree bit
+	 * for bit because both add the same values in the same order. */
+	for (uint32_t i = 0; i < k; i++) {
+		if (!in_unit_range(rewards[i]))
+			return v05__fail(-EDOM,
+					 "reward %u (%g) is not finite in [-1, 1]",
+					 i, rewards[i]);
+		sum += rewards[i];
+	}
+	*mean = sum / (double)k;
+	return 0;
+}
+
+V05_API int v05_delta2(double mean, double prior, uint32_t k, double *delta2)
+{
+	double d, excess;
+	int ret;
+
+	if (!delta2)
+		return v05__fail(-EINVAL, "delta2: NULL argument");
+	ret = check_k(k);
+	if (ret)
+		return ret;
+	if (!in_unit_range(mean))
+		return v05__fail(-EDOM, "mean %g is not finite in [-1, 1]", mean);
+	if (!in_unit_range(prior))
+		return v05__fail(-EDOM, "prior %g is not finite in [-1, 1]", prior);
+	d = mean - prior;
+	/* 1/k is the guaranteed variance bound of the mean of k rewards in
+	 * [-1, 1] (eq. sigma); the max() is the truncation test (app. A.4). */
+	excess = d * d - 1.0 / (double)k;
+	*delta2 = excess > 0.0 ? excess : 0.0;
+	return 0;
+}
+
+V05_API int v05_weight(double delta2, uint32_t k, double *weight)
+{
+	int ret;
+
+	if (!weight)
+		return v05__fail(-EINVAL, "weight: NULL argument");
+	ret = check_k(k);
+	if (ret)
+		return ret;
+	/* (vbar - V)^2 <= 4 on the [-1, 1] scale, so delta2 < 4. */
+	if (!isfinite(delta2) || delta2 < 0.0 || delta2 > 4.0)
+		return v05__fail(-EDOM, "delta2 %g is not in [0, 4]", delta2);
+	*weight = delta2 / (delta2 + 1.0 / (double)k);
+	return 0;
+}
+
+V05_API int v05_baseline(double weight, double mean, double prior, double *mu)
+{
+	double m;
+
+	if (!mu)
+		return v05__fail(-EINVAL, "baseline: NULL argument");
+	if (!isfinite(weight) || weight < 0.0 || weight > 1.0)
+		return v05__fail(-EDOM, "weight %g is not in [0, 1]", weight);
+	if (!in_unit_range(mean))
+		return v05__fail(-EDOM, "mean %g is not finite in [-1, 1]", mean);
+	if (!in_unit_range(prior))
+		return v05__fail(-EDOM, "prior %g is not finite in [-1, 1]", prior);
+	m = weight * mean + (1.0 - weight) * prior;
+	/* A convex combination of two values in [-1, 1] stays there; the
+	 * clamp only removes a last-bit rounding excursion. */
+	*mu = m > 1.0 ? 1.0 : (m < -1.0 ? -1.0 : m);
+	return 0;
+}
+
+V05_API int v05_sigma_star(double mu, double *sigma)
+{
+	double s;
+
+	if (!sigma)
+		return v05__fail(-EINVAL, "sigma: NULL argument");
+	if (!in_unit_range(mu))
+		return v05__fail(-EDOM, "baseline %g is not finite in [-1, 1]", mu);
+	s = sqrt(1.0 - mu * mu);
+	*sigma = s > V05_SIGMA_FLOOR ? s : V05_SIGMA_FLOOR;
+	return 0;
+}
+
+V05_API int v05_advantages(const double *rewards, uint32_t k, double mu,
+			   double sigma, double *adv)
+{
+	int ret;
+
+	if (!rewards || !adv)
+		return v05__fail(-EINVAL, "advantages: NULL argument");
+	ret = check_k(k);
+	if (ret)
+		return ret;
+	if (!in_unit_range(mu))
+		return v05__fail(-EDOM, "baseline %g is not finite in [-1, 1]", mu);
+	if (!isfinite(sigma) || sigma <= 0.0)
+		return v05__fail(-EDOM, "sigma %g is not finite and > 0", sigma);
+	for (uint32_t i = 0; i < k; i++) {
+		if (!in_unit_range(rewards[i]))
+			return v05__fail(-EDOM,
+					 "reward %u (%g) is not finite in [-1, 1]",
+					 i, rewards[i]);
+	}
+	for (uint32_t i = 0; i < k; i++) {
+		double a = (rewards[i] - mu) / sigma;
+
+		/* Only a caller-chosen tiny sigma can overflow; say so rather
+		 * than hand back inf. */
+		if (!isfinite(a))
+			return v05__fail(-ERANGE, "advantage %u overflows", i);
+		adv[i] = a;
+	}
+	return 0;
+}
+
+V05_API int v05_k_target(double cost, double delta2, double *k_target)
+{
+	double t;
+
+	if (!k_target)
+		return v05__fail(-EINVAL, "k_target: NULL argument");
+	if (!isfinite(cost) || cost <= 0.0 || cost >= 1.0)
+		return v05__fail(-EINVAL, "cost %g is not in (0, 1)", cost);
+	if (!isfinite(delta2) || delta2 < 0.0 || delta2 > 4.0)
+		return v05__fail(-EDOM, "delta2 %g is not in [0, 4]", delta2);
+	if (delta2 == 0.0)
+		return 0; /* prior accepted: no target, stop */
+	t = 1.0 / sqrt(cost) - 1.0 / delta2;
+	/* A subnormal delta2 overflows 1/delta2; the target is then "far
+	 * below any k", which -DBL_MAX says without an infinity. */
+	*k_target = isfinite(t) ? t : -DBL_MAX;
+	return 1;
+}
+
+V05_API int v05_decide(const struct v05_params *p, uint32_t k, bool has_target,
+		       double k_target)
+{
+	int ret = v05_params_check(p);
+
+	if (ret)
+		return ret;
+	if (k < 1 || k > p->k_max)
+		return v05__fail(-ERANGE, "k = %u is outside [1, k_max = %u]", k,
+				 p->k_max);
+	if (has_target && !isfinite(k_target))
+		return v05__fail(-EDOM, "k_target %g is not finite", k_target);
+	if (p->mode != V05_MODE_V05 || !has_target)
+		return V05_ACTION_STOP;
+	/* Compare in double: k_target is continuous, and 1/sqrt(c) need not
+	 * be an integer. The k_max test is on integers, so k never passes it. */
+	if ((double)k < k_target && k + p->k_step <= p->k_max)
+		return V05_ACTION_MORE;
+	return V05_ACTION_STOP;
+}
+
+static int estimate_fused(const struct v05_params *p, double prior,
+			  const double *rewards, uint32_t k,
+			  struct v05_estimate *e, double *adv)
+{
+	int ret;
+
+	ret = v05_delta2(e->mean, prior, k, &e->delta2);
+	if (!ret)
+		ret = v05_weight(e->delta2, k, &e->weight);
+	if (!ret)
+		ret = v05_baseline(e->weight, e->mean, prior, &e->baseline);
+	if (!ret)
+		ret = v05_sigma_star(e->baseline, &e->sigma);
+	if (ret)
+		return ret;
+	if (p->mode == V05_MODE_V05) {
+		ret = v05_k_target(p->cost, e->delta2, &e->k_target);
+		if (ret < 0)
+			return ret;
+		e->has_target = ret == 1;
+		ret = v05_decide(p, k, e->has_target, e->k_target);
+		if (ret < 0)
+			return ret;
+		e->action = (uint32_t)ret;
+	}
+	if (adv)
+		return v05_advantages(rewards, k, e->baseline, e->sigma, adv);
+	return 0;
+}
+
+/*
+ * verl's compute_grpo_outcome_advantage: a group of one has mean 0 and std 1;
+ * otherwise mean and Bessel-corrected std; A = (r - mean) / (std + 1e-6).
+ */
+static int estimate_group(const struct v05_params *p, const double *rewards,
+			  uint32_t k, struct v05_estimate *e, double *adv)
+{
+	bool all_equal = true;
+	double std = 1.0, mu = 0.0;
+
+	for (uint32_t i = 1; i < k; i++)
+		all_equal = all_equal && rewards[i] == rewards[0];
+	if (k > 1) {
+		double ss = 0.0;
+
+		mu = e->mean;
+		/* All-equal groups get std exactly 0 (and advantages exactly
+		 * 0), not whatever rounding the mean left behind. */
+		if (!all_equal) {
+			for (uint32_t i = 0; i < k; i++)
+				ss += (rewards[i] - mu) * (rewards[i] - mu);
+			std = sqrt(ss / (double)(k - 1));
+		} else {
+			std = 0.0;
+		}
+	}
+	e->delta2 = 0.0;
+	e->weight = 1.0;
+	e->baseline = mu;
+	e->sigma = std;
+	if (p->mode == V05_MODE_DAPO && k > 1 && all_equal)
+		e->action = V05_ACTION_DROP;
+	if (adv) {
+		for (uint32_t i = 0; i < k; i++)
+			adv[i] = all_equal && k > 1 ?
+				 0.0 : (rewards[i] - mu) / (std + V05_GRPO_EPSILON);
+	}
+	return 0;
+}
+
+V05_API int v05_estimate(const struct v05_params *p, double prior,
+			 const double *rewards, uint32_t k,
+			 struct v05_estimate *out, double *adv)
+{
+	struct v05_estimate e;
+	int ret;
+
+	v05__clear_error();
+	ret = v05_params_check(p);
+	if (ret)
+		return ret;
+	if (!rewards || !out)
+		return v05__fail(-EINVAL, "estimate: NULL argument");
+	if (k < 1 || k > p->k_max)
+		return v05__fail(-ERANGE, "%u rewards: need 1 to k_max = %u", k,
+				 p->k_max);
+	if (!in_unit_range(prior))
+		return v05__fail(-EDOM, "prior %g is not finite in [-1, 1]", prior);
+	memset(&e, 0, sizeof(e));
+	e.k = k;
+	e.action = V05_ACTION_STOP;
+	ret = v05_mean(rewards, k, &e.mean);
+	if (ret)
+		return ret;
+	if (p->mode == V05_MODE_V05 || p->mode == V05_MODE_V05_FIXED)
+		ret = estimate_fused(p, prior, rewards, k, &e, adv);
+	else
+		ret = estimate_group(p, rewards, k, &e, adv);
+	if (ret)
+		return ret;
+	*out = e;
+	return 0;
+}
+
+V05_API int v05_prior_from_p(double p, double *prior)
+{
+	if (!prior)
+		return v05__fail(-EINVAL, "prior: NULL argument");
+	if (!isfinite(p) || p < 0.0 || p > 1.0)
+		return v05__fail(-EDOM, "probability %g is not in [0, 1]", p);
+	*prior = 2.0 * p - 1.0;
+	return 0;
+}
+
+V05_API int v05_reward_from_binary(int b, double *reward)
+{
+	if (!reward)
+		return v05__fail(-EINVAL, "reward: NULL argument");
+	if (b != 0 && b != 1)
+		return v05__fail(-EDOM, "binary reward %d is not 0 or 1", b);
+	*reward = b ? 1.0 : -1.0;
+	return 0;
+}

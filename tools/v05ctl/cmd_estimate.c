@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/* v05ctl estimate: one group through the statistics core, as JSON. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "json.h"
+#include "num.h"
+#include "v05.h"
+#include "v05ctl.h"
+
+void help_estimate(FILE *f)
+{
+	fprintf(f,
+		"usage: v05ctl estimate --prior V --rewards R1,R2,... [--cost C]\n"
+		"                       [--k-step N] [--k-max N] [--mode MODE]\n"
+		"\n"
+		"Fuses the prior V with the rewards of one group (in sample order)\n"
+		"and prints exactly one JSON object on stdout: k, mode, mean,\n"
+		"delta2, weight, baseline, sigma, k_target (null when there is no\n"
+		"target), action (\"more\", \"stop\" or \"drop\") and advantages\n"
+		"(in input order). Numbers are printed with %%.17g.\n"
+		"\n"
+		"options:\n"
+		"  --prior V       value-model prior on the [-1, 1] scale (V = 2p - 1);\n"
+		"                  required for modes v05 and v05-fixed, ignored by\n"
+		"                  grpo and dapo (default 0 there)\n"
+		"  --rewards LIST  comma-separated rewards in [-1, 1], 1 to k-max of them\n"
+		"  --cost C        cost of one rollout, in (0, 1) (default %g)\n"
+		"  --k-step N      samples added per \"more\", >= 1 (default %u)\n"
+		"  --k-max N       cap on the group size, <= %u (default %u)\n"
+		"  --mode MODE     v05 (fusion + OSLA), v05-fixed (fusion, fixed k),\n"
+		"                  grpo (group mean/std as verl), dapo (grpo + drop of\n"
+		"                  zero-variance groups) (default v05)\n"
+		"  -h, --help      this text\n"
+		"\n"
+		"sigma is sqrt(1 - baseline^2) floored at %g (v05 modes), or the\n"
+		"group's std (grpo/dapo; advantages divide by std + %g as verl).\n"
+		"\n"
+		"Bad input: one line on stderr naming the argument, exit status 2,\n"
+		"nothing on stdout.\n"
+		"\n"
+		"example (the paper's worked example, prior 0.8 and 3 of 4 right):\n"
+		"  v05ctl estimate --prior 0.8 --rewards 1,1,1,-1\n",
+		V05_DEFAULT_COST, V05_DEFAULT_K_STEP, V05_K_LIMIT,
+		V05_DEFAULT_K_MAX, V05_SIGMA_FLOOR, V05_GRPO_EPSILON);
+}
+
+static int parse_uint_opt(const char *opt, const char *arg, uint32_t *out)
+{
+	uint64_t v;
+	int ret = v05ctl_parse_u64(arg, UINT32_MAX, &v);
+
+	if (ret)
+		return v05ctl_usage_error("estimate",
+					  "%s: '%s' is not a non-negative integer",
+					  opt, arg);
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static void print_estimate(const struct v05_estimate *e, uint32_t mode,
+			   const double *adv)
+{
+	printf("{\"k\": %u, \"mode\": ", e->k);
+	json_str(stdout, v05_mode_name(mode));
+	printf(", \"mean\": ");
+	json_num(stdout, e->mean);
+	printf(", \"delta2\": ");
+	json_num(stdout, e->delta2);
+	printf(", \"weight\": ");
+	json_num(stdout, e->weight);
+	printf(", \"baseline\": ");
+	json_num(stdout, e->baseline);
+	printf(", \"sigma\": ");
+	json_num(stdout, e->sigma);
+	printf(", \"k_target\": ");
+	if (e->has_target)
+		json_num(stdout, e->k_target);
+	else
+		fputs("null", stdout);
+	printf(", \"action\": ");
+	json_str(stdout, v05_action_name(e->action));
+	printf(", \"advantages\": [");
+	for (uint32_t i = 0; i < e->k; i++) {
+		if (i)
+			fputs(", ", stdout);
+		json_num(stdout, adv[i]);
+	}
+	printf("]}\n");
+}
+
+int cmd_estimate(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "prior", required_argument, NULL, 'p' },
+		{ "rewards", required_argument, NULL, 'r' },
+		{ "cost", required_argument, NULL, 'c' },
+		{ "k-step", required_argument, NULL, 's' },
+		{ "k-max", required_argument, NULL, 'm' },
+		{ "mode", required_argument, NULL, 'M' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	double rewards[V05_K_LIMIT], adv[V05_K_LIMIT];
+	const char *rewards_arg = NULL;
+	struct v05_params params;
+	struct v05_estimate e;
+	bool have_prior = false;
+	double prior = 0.0;
+	unsigned bad = 0;
+	int opt, k, ret;
+
+	v05_params_default(&params);
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'p':
+			if (v05ctl_parse_double(optarg, &prior))
+				return v05ctl_usage_error("estimate",
+					"--prior: '%s' is not a finite number",
+					optarg);
+			have_prior = true;
+			break;
+		case 'r':
+			rewards_arg = optarg;
+			break;
+		case 'c':
+			if (v05ctl_parse_double(optarg, &params.cost))
+				return v05ctl_usage_error("estimate",
+					"--cost: '%s' is not a finite number",
+					optarg);
+			break;
+		case 's':
+			if (parse_uint_opt("--k-step", optarg, &params.k_step))
+				return EXIT_USAGE;
+			break;
+		case 'm':
+			if (parse_uint_opt("--k-max", optarg, &params.k_max))
+				return EXIT_USAGE;
+			break;
+		case 'M':
+			ret = v05_mode_from_name(optarg);
+			if (ret < 0)
+				return v05ctl_usage_error("estimate",
+					"--mode: '%s' is not one of v05, v05-fixed, grpo, dapo",
+					optarg);
+			params.mode = (uint32_t)ret;
+			break;
+		case 'h':
+			help_estimate(stdout);
+			return EXIT_OK;
+		case ':':
+			return v05ctl_usage_error("estimate", "%s needs a value",
+						  argv[optind - 1]);
+		default:
+			return v05ctl_usage_error("estimate",
+				"unknown option '%s' (see v05ctl estimate --help)",
+				argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return v05ctl_usage_error("estimate", "unexpected argument '%s'",
+					  argv[optind]);
+	if (!rewards_arg)
+		return v05ctl_usage_error("estimate", "--rewards is required");
+	if (!have_prior && (params.mode == V05_MODE_V05 ||
+			    params.mode == V05_MODE_V05_FIXED))
+		return v05ctl_usage_error("estimate",
+					  "--prior is required for mode %s",
+					  v05_mode_name(params.mode));
+
+	k = v05ctl_parse_double_list(rewards_arg, rewards, V05_K_LIMIT, &bad);
+	if (k == -E2BIG)
+		return v05ctl_usage_error("estimate",
+					  "--rewards: more than %u rewards",
+					  V05_K_LIMIT);
+	if (k < 0)
+		return v05ctl_usage_error("estimate",
+					  "--rewards: entry %u is not a finite number",
+					  bad + 1);
+	/* The group's own size is the k the statistics see. */
+	params.k_init = (uint32_t)k <= params.k_max ? (uint32_t)k : params.k_max;
+	if (params.k_init == 0)
+		params.k_init = 1;
+
+	ret = v05_params_check(&params);
+	if (ret) {
+		const char *msg = v05_errmsg();
+		const char *name = !strncmp(msg, "cost", 4)   ? "--cost" :
+				   !strncmp(msg, "k_step", 6) ? "--k-step" :
+								"--k-max";
+		return v05ctl_usage_error("estimate", "%s: %s", name, msg);
+	}
+	if ((uint32_t)k > params.k_max)
+		return v05ctl_usage_error("estimate",
+					  "--rewards: %d rewards exceed --k-max %u",
+					  k, params.k_max);
+	ret = v05_estimate(&params, prior, rewards, (uint32_t)k, &e, adv);
+	if (ret) {
+		const char *msg = v05_errmsg();
+		const char *name = !strncmp(msg, "prior", 5) ? "--prior" :
+							       "--rewards";
+		return v05ctl_usage_error("estimate", "%s: %s", name, msg);
+	}
+	print_estimate(&e, params.mode, adv);
+	return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
+}

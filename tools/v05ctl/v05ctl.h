@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef V05CTL_H
+#define V05CTL_H
+
+#include <stdio.h>
+
+/* Exit statuses: 0 success, 1 the operation failed, 2 bad usage/input. */
+enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
+
+struct v05ctl_command {
+	const char *name;
+	const char *summary;
+	int (*run)(int argc, char **argv);
+	void (*help)(FILE *f);
+};
+
+/* One-line usage error on stderr; returns EXIT_USAGE. */
+int v05ctl_usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+int cmd_estimate(int argc, char **argv);
+void help_estimate(FILE *f);
+
+#endif
