@@ -8,5 +8,6 @@
 
 #include "v05/common.h"
 #include "v05/stats.h"
+#include "v05/shm.h"
 
 #endif /* V05_H */

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * v05 shared-memory transport, the public part: segment names, producers
+ * (reward workers) and readers (the trainer) in other processes.
+ *
+ * A segment named NAME is the file "v05-NAME" in $V05_SHM_DIR (default
+ * /dev/shm), created by the plugin. Names are 1 to V05_NAME_MAX characters
+ * from [A-Za-z0-9._-], not starting with '.'.
+ */
+#ifndef V05_SHM_H
+#define V05_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define V05_NAME_MAX 200
+
+/* Attach flags. */
+#define V05_ATTACH_ANY_UID (1u << 0) /* accept a segment of another uid */
+
+/* 0, or -EINVAL (empty, bad character) / -ENAMETOOLONG. */
+V05_API int v05_name_check(const char *name);
+
+/* The 64-bit key of a prompt uid: XXH3_64bits of its bytes (0 maps to 1,
+ * as 0 marks an empty table entry). */
+V05_API uint64_t v05_key(const void *uid, size_t len);
+
+/* Remove a segment's name (mappings stay valid until unmapped). */
+V05_API int v05_segment_unlink(const char *name);
+
+/*
+ * Remove the segment of an owner that died: -EBUSY if the owner lives,
+ * 0 when removed. The segment must pass attach validation.
+ */
+V05_API int v05_segment_reclaim(const char *name, unsigned flags);
+
+/* ---- producers: one per process, each with its own SPSC lane ---------- */
+
+struct v05_producer;
+
+struct v05_reward {
+	uint64_t key;    /* v05_key(uid)                         */
+	uint32_t sample; /* sample index the plugin issued       */
+	float reward;    /* in [-1, 1]                           */
+};
+
+/* Producer open flags. */
+#define V05_PRODUCER_DEFER (1u << 0) /* push() does not publish; flush() does */
+
+/*
+ * Claim a free lane of segment NAME (CAS on the lane's owner word). -EBUSY
+ * when every lane is held (lanes of dead producers come back once the
+ * plugin has drained them).
+ */
+V05_API int v05_producer_open(const char *name, unsigned flags,
+			      struct v05_producer **out);
+
+/* Append one record; published at once unless V05_PRODUCER_DEFER.
+ * -EAGAIN when the lane is full (nothing written). */
+V05_API int v05_producer_push(struct v05_producer *p, uint64_t key,
+			      uint32_t sample, float reward);
+
+/* Append n records and publish them with one release store, all or none:
+ * -EAGAIN when fewer than n fit. Returns n. */
+V05_API int v05_producer_push_batch(struct v05_producer *p,
+				    const struct v05_reward *r, uint32_t n);
+
+/* As push_batch, waiting up to timeout_ms (-1: forever) for room;
+ * -ETIMEDOUT if it never came, -EINTR if a signal interrupted the wait. */
+V05_API int v05_producer_push_wait(struct v05_producer *p,
+				   const struct v05_reward *r, uint32_t n,
+				   int timeout_ms);
+
+/* Publish deferred records (one release store) and ring the doorbell if
+ * the consumer sleeps. Returns the number published. */
+V05_API int v05_producer_flush(struct v05_producer *p);
+
+/* Flush, give the lane back, unmap. */
+V05_API int v05_producer_close(struct v05_producer *p);
+
+/* The lane index this producer holds. */
+V05_API int v05_producer_lane(const struct v05_producer *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* V05_SHM_H */

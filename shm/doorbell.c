@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+#include "shm/doorbell.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+int v05__futex_wait(uint32_t *word, uint32_t expected, int64_t timeout_ns)
+{
+	struct timespec ts, *tsp = NULL;
+
+	if (timeout_ns >= 0) {
+		ts.tv_sec = timeout_ns / 1000000000;
+		ts.tv_nsec = timeout_ns % 1000000000;
+		tsp = &ts;
+	}
+	if (syscall(SYS_futex, word, FUTEX_WAIT, expected, tsp, NULL, 0) == 0)
+		return 0;
+	return -errno; /* EAGAIN: the word moved; ETIMEDOUT; EINTR */
+}
+
+int v05__futex_wake(uint32_t *word)
+{
+	long n = syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+
+	return n < 0 ? -errno : (int)n;
+}
+
+void v05__doorbell_ring(struct v05_shm_control *ctl)
+{
+	uint32_t one = 1;
+
+	/* Only the producer that clears the flag rings; the others know the
+	 * consumer is being woken and will drain their lanes too. */
+	if (!v05_cas_acq_rel(&ctl->sleeping, &one, 0u))
+		return;
+	/* Release: pairs with the acquire load in v05__doorbell_prepare. */
+	v05_fetch_add_release(&ctl->doorbell, 1u);
+	v05__futex_wake(&ctl->doorbell);
+}

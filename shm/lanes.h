@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Producer lanes, consumer side (the plugin): round-robin batched draining,
+ * record checks, and the reclaim of lanes whose producer died.
+ *
+ * Lane ownership (R3/A3): a producer claims a lane with an acquire CAS of
+ * its owner word from 0 to its own word, and gives it back with a release
+ * store of 0 (close) — or the consumer does, after draining what a dead
+ * producer published, with a release CAS from the dead word to 0. Either
+ * release orders the last tail the lane saw before the next claim's acquire.
+ */
+#ifndef V05_SHM_LANES_H
+#define V05_SHM_LANES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shm/ring.h"
+#include "shm/segment.h"
+
+/* How often the consumer checks lane owners for death. */
+#define V05_RECLAIM_INTERVAL_NS 50000000ull
+
+/* Called for each record that passed the lane checks: a private copy, so
+ * the producer cannot change it between check and use. */
+typedef void (*v05_record_fn)(void *ctx, const struct v05_record *rec,
+			      uint32_t lane);
+
+struct v05_lanes {
+	struct v05_segment *seg;
+	struct v05_ring_cons *cons; /* one per lane */
+	uint32_t n;
+	uint32_t rr;                /* next lane to drain first */
+	uint64_t next_reclaim_ns;
+};
+
+int v05__lanes_init(struct v05_lanes *l, struct v05_segment *seg);
+void v05__lanes_fini(struct v05_lanes *l);
+
+/*
+ * Drain up to budget records, at most batch per lane per turn, starting one
+ * lane further each call. A lane's head advances only after fn returned for
+ * its records (exactly once across a crash of the consumer: at most the
+ * batch in hand is replayed). Returns the records handed to fn or rejected.
+ */
+uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
+			  v05_record_fn fn, void *ctx);
+
+/* Any published record not yet drained? (acquire loads of every tail) */
+bool v05__lanes_pending(struct v05_lanes *l);
+
+/* Drain and free the lanes of dead producers; returns lanes reclaimed.
+ * Rate-limited to V05_RECLAIM_INTERVAL_NS unless force. */
+uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,
+			    void *ctx);
+
+/*
+ * A producer on a mapping this process already has (the plugin's own, for
+ * reward threads inside the engine process): no second mapping, the caller
+ * keeps seg mapped until the producer is closed.
+ */
+int v05__producer_open_mapped(struct v05_segment *seg, unsigned flags,
+			      struct v05_producer **out);
+
+#endif

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared-memory layout (ABI version 1). Everything in this file lives in
+ * a segment mapped by several processes, so: fixed-width types and byte
+ * offsets only, never a pointer; every struct's size and alignment checked
+ * by static_assert; single-writer fields grouped on their own cache lines.
+ *
+ *   +----------------------+ 0
+ *   | header page          |  immutable after create, xxHash-checksummed
+ *   +----------------------+ regions[] (each page-aligned, disjoint):
+ *   | control block        |  owner, doorbell, sleeping flag, counters
+ *   | producer lanes       |  lane_count x (ring header + records)
+ *   | prompt table         |  table_capacity x 64-byte entries
+ *   | sample arena         |  slot_count x slot_stride
+ *   | completion ring      |  plugin -> reader: finalized slots
+ *   | release ring         |  reader -> plugin: slots done with
+ *   | support buffer       |  last finalized (key, mean, k)
+ *   | batches              |  batch_count x batch records
+ *   +----------------------+ total_size
+ */
+#ifndef V05_SHM_LAYOUT_H
+#define V05_SHM_LAYOUT_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define V05_SHM_MAGIC 0x01006d6873353076ull /* "v05shm\0\1" little-endian */
+#define V05_SHM_ABI 1u
+#define V05_PAGE 4096u
+#define V05_LINE 128u /* two 64-byte lines: adjacent-line prefetch */
+
+#define V05_UID_MAX 128u
+#define V05_CONFIG_BYTES 768u
+#define V05_LANES_MAX 256u
+#define V05_LANE_CAP_MIN 16u
+#define V05_LANE_CAP_MAX (1u << 22)
+#define V05_SLOTS_MAX (1u << 22)
+#define V05_BATCHES_MAX 4096u
+#define V05_SUPPORT_MAX 65536u
+
+enum v05_region_id {
+	V05_REGION_CONTROL = 0,
+	V05_REGION_LANES,
+	V05_REGION_TABLE,
+	V05_REGION_ARENA,
+	V05_REGION_COMPLETION,
+	V05_REGION_RELEASE,
+	V05_REGION_SUPPORT,
+	V05_REGION_BATCHES,
+	V05_REGION_COUNT
+};
+
+struct v05_region {
+	uint64_t offset; /* from the segment start, multiple of V05_PAGE */
+	uint64_t size;   /* bytes, multiple of V05_PAGE */
+};
+
+/* Capacities; layout.c derives every region's size from these alone. */
+struct v05_geometry {
+	uint32_t lane_count;       /* producer lanes, 1..V05_LANES_MAX        */
+	uint32_t lane_capacity;    /* records per lane, power of two          */
+	uint32_t table_capacity;   /* prompt table, power of two >= 2 slots   */
+	uint32_t slot_count;       /* prompts active at once                  */
+	uint32_t k_max;            /* samples per slot, 1..64                 */
+	uint32_t ring_capacity;    /* completion/release rings, pow2 >= slots */
+	uint32_t support_capacity; /* support buffer entries                  */
+	uint32_t batch_count;      /* batches in flight at once               */
+	uint32_t slot_stride;      /* bytes per slot (derived, checked)       */
+	uint32_t reserved;         /* 0                                       */
+};
+static_assert(sizeof(struct v05_geometry) == 40, "geometry ABI");
+
+struct v05_shm_header {
+	uint64_t magic;       /* stored last at create, with release (R0)   */
+	uint32_t abi_version; /* V05_SHM_ABI                                */
+	uint32_t header_size; /* sizeof(struct v05_shm_header)              */
+	uint64_t total_size;  /* bytes; equals the object's st_size         */
+	uint32_t page_size;   /* V05_PAGE                                   */
+	uint32_t creator_uid;
+	uint64_t created_ns;  /* CLOCK_REALTIME                             */
+	struct v05_geometry geo;
+	struct v05_region regions[V05_REGION_COUNT];
+	uint8_t config[V05_CONFIG_BYTES]; /* the plugin's (opaque here)     */
+	uint64_t checksum;    /* XXH3_64bits of every byte before this one  */
+};
+static_assert(sizeof(struct v05_shm_header) == 984, "header ABI");
+static_assert(offsetof(struct v05_shm_header, checksum) == 976, "header ABI");
+static_assert(sizeof(struct v05_shm_header) <= V05_PAGE, "header page");
+
+/* Counters in the control block: written by the consumer (the plugin) only,
+ * relaxed; readers (v05ctl stat) read them relaxed, a snapshot. */
+enum v05_counter {
+	V05_C_REWARDS_APPLIED = 0,
+	V05_C_REJ_NONFINITE,   /* reward NaN or infinite                 */
+	V05_C_REJ_RANGE,       /* reward outside [-1, 1]                 */
+	V05_C_REJ_UNKNOWN,     /* key not active                         */
+	V05_C_REJ_NOT_ISSUED,  /* sample index never issued              */
+	V05_C_REJ_DUPLICATE,   /* sample already received                */
+	V05_C_REJ_LATE,        /* prompt already final                   */
+	V05_C_REJ_CORRUPT,     /* record fails the lane's checks         */
+	V05_C_PROMPTS_SUBMITTED,
+	V05_C_SUBMIT_REJECTED,
+	V05_C_SAMPLES_ISSUED,
+	V05_C_SAMPLES_SAVED,   /* sum over finals of k_max - k           */
+	V05_C_SAMPLES_PADDED,  /* samples added by padding               */
+	V05_C_DEC_SAMPLE,
+	V05_C_DEC_FINAL,
+	V05_C_DEC_DROP,
+	V05_C_ROUNDS,
+	V05_C_HALTS,
+	V05_C_BATCHES_SUBMITTED,
+	V05_C_BATCHES_DONE,
+	V05_C_RELEASES,
+	V05_C_LANE_CLAIMS,     /* written by producers: fetch_add        */
+	V05_C_LANE_RECLAIMS,
+	V05_C_LANE_OVERRUNS,   /* a lane claimed more records than fit   */
+	V05_C_WAITS,
+	V05_C_WAKEUPS,
+	V05_C_JOURNAL_RECORDS,
+	V05_C_JOURNAL_BYTES,
+	V05_C_JOURNAL_SYNCS,
+	V05_C_JOURNAL_ERRORS,
+	V05_C_TAKEOVERS,
+	V05_C_PROMPTS_OPEN,    /* gauge: submitted, not final            */
+	V05_C_PROMPTS_HELD,    /* gauge: decided "more", awaiting release */
+	V05_C_PROMPTS_FINAL,   /* gauge: final, slot not yet released    */
+	V05_C_LATENCY_COUNT,   /* reward-to-decision latencies recorded  */
+	V05_C_LATENCY_SUM_NS,
+	V05_C_COMPLETIONS,     /* completion records published           */
+	V05_C_COMPLETIONS_SKIPPED, /* no reader attached                 */
+	V05_C_NAMED_END,
+	V05_C_K_HIST = 64,     /* 65 entries: finals by k = 0..64        */
+	V05_C_LAT_HIST = 160,  /* 48 entries: [2^b, 2^(b+1)) ns          */
+	V05_C_LAT_BUCKETS = 48,
+	V05_COUNTERS = 256
+};
+static_assert(V05_C_NAMED_END <= V05_C_K_HIST, "counter ids overlap");
+static_assert(V05_C_K_HIST + 65 <= V05_C_LAT_HIST, "k histogram overlaps");
+static_assert(V05_C_LAT_HIST + V05_C_LAT_BUCKETS <= V05_COUNTERS, "latency");
+
+enum v05_wait_path_id {
+	V05_WAIT_NONE = 0,
+	V05_WAIT_IO_URING = 1,
+	V05_WAIT_THREAD = 2,
+};
+
+struct v05_shm_control {
+	/* Line 0: ownership. Written at create, attach, close. */
+	uint64_t owner;        /* owner word (proc.h) of the plugin; 0 none */
+	uint64_t owner_epoch;  /* incremented at each takeover              */
+	uint64_t heartbeat_ns; /* CLOCK_MONOTONIC at the owner's last poll  */
+	uint32_t owner_pid;    /* for display                               */
+	uint32_t wait_path;    /* enum v05_wait_path_id, for display        */
+	uint8_t pad0[V05_LINE - 32];
+	/* Line 1: the futex word, bumped by a producer that rings. */
+	uint32_t doorbell;
+	uint32_t pad1a;
+	uint8_t pad1[V05_LINE - 8];
+	/* Line 2: set by a consumer about to sleep, read by every producer
+	 * on every publish: kept alone so no other write invalidates it. */
+	uint32_t sleeping;
+	uint8_t pad2[V05_LINE - 4];
+	uint64_t counters[V05_COUNTERS];
+	/* Persistent state the plugin keeps across takeovers (plugin.h). */
+	uint8_t plugin[1024];
+};
+static_assert(offsetof(struct v05_shm_control, doorbell) == V05_LINE, "ctl");
+static_assert(offsetof(struct v05_shm_control, sleeping) == 2 * V05_LINE, "ctl");
+static_assert(offsetof(struct v05_shm_control, counters) == 3 * V05_LINE, "ctl");
+static_assert(sizeof(struct v05_shm_control) == 3 * 128 + 2048 + 1024, "ctl");
+
+/*
+ * SPSC ring header, used by the lanes (producer -> plugin), the completion
+ * ring (plugin -> reader) and the release ring (reader -> plugin). Indices
+ * are free-running u32; the slot of index i is i & (capacity - 1), the
+ * capacity always coming from the validated header, never from here.
+ */
+struct v05_ring_hdr {
+	/* Line 0: the claiming peer (a producer, or the reader). */
+	uint64_t owner;  /* owner word; 0 = free                       */
+	uint64_t claims; /* times claimed                              */
+	uint8_t pad0[V05_LINE - 16];
+	/* Line 1: written by the ring's producer only. */
+	uint32_t tail;   /* entries published                          */
+	uint8_t pad1[V05_LINE - 4];
+	/* Line 2: written by the ring's consumer only. */
+	uint32_t head;       /* entries consumed                       */
+	uint32_t high_water; /* largest tail - head the consumer saw   */
+	uint64_t consumed;   /* total consumed, across reclaims        */
+	uint8_t pad2[V05_LINE - 16];
+};
+static_assert(sizeof(struct v05_ring_hdr) == 3 * V05_LINE, "ring header");
+static_assert(offsetof(struct v05_ring_hdr, tail) == V05_LINE, "ring header");
+static_assert(offsetof(struct v05_ring_hdr, head) == 2 * V05_LINE, "ring hdr");
+
+/* A reward record in a producer lane: 32 bytes, two per 64-byte line. */
+struct v05_record {
+	uint64_t key;          /* v05_key(uid)                             */
+	uint64_t timestamp_ns; /* CLOCK_MONOTONIC at push                  */
+	uint32_t sample;       /* sample index within the prompt's group   */
+	float reward;          /* in [-1, 1]                               */
+	uint32_t flags;        /* 0; anything else is rejected as corrupt  */
+	uint32_t seq;          /* the lane index it was written at         */
+};
+static_assert(sizeof(struct v05_record) == 32, "record ABI");
+
+struct v05_completion {
+	uint64_t key;
+	uint32_t slot;
+	uint32_t gen; /* the slot's generation when it was finalized */
+};
+static_assert(sizeof(struct v05_completion) == 16, "completion ABI");
+
+struct v05_release {
+	uint32_t slot;
+	uint32_t gen;
+};
+static_assert(sizeof(struct v05_release) == 8, "release ABI");
+
+/* Prompt table entry: one 64-byte line. Written by the consumer only. */
+enum v05_prompt_state {
+	V05_P_COLLECTING = 1, /* samples issued, waiting for their rewards */
+	V05_P_HELD,           /* decided "more"; awaiting batch release    */
+	V05_P_FINAL,          /* finalized; entry kept until release       */
+};
+
+struct v05_prompt {
+	uint64_t key;      /* 0 = empty                                    */
+	uint64_t issued;   /* bit s: sample s was handed out               */
+	uint64_t received; /* bit s: sample s's reward was applied         */
+	double prior;
+	uint32_t slot;
+	uint32_t batch;    /* index into the batches region                */
+	uint8_t state;     /* enum v05_prompt_state                        */
+	uint8_t k_planned; /* group size after the pending release         */
+	uint8_t round;
+	uint8_t pad8;
+	float gap;         /* k_target - k at the last decision (padding)  */
+	uint64_t last_ts;  /* producer timestamp of the last applied reward */
+	uint64_t pad;
+};
+static_assert(sizeof(struct v05_prompt) == 64, "prompt entry is one line");
+
+/* Sample arena slot: header, uid, then k_max rewards and k_max advantages
+ * (float32 each, each array padded to 64 bytes). */
+enum v05_slot_state {
+	V05_S_FREE = 0,
+	V05_S_ACTIVE,   /* the prompt is collecting                      */
+	V05_S_FINAL,    /* advantages written; readable                  */
+	V05_S_RELEASED, /* released, waiting for the journal to catch up */
+};
+
+enum v05_slot_flag {
+	V05_SF_COMPLETION = 1u << 0, /* completion record published */
+	V05_SF_JOURNALED = 1u << 1,  /* in the journal's buffer       */
+};
+
+struct v05_slot_hdr {
+	uint64_t key;
+	uint32_t state;  /* enum v05_slot_state; store-release at FINAL  */
+	uint32_t gen;    /* incremented at each allocation               */
+	uint32_t k;      /* final group size                             */
+	uint32_t action; /* enum v05_action at final (stop or drop)      */
+	uint32_t uid_len;
+	uint32_t flags;  /* enum v05_slot_flag                           */
+	double prior;
+	double baseline;
+	double sigma;
+	double mean;
+	uint64_t seq;         /* group sequence number, from 1, at final  */
+	uint64_t submit_ns;   /* CLOCK_REALTIME                           */
+	uint64_t final_ns;    /* CLOCK_REALTIME                           */
+	uint64_t batch_id;
+	uint8_t pad[128 - 96];
+	uint8_t uid[V05_UID_MAX];
+};
+static_assert(sizeof(struct v05_slot_hdr) == 256, "slot header ABI");
+
+struct v05_support_hdr {
+	uint64_t written; /* entries ever written; entry i at i % capacity */
+	uint8_t pad[V05_LINE - 8];
+};
+struct v05_support_entry {
+	uint64_t key;
+	float mean; /* mean reward of the finalized group */
+	uint32_t k;
+};
+static_assert(sizeof(struct v05_support_entry) == 16, "support entry ABI");
+
+enum v05_batch_state {
+	V05_B_FREE = 0,
+	V05_B_OPEN,
+	V05_B_RELEASING, /* a round's release is being applied             */
+	V05_B_HALTED,    /* halted: open prompts finalize, no more samples */
+};
+
+struct v05_batch_rec {
+	uint64_t id;        /* from 1; 0 when free                       */
+	uint32_t state;     /* enum v05_batch_state                      */
+	uint32_t n_prompts; /* accepted at submit                        */
+	uint32_t round;
+	uint32_t pad_a;
+	uint64_t submit_ns; /* CLOCK_MONOTONIC                           */
+	uint64_t hold_since_ns; /* stream: oldest held decision, 0 none  */
+	uint8_t pad[64 - 40];
+};
+static_assert(sizeof(struct v05_batch_rec) == 64, "batch record ABI");
+
+/*
+ * A typed pointer into a mapped region. Every offset handed to it is a
+ * multiple of the type's alignment by construction (regions are page-aligned,
+ * lane and slot strides are multiples of 64), which the void * step tells
+ * the compiler.
+ */
+#define V05_AT(type, base, off) ((type *)(void *)((uint8_t *)(base) + (off)))
+
+/* Slot stride for k_max samples: header + two float arrays of 64 bytes. */
+static inline uint32_t v05__slot_stride(uint32_t k_max)
+{
+	uint32_t arr = (k_max * 4u + 63u) & ~63u;
+
+	return (uint32_t)sizeof(struct v05_slot_hdr) + 2u * arr;
+}
+static inline uint32_t v05__slot_adv_offset(uint32_t k_max)
+{
+	return (uint32_t)sizeof(struct v05_slot_hdr) + ((k_max * 4u + 63u) & ~63u);
+}
+
+/* 0 or -EDOM/-EINVAL with v05_errmsg(); fills geo->slot_stride if 0. */
+int v05__geometry_check(struct v05_geometry *geo);
+/* Regions and total size of a valid geometry. */
+void v05__layout(const struct v05_geometry *geo,
+		 struct v05_region regions[V05_REGION_COUNT], uint64_t *total);
+
+#endif

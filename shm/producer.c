@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/* Producer API: a reward worker's end of its lane. */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "shm/doorbell.h"
+#include "shm/error.h"
+#include "shm/lanes.h"
+#include "shm/proc.h"
+#include "shm/ring.h"
+#include "shm/segment.h"
+#include "v05/shm.h"
+
+struct v05_producer {
+	struct v05_ring_prod ring;
+	struct v05_segment *seg; /* &own, or a mapping the caller keeps */
+	struct v05_segment own;
+	struct v05_ring_hdr *lane;
+	uint64_t owner;
+	uint32_t lane_index;
+	unsigned flags;
+	unsigned fork_gen;
+};
+
+/* A handle belongs to the process that opened it: after fork the child
+ * would be a second producer on an SPSC lane. The child's handles refuse. */
+static unsigned fork_gen;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+	fork_gen++;
+}
+
+static void register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+static int check_handle(const struct v05_producer *p)
+{
+	if (!p)
+		return v05__fail(-EINVAL, "producer: NULL handle");
+	if (p->fork_gen != fork_gen)
+		return v05__fail(-ECHILD,
+				 "producer handle used in a forked child; open a new one");
+	return 0;
+}
+
+/* Claim a lane of an attached segment; p->seg is set. */
+static int claim_lane(struct v05_producer *p, unsigned flags)
+{
+	struct v05_segment *seg = p->seg;
+	uint32_t dead = 0;
+	uint64_t me = v05__owner_self();
+
+	if (!me)
+		return v05__fail(-EIO, "cannot read /proc/self/stat");
+	for (uint32_t i = 0; i < seg->hdr.geo.lane_count; i++) {
+		struct v05_ring_hdr *r = v05__lane(seg, i);
+		/* Relaxed peek; the CAS below decides. */
+		uint64_t cur = v05_load_relaxed(&r->owner);
+
+		if (cur != 0) {
+			dead += !v05__owner_alive(cur);
+			continue;
+		}
+		/* A3: acquire pairs with the previous holder's release (R3),
+		 * so its last tail is what ring_prod_init reads. */
+		if (v05_cas_acq_rel(&r->owner, &cur, me)) {
+			p->lane = r;
+			p->lane_index = i;
+			break;
+		}
+	}
+	if (!p->lane)
+		return v05__fail(-EBUSY,
+				 "segment %s: all %u lanes are held (%u by dead producers, free again once the plugin drains them)",
+				 seg->name, seg->hdr.geo.lane_count, dead);
+	/* Relaxed: we own the lane; claims is statistics. */
+	v05_store_relaxed(&p->lane->claims, v05_load_relaxed(&p->lane->claims) + 1);
+	v05_fetch_add_relaxed(&seg->ctl->counters[V05_C_LANE_CLAIMS], 1);
+	v05__ring_prod_init(&p->ring, p->lane, v05__lane_records(p->lane),
+			    seg->hdr.geo.lane_capacity, sizeof(struct v05_record));
+	p->owner = me;
+	p->flags = flags;
+	p->fork_gen = fork_gen;
+	return 0;
+}
+
+static int open_common(const char *name, struct v05_segment *mapped,
+		       unsigned flags, struct v05_producer **out)
+{
+	struct v05_producer *p;
+	int ret;
+
+	v05__clear_error();
+	pthread_once(&atfork_once, register_atfork);
+	if (!out)
+		return v05__fail(-EINVAL, "producer_open: NULL out");
+	if (flags & ~V05_PRODUCER_DEFER)
+		return v05__fail(-EINVAL, "unknown producer flags 0x%x", flags);
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return v05__fail(-ENOMEM, "producer: out of memory");
+	if (mapped) {
+		p->seg = mapped;
+	} else {
+		ret = v05__segment_attach(name, V05_ROLE_PRODUCER, 0, &p->own);
+		if (ret) {
+			free(p);
+			return ret;
+		}
+		p->seg = &p->own;
+	}
+	ret = claim_lane(p, flags);
+	if (ret) {
+		if (!mapped)
+			v05__segment_detach(&p->own);
+		free(p);
+		return ret;
+	}
+	*out = p;
+	return 0;
+}
+
+V05_API int v05_producer_open(const char *name, unsigned flags,
+			      struct v05_producer **out)
+{
+	return open_common(name, NULL, flags, out);
+}
+
+int v05__producer_open_mapped(struct v05_segment *seg, unsigned flags,
+			      struct v05_producer **out)
+{
+	return open_common(NULL, seg, flags, out);
+}
+
+static void write_record(struct v05_producer *p, uint32_t i, uint64_t key,
+			 uint32_t sample, float reward, uint64_t ts)
+{
+	struct v05_record *rec = v05__ring_prod_slot(&p->ring, i);
+
+	rec->key = key;
+	rec->timestamp_ns = ts;
+	rec->sample = sample;
+	rec->reward = reward;
+	rec->flags = 0;
+	rec->seq = p->ring.tail + i;
+}
+
+static uint32_t publish(struct v05_producer *p)
+{
+	uint32_t n = v05__ring_prod_publish(&p->ring); /* R2 */
+
+	if (n)
+		v05__doorbell_after_publish(p->seg->ctl);
+	return n;
+}
+
+V05_API int v05_producer_push(struct v05_producer *p, uint64_t key,
+			      uint32_t sample, float reward)
+{
+	int ret = check_handle(p);
+
+	if (ret)
+		return ret;
+	if (v05__ring_prod_reserve(&p->ring, 1))
+		return -EAGAIN; /* hot path: no message formatting */
+	write_record(p, 0, key, sample, reward, v05__now_ns());
+	v05__ring_prod_commit(&p->ring, 1);
+	if (!(p->flags & V05_PRODUCER_DEFER))
+		publish(p);
+	return 0;
+}
+
+V05_API int v05_producer_push_batch(struct v05_producer *p,
+				    const struct v05_reward *r, uint32_t n)
+{
+	uint64_t ts;
+	int ret = check_handle(p);
+
+	if (ret)
+		return ret;
+	if (!r && n)
+		return v05__fail(-EINVAL, "push_batch: NULL records");
+	if (n > p->ring.mask + 1)
+		return v05__fail(-EINVAL, "batch of %u exceeds the lane's %u",
+				 n, p->ring.mask + 1);
+	if (v05__ring_prod_reserve(&p->ring, n))
+		return -EAGAIN;
+	ts = v05__now_ns();
+	for (uint32_t i = 0; i < n; i++)
+		write_record(p, i, r[i].key, r[i].sample, r[i].reward, ts);
+	v05__ring_prod_commit(&p->ring, n);
+	publish(p);
+	return (int)n;
+}
+
+V05_API int v05_producer_push_wait(struct v05_producer *p,
+				   const struct v05_reward *r, uint32_t n,
+				   int timeout_ms)
+{
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX :
+			    v05__now_ns() + (uint64_t)timeout_ms * 1000000u;
+	unsigned spins = 0;
+
+	for (;;) {
+		struct timespec nap = { 0, 50000 };
+		int ret = v05_producer_push_batch(p, r, n);
+
+		if (ret != -EAGAIN)
+			return ret;
+		/* Room comes back when the consumer drains: spin briefly,
+		 * then yield, then nap 50 us at a time. */
+		if (v05__now_ns() >= deadline)
+			return v05__fail(-ETIMEDOUT,
+					 "lane %u stayed full for %d ms",
+					 p->lane_index, timeout_ms);
+		if (spins < 64) {
+			spins++;
+			v05_cpu_relax();
+		} else if (spins < 128) {
+			spins++;
+			sched_yield();
+		} else if (nanosleep(&nap, NULL) && errno == EINTR) {
+			return v05__fail(-EINTR, "push interrupted by a signal");
+		}
+	}
+}
+
+V05_API int v05_producer_flush(struct v05_producer *p)
+{
+	int ret = check_handle(p);
+
+	if (ret)
+		return ret;
+	return (int)publish(p);
+}
+
+V05_API int v05_producer_close(struct v05_producer *p)
+{
+	int ret = 0;
+
+	if (!p)
+		return 0;
+	if (p->fork_gen == fork_gen) {
+		publish(p);
+		/* R3: our last tail store before the lane is free again;
+		 * pairs with the next claimer's A3. */
+		v05_store_release(&p->lane->owner, 0);
+	} else {
+		/* A forked child must not touch the parent's lane. */
+		ret = -ECHILD;
+	}
+	if (p->seg == &p->own)
+		v05__segment_detach(&p->own);
+	free(p);
+	return ret;
+}
+
+V05_API int v05_producer_lane(const struct v05_producer *p)
+{
+	return p ? (int)p->lane_index : -EINVAL;
+}

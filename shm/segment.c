@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: MIT */
+/* Segment create / attach / detach / unlink / reclaim. */
+#include "shm/segment.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "shm/atomics.h"
+#include "shm/error.h"
+#include "shm/proc.h"
+
+static const char *const region_names[V05_REGION_COUNT] = {
+	"control", "lanes",   "table",   "arena",
+	"completion", "release", "support", "batches",
+};
+
+V05_API int v05_name_check(const char *name)
+{
+	size_t n;
+
+	if (!name || !name[0])
+		return v05__fail(-EINVAL, "segment name is empty");
+	n = strlen(name);
+	if (n > V05_NAME_MAX)
+		return v05__fail(-ENAMETOOLONG,
+				 "segment name is %zu characters, at most %d",
+				 n, V05_NAME_MAX);
+	if (strchr(name, '/'))
+		return v05__fail(-EINVAL, "segment name '%s' contains '/'", name);
+	if (name[0] == '.')
+		return v05__fail(-EINVAL, "segment name '%s' starts with '.'",
+				 name);
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			return v05__fail(-EINVAL,
+					 "segment name has character 0x%02x; use [A-Za-z0-9._-]",
+					 (unsigned char)c);
+	}
+	return 0;
+}
+
+V05_API uint64_t v05_key(const void *uid, size_t len)
+{
+	uint64_t k = XXH3_64bits(uid, len);
+
+	return k ? k : 1;
+}
+
+const char *v05__shm_dir(void)
+{
+	const char *d = getenv("V05_SHM_DIR");
+
+	return d && d[0] == '/' ? d : "/dev/shm";
+}
+
+int v05__segment_path(const char *name, char *path, size_t len)
+{
+	int ret = v05_name_check(name);
+
+	if (ret)
+		return ret;
+	if ((size_t)snprintf(path, len, "%s/v05-%s", v05__shm_dir(), name) >= len)
+		return v05__fail(-ENAMETOOLONG, "segment path too long");
+	return 0;
+}
+
+uint64_t v05__header_checksum(const struct v05_shm_header *h)
+{
+	return XXH3_64bits(h, offsetof(struct v05_shm_header, checksum));
+}
+
+static int region_inside(const struct v05_region *r, uint64_t total)
+{
+	return r->offset % V05_PAGE == 0 && r->size % V05_PAGE == 0 &&
+	       r->size > 0 && r->offset >= V05_PAGE && r->offset <= total &&
+	       r->size <= total - r->offset;
+}
+
+int v05__header_validate(const struct v05_shm_header *h, uint64_t st_size)
+{
+	struct v05_region want[V05_REGION_COUNT];
+	struct v05_geometry geo = h->geo;
+	uint64_t total;
+	int ret;
+
+	if (h->magic != V05_SHM_MAGIC)
+		return v05__fail(-EBADMSG, "not a v05 segment (magic %016llx)",
+				 (unsigned long long)h->magic);
+	if (h->abi_version != V05_SHM_ABI || h->header_size != sizeof(*h))
+		return v05__fail(-EPROTONOSUPPORT,
+				 "segment ABI %u (header %u bytes); this library speaks ABI %u (%zu bytes)",
+				 h->abi_version, h->header_size, V05_SHM_ABI,
+				 sizeof(*h));
+	if (h->checksum != v05__header_checksum(h))
+		return v05__fail(-EILSEQ, "segment header checksum mismatch");
+	if (h->page_size != V05_PAGE)
+		return v05__fail(-EDOM, "segment page size %u, expected %u",
+				 h->page_size, V05_PAGE);
+	if (h->total_size != st_size)
+		return v05__fail(-EMSGSIZE,
+				 "segment header says %llu bytes, the object has %llu",
+				 (unsigned long long)h->total_size,
+				 (unsigned long long)st_size);
+	ret = v05__geometry_check(&geo);
+	if (ret)
+		return ret;
+	for (int i = 0; i < V05_REGION_COUNT; i++) {
+		if (!region_inside(&h->regions[i], st_size))
+			return v05__fail(-EOVERFLOW,
+					 "region %s [%llu, +%llu) is not a page-aligned part of the %llu-byte segment",
+					 region_names[i],
+					 (unsigned long long)h->regions[i].offset,
+					 (unsigned long long)h->regions[i].size,
+					 (unsigned long long)st_size);
+	}
+	for (int i = 0; i < V05_REGION_COUNT; i++) {
+		for (int j = i + 1; j < V05_REGION_COUNT; j++) {
+			const struct v05_region *a = &h->regions[i];
+			const struct v05_region *b = &h->regions[j];
+
+			if (a->offset < b->offset + b->size &&
+			    b->offset < a->offset + a->size)
+				return v05__fail(-ENOTUNIQ,
+						 "regions %s and %s overlap",
+						 region_names[i], region_names[j]);
+		}
+	}
+	v05__layout(&geo, want, &total);
+	for (int i = 0; i < V05_REGION_COUNT; i++) {
+		if (want[i].offset != h->regions[i].offset ||
+		    want[i].size != h->regions[i].size)
+			return v05__fail(-EMSGSIZE,
+					 "region %s does not match the segment's capacities",
+					 region_names[i]);
+	}
+	if (total != st_size)
+		return v05__fail(-EMSGSIZE,
+				 "capacities need %llu bytes, the segment has %llu",
+				 (unsigned long long)total,
+				 (unsigned long long)st_size);
+	return 0;
+}
+
+static void set_regions(struct v05_segment *seg)
+{
+	for (int i = 0; i < V05_REGION_COUNT; i++)
+		seg->region[i] = seg->base + seg->hdr.regions[i].offset;
+	seg->ctl = V05_AT(struct v05_shm_control, seg->region[V05_REGION_CONTROL], 0);
+}
+
+static int protect(struct v05_segment *seg, int region, int prot)
+{
+	const struct v05_region *r = &seg->hdr.regions[region];
+
+	if (mprotect(seg->base + r->offset, r->size, prot))
+		return v05__fail(-errno, "mprotect of region %s: %s",
+				 region_names[region], strerror(errno));
+	return 0;
+}
+
+#define RO PROT_READ
+#define RW (PROT_READ | PROT_WRITE)
+/* Per-role protections; unmapped regions stay PROT_NONE and their pointer
+ * NULL, so a stray use faults in the user's process at once. */
+static const int role_prot[][V05_REGION_COUNT] = {
+	[V05_ROLE_OWNER] = { RW, RW, RW, RW, RW, RW, RW, RW },
+	[V05_ROLE_PRODUCER] = { [V05_REGION_CONTROL] = RW, [V05_REGION_LANES] = RW },
+	[V05_ROLE_READER] = { [V05_REGION_CONTROL] = RO, [V05_REGION_ARENA] = RO,
+			      [V05_REGION_COMPLETION] = RW,
+			      [V05_REGION_RELEASE] = RW },
+	[V05_ROLE_INSPECT] = { [V05_REGION_CONTROL] = RO, [V05_REGION_LANES] = RO,
+			       [V05_REGION_SUPPORT] = RO,
+			       [V05_REGION_BATCHES] = RO },
+};
+#undef RO
+#undef RW
+
+static int map_role(struct v05_segment *seg)
+{
+	const int *prot = role_prot[seg->role];
+	int ret;
+
+	set_regions(seg);
+	for (int i = 0; i < V05_REGION_COUNT; i++) {
+		if (!prot[i]) {
+			seg->region[i] = NULL;
+			continue;
+		}
+		ret = protect(seg, i, prot[i]);
+		if (ret)
+			return ret;
+	}
+	if (!prot[V05_REGION_CONTROL])
+		seg->ctl = NULL;
+	return 0;
+}
+
+int v05__segment_create(const char *name, struct v05_geometry *geo,
+			const void *config, size_t config_len, unsigned mode,
+			struct v05_segment *seg)
+{
+	struct v05_shm_header h;
+	uint64_t total;
+	void *base;
+	int fd, ret;
+
+	memset(seg, 0, sizeof(*seg));
+	seg->fd = -1;
+	ret = v05__segment_path(name, seg->path, sizeof(seg->path));
+	if (ret)
+		return ret;
+	ret = v05__geometry_check(geo);
+	if (ret)
+		return ret;
+	if (config_len > V05_CONFIG_BYTES)
+		return v05__fail(-EINVAL, "config of %zu bytes exceeds %u",
+				 config_len, V05_CONFIG_BYTES);
+	if (mode & ~0777u)
+		return v05__fail(-EINVAL, "mode %o has bits outside 0777", mode);
+
+	memset(&h, 0, sizeof(h));
+	h.abi_version = V05_SHM_ABI;
+	h.header_size = sizeof(h);
+	h.page_size = V05_PAGE;
+	h.creator_uid = (uint32_t)geteuid();
+	h.created_ns = v05__wall_ns();
+	h.geo = *geo;
+	v05__layout(geo, h.regions, &total);
+	h.total_size = total;
+	if (config_len)
+		memcpy(h.config, config, config_len);
+
+	fd = open(seg->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+		  (mode_t)mode);
+	if (fd < 0)
+		return v05__fail(-errno, "create %s: %s", seg->path,
+				 strerror(errno));
+	/* The umask may have narrowed the mode; the caller asked for this. */
+	if (fchmod(fd, (mode_t)mode)) {
+		ret = v05__fail(-errno, "fchmod %s: %s", seg->path,
+				strerror(errno));
+		goto fail;
+	}
+	/* Reserve every page now: on tmpfs a later page fault past the
+	 * filesystem's size is a SIGBUS in the engine; here it is ENOSPC. */
+	ret = posix_fallocate(fd, 0, (off_t)total);
+	if (ret == EOPNOTSUPP || ret == EINVAL)
+		ret = ftruncate(fd, (off_t)total) ? errno : 0;
+	if (ret) {
+		ret = v05__fail(-ret, "reserve %llu bytes for %s: %s",
+				(unsigned long long)total, seg->path,
+				strerror(ret));
+		goto fail;
+	}
+	base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		ret = v05__fail(-errno, "mmap %s: %s", seg->path, strerror(errno));
+		goto fail;
+	}
+	seg->base = base;
+	seg->size = total;
+	seg->fd = fd;
+	seg->role = V05_ROLE_OWNER;
+	seg->st_uid = h.creator_uid;
+	snprintf(seg->name, sizeof(seg->name), "%s", name);
+	/* The checksum covers the magic as stored: compute with the final
+	 * magic, write everything but the magic, then publish the magic. */
+	h.magic = V05_SHM_MAGIC;
+	h.checksum = v05__header_checksum(&h);
+	memcpy((uint8_t *)base + sizeof(h.magic), (uint8_t *)&h + sizeof(h.magic),
+	       sizeof(h) - sizeof(h.magic));
+	seg->hdr = h;
+	set_regions(seg);
+	seg->ctl->owner = v05__owner_self();
+	seg->ctl->owner_pid = (uint32_t)getpid();
+	seg->ctl->heartbeat_ns = v05__now_ns();
+	/* R0: everything above before the magic; attach reads the page with
+	 * pread and checks the magic and checksum (A0, in the kernel copy). */
+	v05_store_release((uint64_t *)base, (uint64_t)V05_SHM_MAGIC);
+	if (mprotect(base, V05_PAGE, PROT_READ)) {
+		ret = v05__fail(-errno, "mprotect header: %s", strerror(errno));
+		munmap(base, total);
+		seg->base = NULL;
+		goto fail;
+	}
+	return 0;
+fail:
+	unlink(seg->path);
+	close(fd);
+	seg->fd = -1;
+	return ret;
+}
+
+int v05__segment_attach(const char *name, enum v05_role role, unsigned flags,
+			struct v05_segment *seg)
+{
+	bool rw = role != V05_ROLE_INSPECT;
+	struct stat st;
+	ssize_t n;
+	void *base;
+	int fd, ret;
+
+	memset(seg, 0, sizeof(*seg));
+	seg->fd = -1;
+	if (flags & ~V05_ATTACH_ANY_UID)
+		return v05__fail(-EINVAL, "unknown attach flags 0x%x", flags);
+	ret = v05__segment_path(name, seg->path, sizeof(seg->path));
+	if (ret)
+		return ret;
+	fd = open(seg->path, (rw ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return v05__fail(-errno, "open %s: %s", seg->path, strerror(errno));
+	if (fstat(fd, &st)) {
+		ret = v05__fail(-errno, "fstat %s: %s", seg->path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		ret = v05__fail(-EBADMSG, "%s is not a regular file", seg->path);
+		goto fail;
+	}
+	if (st.st_uid != geteuid() && !(flags & V05_ATTACH_ANY_UID)) {
+		ret = v05__fail(-EACCES,
+				"%s belongs to uid %u, not to this process's uid %u",
+				seg->path, (unsigned)st.st_uid, (unsigned)geteuid());
+		goto fail;
+	}
+	if ((uint64_t)st.st_size < V05_PAGE) {
+		ret = v05__fail(-EMSGSIZE, "%s is truncated (%lld bytes)",
+				seg->path, (long long)st.st_size);
+		goto fail;
+	}
+	/* Validate a private copy: a writer of the shared page cannot change
+	 * what was checked after the check. */
+	n = pread(fd, &seg->hdr, sizeof(seg->hdr), 0);
+	if (n != (ssize_t)sizeof(seg->hdr)) {
+		ret = v05__fail(n < 0 ? -errno : -EMSGSIZE, "read header of %s",
+				seg->path);
+		goto fail;
+	}
+	ret = v05__header_validate(&seg->hdr, (uint64_t)st.st_size);
+	if (ret)
+		goto fail;
+	/* Map everything PROT_NONE, then open up what the role needs. */
+	base = mmap(NULL, (size_t)st.st_size, PROT_NONE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		ret = v05__fail(-errno, "mmap %s: %s", seg->path, strerror(errno));
+		goto fail;
+	}
+	seg->base = base;
+	seg->size = (size_t)st.st_size;
+	seg->fd = fd;
+	seg->role = role;
+	seg->st_uid = (uint32_t)st.st_uid;
+	snprintf(seg->name, sizeof(seg->name), "%s", name);
+	ret = map_role(seg);
+	if (ret) {
+		v05__segment_detach(seg);
+		return ret;
+	}
+	return 0;
+fail:
+	close(fd);
+	return ret;
+}
+
+void v05__segment_detach(struct v05_segment *seg)
+{
+	if (seg->base)
+		munmap(seg->base, seg->size);
+	if (seg->fd >= 0)
+		close(seg->fd);
+	seg->base = NULL;
+	seg->ctl = NULL;
+	seg->fd = -1;
+	for (int i = 0; i < V05_REGION_COUNT; i++)
+		seg->region[i] = NULL;
+}
+
+V05_API int v05_segment_unlink(const char *name)
+{
+	char path[PATH_MAX];
+	int ret;
+
+	v05__clear_error();
+	ret = v05__segment_path(name, path, sizeof(path));
+	if (ret)
+		return ret;
+	if (unlink(path))
+		return v05__fail(-errno, "unlink %s: %s", path, strerror(errno));
+	return 0;
+}
+
+V05_API int v05_segment_reclaim(const char *name, unsigned flags)
+{
+	struct v05_segment seg;
+	uint64_t owner;
+	int ret;
+
+	v05__clear_error();
+	ret = v05__segment_attach(name, V05_ROLE_INSPECT, flags, &seg);
+	if (ret)
+		return ret;
+	/* Relaxed: a snapshot; a live owner keeps its word for its lifetime. */
+	owner = v05_load_relaxed(&seg.ctl->owner);
+	v05__segment_detach(&seg);
+	if (v05__owner_alive(owner))
+		return v05__fail(-EBUSY, "segment %s: owner pid %u is alive",
+				 name, v05__owner_pid(owner));
+	return v05_segment_unlink(name);
+}

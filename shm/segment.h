@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A mapped v05 segment, process-local. The header is read once with pread,
+ * validated, and kept here as a private copy: nothing read from the shared
+ * header page is trusted or re-read after attach validated it.
+ */
+#ifndef V05_SHM_SEGMENT_H
+#define V05_SHM_SEGMENT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shm/layout.h"
+#include "v05/shm.h"
+
+/* Which regions a role maps, and how (everything else is PROT_NONE). */
+enum v05_role {
+	V05_ROLE_OWNER,    /* plugin: all regions read-write             */
+	V05_ROLE_PRODUCER, /* control + lanes read-write                 */
+	V05_ROLE_READER,   /* control, arena read; rings read-write      */
+	V05_ROLE_INSPECT,  /* control, lanes, batches read-only (v05ctl) */
+};
+
+struct v05_segment {
+	uint8_t *base;   /* the whole object, PROT_NONE where not mapped */
+	size_t size;
+	int fd;
+	enum v05_role role;
+	struct v05_shm_header hdr; /* validated private copy */
+	struct v05_shm_control *ctl;
+	uint8_t *region[V05_REGION_COUNT]; /* NULL where not mapped */
+	uint32_t st_uid;
+	char name[V05_NAME_MAX + 1];
+	char path[PATH_MAX];
+};
+
+/* The directory segments live in: $V05_SHM_DIR or /dev/shm. */
+const char *v05__shm_dir(void);
+/* Build "<dir>/v05-<name>" after checking the name. */
+int v05__segment_path(const char *name, char *path, size_t len);
+
+/*
+ * Create a segment (O_CREAT|O_EXCL, the given mode), reserving its memory
+ * with posix_fallocate so a full /dev/shm fails here with -ENOSPC rather
+ * than with SIGBUS later. config (config_len <= V05_CONFIG_BYTES) is stored
+ * in the checksummed header. The caller becomes the owner.
+ */
+int v05__segment_create(const char *name, struct v05_geometry *geo,
+			const void *config, size_t config_len, unsigned mode,
+			struct v05_segment *seg);
+
+/* Attach with full validation (flags: V05_ATTACH_*). */
+int v05__segment_attach(const char *name, enum v05_role role, unsigned flags,
+			struct v05_segment *seg);
+
+/* Validate a header copy against an object of st_size bytes. Exposed for
+ * the attach fuzzer; attach calls it. */
+int v05__header_validate(const struct v05_shm_header *h, uint64_t st_size);
+
+/* XXH3 checksum of a header's immutable bytes. */
+uint64_t v05__header_checksum(const struct v05_shm_header *h);
+
+void v05__segment_detach(struct v05_segment *seg);
+
+static inline struct v05_ring_hdr *v05__lane(const struct v05_segment *s,
+					     uint32_t i)
+{
+	uint64_t stride = sizeof(struct v05_ring_hdr) +
+			  (uint64_t)s->hdr.geo.lane_capacity *
+				  sizeof(struct v05_record);
+
+	return V05_AT(struct v05_ring_hdr, s->region[V05_REGION_LANES], i * stride);
+}
+
+static inline struct v05_record *v05__lane_records(struct v05_ring_hdr *lane)
+{
+	return (struct v05_record *)(lane + 1);
+}
+
+#endif

@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: MIT */
+/* Segments: names, create/attach/unlink, permissions, every attach check
+ * refusing a corrupted header with its own errno, reclaim. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shm/segment.h"
+#include "util/seg.h"
+
+static void test_names(void **state)
+{
+	char longname[V05_NAME_MAX + 2];
+
+	(void)state;
+	memset(longname, 'a', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	assert_int_equal(v05_name_check(""), -EINVAL);
+	assert_non_null(strstr(v05_errmsg(), "empty"));
+	assert_int_equal(v05_name_check(NULL), -EINVAL);
+	assert_int_equal(v05_name_check("a/b"), -EINVAL);
+	assert_non_null(strstr(v05_errmsg(), "'/'"));
+	assert_int_equal(v05_name_check(longname), -ENAMETOOLONG);
+	longname[V05_NAME_MAX] = '\0';
+	assert_int_equal(v05_name_check(longname), 0);
+	assert_int_equal(v05_name_check(".hidden"), -EINVAL);
+	assert_int_equal(v05_name_check("sp ace"), -EINVAL);
+	assert_int_equal(v05_name_check("ok-Name_1.x"), 0);
+}
+
+static void create_small(const char *name, unsigned mode,
+			 struct v05_segment *seg)
+{
+	struct v05_geometry g = test_geometry(2, 64, 4, 16);
+	const char cfg[] = "config bytes";
+
+	assert_int_equal(v05__segment_create(name, &g, cfg, sizeof(cfg), mode,
+					     seg), 0);
+}
+
+static void test_create_attach(void **state)
+{
+	struct v05_segment owner, insp, prod;
+	char name[64];
+	struct stat st;
+
+	(void)state;
+	test_name(name, sizeof(name), "seg");
+	create_small(name, 0600, &owner);
+	assert_int_equal(stat(owner.path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(v05__segment_create(name, &owner.hdr.geo, NULL, 0, 0600,
+					     &insp), -EEXIST);
+	assert_int_equal(v05__segment_attach(name, V05_ROLE_INSPECT, 0, &insp), 0);
+	assert_memory_equal(&insp.hdr, &owner.hdr, sizeof(owner.hdr));
+	assert_string_equal((const char *)insp.hdr.config, "config bytes");
+	assert_null(insp.region[V05_REGION_TABLE]); /* not mapped for inspect */
+	assert_non_null(insp.region[V05_REGION_LANES]);
+	assert_int_equal(v05__segment_attach(name, V05_ROLE_PRODUCER, 0, &prod), 0);
+	assert_null(prod.region[V05_REGION_ARENA]);
+	assert_true(prod.ctl->owner == owner.ctl->owner);
+	v05__segment_detach(&prod);
+	v05__segment_detach(&insp);
+	v05__segment_detach(&owner);
+	assert_int_equal(v05_segment_unlink(name), 0);
+	assert_int_equal(v05__segment_attach(name, V05_ROLE_INSPECT, 0, &insp),
+			 -ENOENT);
+	assert_int_equal(v05__segment_attach(name, V05_ROLE_INSPECT, 0x80, &insp),
+			 -EINVAL);
+}
+
+static void test_mode_configurable(void **state)
+{
+	struct v05_segment seg;
+	mode_t old = umask(077);
+	char name[64];
+	struct stat st;
+
+	(void)state;
+	test_name(name, sizeof(name), "mode");
+	create_small(name, 0640, &seg);
+	umask(old);
+	assert_int_equal(stat(seg.path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0640);
+	v05__segment_detach(&seg);
+	assert_int_equal(v05_segment_unlink(name), 0);
+}
+
+enum fix { RAW, FIX_CHECKSUM };
+
+/* Write a modified header into the object, attach, restore. */
+static int attach_with(const char *path, const char *name,
+		       void (*mutate)(struct v05_shm_header *), enum fix fix)
+{
+	struct v05_shm_header h, orig;
+	struct v05_segment seg;
+	int fd = open(path, O_RDWR);
+	int ret;
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &orig, sizeof(orig), 0), sizeof(orig));
+	h = orig;
+	mutate(&h);
+	if (fix == FIX_CHECKSUM)
+		h.checksum = v05__header_checksum(&h);
+	assert_int_equal(pwrite(fd, &h, sizeof(h), 0), sizeof(h));
+	ret = v05__segment_attach(name, V05_ROLE_INSPECT, 0, &seg);
+	if (ret == 0)
+		v05__segment_detach(&seg);
+	assert_int_equal(pwrite(fd, &orig, sizeof(orig), 0), sizeof(orig));
+	close(fd);
+	return ret;
+}
+
+static void m_magic(struct v05_shm_header *h) { h->magic ^= 1; }
+static void m_abi(struct v05_shm_header *h) { h->abi_version = 99; }
+static void m_hsize(struct v05_shm_header *h) { h->header_size = 512; }
+static void m_config(struct v05_shm_header *h) { h->config[5] ^= 0x40; }
+static void m_geo(struct v05_shm_header *h) { h->geo.lane_count++; }
+static void m_page(struct v05_shm_header *h) { h->page_size = 65536; }
+static void m_total(struct v05_shm_header *h) { h->total_size += V05_PAGE; }
+static void m_pow2(struct v05_shm_header *h) { h->geo.lane_capacity = 48; }
+static void m_kmax(struct v05_shm_header *h) { h->geo.k_max = 65; }
+static void m_out(struct v05_shm_header *h)
+{
+	h->regions[V05_REGION_ARENA].offset = h->total_size;
+}
+static void m_huge(struct v05_shm_header *h)
+{
+	h->regions[V05_REGION_TABLE].size = UINT64_MAX - V05_PAGE + 1;
+}
+static void m_unaligned(struct v05_shm_header *h)
+{
+	h->regions[V05_REGION_LANES].offset += 8;
+}
+static void m_overlap(struct v05_shm_header *h)
+{
+	h->regions[V05_REGION_TABLE].offset = h->regions[V05_REGION_LANES].offset;
+}
+static void m_mismatch(struct v05_shm_header *h)
+{
+	/* Move the control/lanes boundary by a page: inside, aligned and
+	 * disjoint, but not what the capacities say. */
+	h->regions[V05_REGION_CONTROL].size += V05_PAGE;
+	h->regions[V05_REGION_LANES].offset += V05_PAGE;
+	h->regions[V05_REGION_LANES].size -= V05_PAGE;
+}
+
+static void test_corrupt_header(void **state)
+{
+	static const struct {
+		const char *what;
+		void (*mutate)(struct v05_shm_header *);
+		enum fix fix;
+		int err;
+	} cases[] = {
+		{ "magic", m_magic, RAW, -EBADMSG },
+		{ "abi", m_abi, RAW, -EPROTONOSUPPORT },
+		{ "header size", m_hsize, RAW, -EPROTONOSUPPORT },
+		{ "config byte", m_config, RAW, -EILSEQ },
+		{ "geometry", m_geo, RAW, -EILSEQ },
+		{ "page size", m_page, FIX_CHECKSUM, -EDOM },
+		{ "total size", m_total, FIX_CHECKSUM, -EMSGSIZE },
+		{ "capacity not pow2", m_pow2, FIX_CHECKSUM, -EDOM },
+		{ "k_max", m_kmax, FIX_CHECKSUM, -EDOM },
+		{ "region outside", m_out, FIX_CHECKSUM, -EOVERFLOW },
+		{ "region size overflow", m_huge, FIX_CHECKSUM, -EOVERFLOW },
+		{ "region unaligned", m_unaligned, FIX_CHECKSUM, -EOVERFLOW },
+		{ "regions overlap", m_overlap, FIX_CHECKSUM, -ENOTUNIQ },
+		{ "region mismatch", m_mismatch, FIX_CHECKSUM, -EMSGSIZE },
+	};
+	struct v05_segment owner, seg;
+	char name[64];
+
+	(void)state;
+	test_name(name, sizeof(name), "corrupt");
+	create_small(name, 0600, &owner);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int ret = attach_with(owner.path, name, cases[i].mutate,
+				      cases[i].fix);
+
+		if (ret != cases[i].err)
+			fail_msg("%s: got %d (%s), want %d", cases[i].what, ret,
+				 v05_errmsg(), cases[i].err);
+		assert_true(strlen(v05_errmsg()) > 0);
+	}
+	/* Restored: attaches again. */
+	assert_int_equal(v05__segment_attach(name, V05_ROLE_INSPECT, 0, &seg), 0);
+	v05__segment_detach(&seg);
+	/* Truncated: size no longer matches, then below one page. */
+	assert_int_equal(truncate(owner.path, (off_t)owner.size - V05_PAGE), 0);
+	assert_int_equal(v05__segment_attach(name, V05_ROLE_INSPECT, 0, &seg),
+			 -EMSGSIZE);
+	assert_int_equal(truncate(owner.path, 100), 0);
+	assert_int_equal(v05__segment_attach(name, V05_ROLE_INSPECT, 0, &seg),
+			 -EMSGSIZE);
+	v05__segment_detach(&owner);
+	assert_int_equal(v05_segment_unlink(name), 0);
+}
+
+static void test_foreign_uid(void **state)
+{
+	struct v05_segment owner, seg;
+	struct passwd *nobody = getpwnam("nobody");
+	char name[64];
+
+	(void)state;
+	if (geteuid() != 0 || !nobody) {
+		skip();
+		return;
+	}
+	test_name(name, sizeof(name), "uid");
+	create_small(name, 0600, &owner);
+	assert_int_equal(chown(owner.path, nobody->pw_uid, nobody->pw_gid), 0);
+	assert_int_equal(v05__segment_attach(name, V05_ROLE_INSPECT, 0, &seg),
+			 -EACCES);
+	assert_non_null(strstr(v05_errmsg(), "uid"));
+	assert_int_equal(v05__segment_attach(name, V05_ROLE_INSPECT,
+					     V05_ATTACH_ANY_UID, &seg), 0);
+	v05__segment_detach(&seg);
+	v05__segment_detach(&owner);
+	assert_int_equal(v05_segment_unlink(name), 0);
+}
+
+static void test_reclaim(void **state)
+{
+	struct v05_segment owner;
+	char live[64], dead[64];
+	pid_t pid;
+	int st;
+
+	(void)state;
+	test_name(live, sizeof(live), "live");
+	test_name(dead, sizeof(dead), "dead");
+	create_small(live, 0600, &owner);
+	assert_int_equal(v05_segment_reclaim(live, 0), -EBUSY);
+	assert_non_null(strstr(v05_errmsg(), "alive"));
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct v05_segment s;
+		struct v05_geometry g = test_geometry(1, 16, 1, 4);
+
+		_exit(v05__segment_create(dead, &g, NULL, 0, 0600, &s) ? 1 : 0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(v05_segment_reclaim(dead, 0), 0);
+	assert_int_equal(v05_segment_reclaim(dead, 0), -ENOENT);
+	v05__segment_detach(&owner);
+	assert_int_equal(v05_segment_unlink(live), 0);
+}
+
+static void test_geometry_rejected(void **state)
+{
+	struct v05_segment seg;
+	struct v05_geometry g;
+	char name[64];
+
+	(void)state;
+	test_name(name, sizeof(name), "geo");
+	g = test_geometry(0, 64, 4, 16);
+	assert_int_equal(v05__segment_create(name, &g, NULL, 0, 0600, &seg), -EDOM);
+	g = test_geometry(2, 100, 4, 16);
+	assert_int_equal(v05__segment_create(name, &g, NULL, 0, 0600, &seg), -EDOM);
+	g = test_geometry(2, 64, 4, 16);
+	g.table_capacity = 4; /* load would exceed 0.5 */
+	assert_int_equal(v05__segment_create(name, &g, NULL, 0, 0600, &seg), -EDOM);
+	g = test_geometry(2, 64, 4, 16);
+	assert_int_equal(v05__segment_create(name, &g, NULL, 0, 01777, &seg),
+			 -EINVAL);
+	assert_int_equal(v05__segment_create("bad/name", &g, NULL, 0, 0600, &seg),
+			 -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_create_attach),
+		cmocka_unit_test(test_mode_configurable),
+		cmocka_unit_test(test_corrupt_header),
+		cmocka_unit_test(test_foreign_uid),
+		cmocka_unit_test(test_reclaim),
+		cmocka_unit_test(test_geometry_rejected),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
