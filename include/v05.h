@@ -9,5 +9,6 @@
 #include "v05/common.h"
 #include "v05/stats.h"
 #include "v05/shm.h"
+#include "v05/plugin.h"
 
 #endif /* V05_H */

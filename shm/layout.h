@@ -119,7 +119,7 @@ enum v05_counter {
 	V05_C_WAKEUPS,
 	V05_C_JOURNAL_RECORDS,
 	V05_C_JOURNAL_BYTES,
-	V05_C_JOURNAL_SYNCS,
+	V05_C_JOURNAL_WRITES,  /* batched writes completed               */
 	V05_C_JOURNAL_ERRORS,
 	V05_C_TAKEOVERS,
 	V05_C_PROMPTS_OPEN,    /* gauge: submitted, not final            */
@@ -129,6 +129,7 @@ enum v05_counter {
 	V05_C_LATENCY_SUM_NS,
 	V05_C_COMPLETIONS,     /* completion records published           */
 	V05_C_COMPLETIONS_SKIPPED, /* no reader attached                 */
+	V05_C_RELEASES_BAD,    /* a reader's release of a wrong slot     */
 	V05_C_NAMED_END,
 	V05_C_K_HIST = 64,     /* 65 entries: finals by k = 0..64        */
 	V05_C_LAT_HIST = 160,  /* 48 entries: [2^b, 2^(b+1)) ns          */

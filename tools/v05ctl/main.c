@@ -10,6 +10,8 @@
 static const struct v05ctl_command commands[] = {
 	{ "estimate", "fuse a prior with rewards and answer more/stop (JSON)",
 	  cmd_estimate, help_estimate },
+	{ "journal", "print a journal as JSON lines and check its tail",
+	  cmd_journal, help_journal },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -20,5 +20,7 @@ int v05ctl_usage_error(const char *cmd, const char *fmt, ...)
 
 int cmd_estimate(int argc, char **argv);
 void help_estimate(FILE *f);
+int cmd_journal(int argc, char **argv);
+void help_journal(FILE *f);
 
 #endif

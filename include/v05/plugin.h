@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The v05 plugin: lives in the rollout engine's process, owns a segment,
+ * turns rewards into decisions. No thread of its own (except the fallback
+ * waiter thread when io_uring's futex wait is refused): the engine calls
+ * v05_submit() and v05_poll(), and waits on v05_fd() between polls.
+ *
+ *   v05_submit(batch)  -> first dispatch: SAMPLE k_init per prompt
+ *   ... reward workers push (key, sample, reward) through their lanes ...
+ *   v05_poll()         -> SAMPLE (more samples), FINAL (advantages written
+ *                         in the slot), DROP (dapo: no signal)
+ *   v05_group(slot)    -> zero-copy view of rewards and advantages
+ *   v05_release(slot)  -> the slot may be reused
+ *
+ * The decision flow and both schedules are explained, with a worked
+ * example, in docs/PLUGIN.md.
+ */
+#ifndef V05_PLUGIN_H
+#define V05_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum v05_schedule {
+	V05_SCHEDULE_ROUNDS = 0, /* the paper's: a round's SAMPLEs go together */
+	V05_SCHEDULE_STREAM = 1, /* each prompt on its own, padded by holding  */
+};
+
+enum v05_journal_sync {
+	V05_JOURNAL_SYNC_NONE = 0,  /* write, let the kernel flush           */
+	V05_JOURNAL_SYNC_BATCH = 1, /* fdatasync after every batched write   */
+};
+
+/* Config flags. */
+#define V05_CONFIG_WAIT_THREAD (1u << 0) /* force the fallback waiter */
+
+#define V05_UID_MAX_BYTES 128u
+#define V05_JOURNAL_PATH_MAX 480u
+
+struct v05_config {
+	uint32_t size;              /* sizeof(struct v05_config)              */
+	struct v05_params params;   /* cost, k_init, k_step, k_max, mode      */
+	double halt_fraction;       /* in [0, 1]                               */
+	uint32_t pad_multiple;      /* dispatch multiple, >= 1 (1: no padding) */
+	uint32_t schedule;          /* enum v05_schedule                      */
+	uint32_t stream_deadline_us;/* stream: longest hold of a SAMPLE        */
+	uint32_t max_prompts;       /* prompts active (not released) at once  */
+	uint32_t max_producers;     /* reward-worker processes at once        */
+	uint32_t lane_capacity;     /* records per lane, power of two         */
+	uint32_t max_batches;       /* batches in flight at once              */
+	uint32_t file_mode;         /* segment permissions (default 0600)     */
+	uint32_t flags;             /* V05_CONFIG_*                           */
+	uint32_t journal_sync;      /* enum v05_journal_sync                  */
+	const char *journal_path;   /* NULL: no journal                       */
+};
+
+/* Defaults: v05 params (c 0.0039, k 4/2/16), halt 0.25, pad 32, rounds,
+ * deadline 2000 us, 4096 prompts, 16 producers, lanes of 4096, 64 batches,
+ * mode 0600, no journal. */
+V05_API void v05_config_default(struct v05_config *c);
+/* 0, or -EINVAL naming the field in v05_errmsg(). */
+V05_API int v05_config_check(const struct v05_config *c);
+
+struct v05_plugin;
+
+/* Create segment NAME (O_EXCL) and own it. */
+V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
+			      struct v05_plugin **out);
+
+/*
+ * Take over segment NAME: its owner is gone (closed, or died). All state is
+ * in the segment and is kept; call v05_recover() next for what the previous
+ * owner had handed out and may not have seen through. -EBUSY if the owner
+ * lives.
+ */
+V05_API int v05_plugin_attach(const char *name, unsigned flags,
+			      struct v05_plugin **out);
+
+#define V05_CLOSE_UNLINK (1u << 0)
+
+/* Flush the journal, give up ownership, unmap (and unlink if asked). */
+V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags);
+
+/* ---- submit and poll ---------------------------------------------------- */
+
+struct v05_prompt_in {
+	const void *uid;  /* the prompt's uid bytes (e.g. verl's uuid)    */
+	uint32_t uid_len; /* 1..V05_UID_MAX_BYTES                         */
+	double prior;     /* value-model prior on [-1, 1]                 */
+};
+
+enum v05_decision_kind {
+	V05_DECISION_SAMPLE = 1, /* generate the samples in `samples`        */
+	V05_DECISION_FINAL = 2,  /* advantages are in `slot`                 */
+	V05_DECISION_DROP = 3,   /* dapo: zero-variance group, slot still held */
+};
+
+/* Decision flags. */
+#define V05_DF_PADDED (1u << 0)    /* SAMPLE includes padding samples       */
+#define V05_DF_HALTED (1u << 1)    /* FINAL because the batch halted        */
+#define V05_DF_RECOVERED (1u << 2) /* from v05_recover()                    */
+
+struct v05_decision {
+	uint64_t key;        /* v05_key(uid)                                */
+	uint64_t samples;    /* SAMPLE: bit s set = generate sample s       */
+	uint64_t batch;      /* batch id (from 1)                           */
+	uint64_t latency_ns; /* from the reward that completed the group's
+			      * samples to this decision; 0 if none        */
+	double baseline;     /* FINAL/DROP                                  */
+	uint32_t kind;       /* enum v05_decision_kind                      */
+	uint32_t slot;       /* the prompt's slot (also for SAMPLE)         */
+	uint32_t k;          /* FINAL/DROP: group size; SAMPLE: new samples */
+	uint32_t flags;      /* V05_DF_*                                    */
+};
+
+/*
+ * Register n prompts as one batch; out (n entries) receives the first
+ * dispatch, k_init samples per accepted prompt. status[i] (may be NULL) is
+ * 0 or the prompt's error: -EEXIST (uid active), -ENOSPC (no free slot),
+ * -EINVAL (uid length), -EDOM (prior). Returns the number of decisions.
+ */
+V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
+		       uint32_t n, struct v05_decision *out, int *status);
+
+/*
+ * Drain rewards, decide, and return up to max decisions. A journal failure
+ * is returned once as its negative errno (journaling stops; polling goes
+ * on). Decisions not returned stay queued for the next call.
+ */
+V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
+		     uint32_t max);
+
+/* After attach: SAMPLE decisions for every issued sample without a reward,
+ * FINAL/DROP for every final slot not yet released (flag RECOVERED). The
+ * set is taken once; call until it returns 0 (v05_poll also hands out
+ * what is left). */
+V05_API int v05_recover(struct v05_plugin *p, struct v05_decision *out,
+			uint32_t max);
+
+/* ---- waiting ------------------------------------------------------------- */
+
+/* Pollable fd: readable after v05_arm() once rewards (or a deadline) came. */
+V05_API int v05_fd(struct v05_plugin *p);
+/* 1: work is already there (do not wait), 0: armed, wait for v05_fd() to
+ * be readable (at most timeout_ms, -1 forever), then call v05_poll(). */
+V05_API int v05_arm(struct v05_plugin *p, int timeout_ms);
+/* Block until work or timeout: 1 work, 0 timeout, -EINTR. */
+V05_API int v05_wait(struct v05_plugin *p, int timeout_ms);
+/* "io_uring" or "thread", and why. */
+V05_API const char *v05_wait_path(const struct v05_plugin *p);
+V05_API const char *v05_wait_reason(const struct v05_plugin *p);
+
+/* ---- groups (zero-copy) -------------------------------------------------- */
+
+struct v05_group {
+	uint64_t key;
+	uint64_t seq;   /* group sequence number (journal order), from 1 */
+	uint64_t batch;
+	const float *rewards;    /* k entries, in the segment      */
+	const float *advantages; /* k entries, beside the rewards  */
+	const uint8_t *uid;
+	double prior, baseline, sigma, mean;
+	uint32_t slot, gen, k, action, uid_len;
+};
+
+/* The final group in slot: -EINVAL (bad slot), -EAGAIN (not final yet). */
+V05_API int v05_group(struct v05_plugin *p, uint32_t slot, struct v05_group *g);
+/* Let the slot be reused (after the journal has it). -EALREADY if free. */
+V05_API int v05_release(struct v05_plugin *p, uint32_t slot);
+/* Byte offset of a slot's rewards and advantages in the segment file, for
+ * mapping it elsewhere; and the segment's size. */
+V05_API int v05_slot_offsets(struct v05_plugin *p, uint32_t slot,
+			     uint64_t *rewards_off, uint64_t *adv_off);
+
+/* ---- readers: the trainer in another process ----------------------------- */
+
+struct v05_reader;
+V05_API int v05_reader_open(const char *name, unsigned flags,
+			    struct v05_reader **out);
+/* 1 and *g, or 0 when no new final group is there. */
+V05_API int v05_reader_next(struct v05_reader *r, struct v05_group *g);
+V05_API int v05_reader_release(struct v05_reader *r, const struct v05_group *g);
+V05_API int v05_reader_close(struct v05_reader *r);
+
+/* ---- support buffer and counters ---------------------------------------- */
+
+struct v05_support {
+	uint64_t key;
+	float mean; /* mean reward of the finalized group, [-1, 1] */
+	uint32_t k;
+};
+
+/* Up to n entries sampled without replacement from the last (up to 512)
+ * finalized groups, reproducibly for a seed. Returns the count. */
+V05_API int v05_support_sample(struct v05_plugin *p, struct v05_support *out,
+			       uint32_t n, uint64_t seed);
+
+#define V05_COUNTER_SLOTS 256u
+/* Copy every counter (V05_COUNTER_SLOTS of them). */
+V05_API int v05_counters(struct v05_plugin *p, uint64_t *out, uint32_t n);
+/* A counter's name ("rewards_applied", "k_hist_16", ...) or NULL. */
+V05_API const char *v05_counter_name(uint32_t i);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* V05_PLUGIN_H */

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/* The plugin's process-local state and the functions its files share. */
+#ifndef V05_PLUGIN_INTERNAL_H
+#define V05_PLUGIN_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shm/arena.h"
+#include "shm/atomics.h"
+#include "shm/completion.h"
+#include "shm/lanes.h"
+#include "shm/segment.h"
+#include "shm/table.h"
+#include "shm/waiter.h"
+#include "v05/plugin.h"
+
+/* The configuration as stored in the segment header (immutable). */
+struct v05_shm_config {
+	double cost;
+	uint32_t k_init, k_step, k_max, mode;
+	double halt_fraction;
+	uint32_t pad_multiple;
+	uint32_t schedule;
+	uint32_t stream_deadline_us;
+	uint32_t journal_sync;
+	uint32_t flags;
+	uint32_t reserved;
+	char journal_path[V05_JOURNAL_PATH_MAX];
+};
+static_assert(sizeof(struct v05_shm_config) == 48 + 8 + V05_JOURNAL_PATH_MAX,
+	      "shm config ABI");
+static_assert(sizeof(struct v05_shm_config) <= V05_CONFIG_BYTES, "config fits");
+
+enum v05_journal_status {
+	V05_JOURNAL_OFF = 0,
+	V05_JOURNAL_OK = 1,
+	V05_JOURNAL_FAILED = 2,
+};
+
+/* Plugin state that must survive a takeover, in the control block. Written
+ * by the owner only; relaxed (the owner is the only writer; v05ctl reads a
+ * snapshot). */
+struct v05_plugin_state {
+	uint64_t next_batch_id;       /* last batch id handed out          */
+	uint64_t last_seq;            /* last group sequence number        */
+	uint64_t journal_durable_seq; /* groups <= this are in the journal */
+	uint64_t journal_offset;      /* bytes of valid journal            */
+	uint32_t journal_status;      /* enum v05_journal_status            */
+	int32_t journal_errno;
+	char journal_error[160];
+	char wait_reason[160];
+	uint8_t pad[1024 - 360];
+};
+static_assert(sizeof(struct v05_plugin_state) == 1024, "plugin state ABI");
+
+/* Derived per-batch state, rebuilt from the table on takeover. */
+struct batch_local {
+	uint32_t n_open;       /* not final                              */
+	uint32_t n_collecting; /* open and waiting for rewards           */
+	uint32_t n_held;       /* decided "more", not released yet       */
+	uint32_t held_samples; /* stream: samples the held ones will get */
+	uint64_t *held;        /* keys of held prompts                   */
+	uint32_t held_cap;
+};
+
+struct v05_journal;
+
+struct v05_plugin {
+	struct v05_segment seg;
+	struct v05_shm_config cfg;
+	struct v05_params params;
+	struct v05_plugin_state *st; /* in the control block */
+	struct v05_batch_rec *batch_recs;
+	struct batch_local *batches;
+	struct v05_lanes lanes;
+	struct v05_table table;
+	struct v05_arena arena;
+	struct v05_completions compl;
+	struct v05_waiter waiter;
+	struct v05_journal *journal;
+	int journal_error_pending; /* reported once by v05_poll */
+	uint64_t journal_writes_seen;
+	bool armed;
+	bool silent;               /* attach: transitions without decisions */
+	bool recovered;            /* v05_recover has queued the state once */
+	uint64_t next_reader_check_ns;
+	uint64_t last_reader;      /* reader owner word seen last check      */
+	bool completion_backlog;   /* a completion did not fit: republish    */
+	/* decision queue (ring buffer) */
+	struct v05_decision *q;
+	uint32_t qhead, qlen, qcap;
+	/* slots released before the journal had them */
+	uint32_t *pending_free;
+	uint32_t npending_free;
+};
+
+static inline uint64_t *v05__ctr(struct v05_plugin *p, int c)
+{
+	return &p->seg.ctl->counters[c];
+}
+
+/* Counters: the owner is their only writer (relaxed load + store). */
+static inline void v05__count(struct v05_plugin *p, int c, uint64_t n)
+{
+	uint64_t *x = v05__ctr(p, c);
+
+	v05_store_relaxed(x, v05_load_relaxed(x) + n);
+}
+
+static inline void v05__gauge(struct v05_plugin *p, int c, int64_t d)
+{
+	uint64_t *x = v05__ctr(p, c);
+
+	v05_store_relaxed(x, (uint64_t)((int64_t)v05_load_relaxed(x) + d));
+}
+
+/* queue.c: the decision queue. */
+int v05__enqueue(struct v05_plugin *p, const struct v05_decision *d);
+uint32_t v05__dequeue(struct v05_plugin *p, struct v05_decision *out,
+		      uint32_t max);
+
+/* decide.c: apply rewards, decide, finalize. */
+void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane);
+void v05__decide(struct v05_plugin *p, struct v05_prompt *e);
+void v05__finalize(struct v05_plugin *p, struct v05_prompt *e, uint32_t flags,
+		   uint64_t latency_ns);
+uint32_t v05__group_k(const struct v05_prompt *e);
+/* Append a final slot's group to the journal (if any): 0 or -errno. */
+int v05__journal_slot(struct v05_plugin *p, uint32_t slot);
+void v05__record_latency(struct v05_plugin *p, uint64_t ns);
+
+/* policy.c: the batch policy (rounds / stream, halt, padding). */
+void v05__policy_held(struct v05_plugin *p, uint32_t b);
+void v05__policy_after_decision(struct v05_plugin *p, uint32_t b);
+void v05__policy_deadlines(struct v05_plugin *p, uint64_t now);
+int64_t v05__policy_next_deadline_ns(struct v05_plugin *p, uint64_t now);
+void v05__policy_resume(struct v05_plugin *p, uint32_t b);
+int v05__batch_hold(struct v05_plugin *p, uint32_t b, uint64_t key);
+
+/* slots.c: release, completions, readers. */
+void v05__slot_release(struct v05_plugin *p, uint32_t slot);
+void v05__publish_completion(struct v05_plugin *p, uint32_t slot);
+void v05__check_reader(struct v05_plugin *p, uint64_t now);
+void v05__release_from_reader(void *ctx, uint32_t slot, uint32_t gen);
+void v05__free_journaled(struct v05_plugin *p);
+void v05__fill_group(const struct v05_segment *seg, uint32_t slot,
+		     struct v05_slot_hdr *h, struct v05_group *g);
+
+/* support.c */
+void v05__support_add(struct v05_plugin *p, uint64_t key, float mean, uint32_t k);
+
+#endif

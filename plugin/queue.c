@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/* The decision queue: decisions made during a poll wait here until the
+ * caller takes them (v05_poll's max may be smaller than a round). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin/internal.h"
+#include "shm/error.h"
+
+int v05__enqueue(struct v05_plugin *p, const struct v05_decision *d)
+{
+	if (p->qlen == p->qcap) {
+		uint32_t cap = p->qcap ? 2 * p->qcap : 1024;
+		struct v05_decision *n = malloc((size_t)cap * sizeof(*n));
+
+		if (!n)
+			return v05__fail(-ENOMEM, "decision queue: out of memory");
+		/* Unwrap the ring into the new array. */
+		for (uint32_t i = 0; i < p->qlen; i++)
+			n[i] = p->q[(p->qhead + i) % p->qcap];
+		free(p->q);
+		p->q = n;
+		p->qcap = cap;
+		p->qhead = 0;
+	}
+	p->q[(p->qhead + p->qlen) % p->qcap] = *d;
+	p->qlen++;
+	return 0;
+}
+
+uint32_t v05__dequeue(struct v05_plugin *p, struct v05_decision *out,
+		      uint32_t max)
+{
+	uint32_t n = p->qlen < max ? p->qlen : max;
+
+	for (uint32_t i = 0; i < n; i++)
+		out[i] = p->q[(p->qhead + i) % p->qcap];
+	if (n) {
+		p->qhead = (p->qhead + n) % p->qcap;
+		p->qlen -= n;
+	}
+	return n;
+}

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/* Submit: register a batch of prompts and hand out the first dispatch. */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "plugin/internal.h"
+#include "shm/error.h"
+#include "shm/proc.h"
+
+static int alloc_batch(struct v05_plugin *p, uint32_t *b)
+{
+	for (uint32_t i = 0; i < p->seg.hdr.geo.batch_count; i++) {
+		if (p->batch_recs[i].id == 0) {
+			*b = i;
+			return 0;
+		}
+	}
+	return v05__fail(-EBUSY, "all %u batches are in flight",
+			 p->seg.hdr.geo.batch_count);
+}
+
+/* One prompt: 0 or its error. On success *e is its table entry. */
+static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
+		      uint32_t b, uint64_t batch_id, uint64_t now,
+		      struct v05_prompt **out)
+{
+	struct v05_slot_hdr *h;
+	struct v05_prompt *e;
+	uint64_t key;
+	uint32_t slot;
+	int ret;
+
+	if (!in->uid || in->uid_len < 1 || in->uid_len > V05_UID_MAX_BYTES)
+		return -EINVAL;
+	if (!isfinite(in->prior) || in->prior < -1.0 || in->prior > 1.0)
+		return -EDOM;
+	key = v05_key(in->uid, in->uid_len);
+	ret = v05__table_insert(&p->table, key, &e);
+	if (ret)
+		return ret == -EEXIST ? -EEXIST : -ENOSPC;
+	if (v05__arena_alloc(&p->arena, &slot)) {
+		v05__table_delete(&p->table, e);
+		return -ENOSPC;
+	}
+	h = v05__slot(&p->seg, slot);
+	h->key = key;
+	h->prior = in->prior;
+	h->uid_len = in->uid_len;
+	memcpy(h->uid, in->uid, in->uid_len);
+	h->submit_ns = now;
+	h->batch_id = batch_id;
+	h->seq = 0;
+	e->prior = in->prior;
+	e->slot = slot;
+	e->batch = b;
+	e->round = 0;
+	e->k_planned = (uint8_t)p->params.k_init;
+	/* The entry is complete before it is marked issued. */
+	e->issued = p->params.k_init == 64 ? ~0ull : (1ull << p->params.k_init) - 1;
+	e->state = V05_P_COLLECTING;
+	*out = e;
+	return 0;
+}
+
+V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
+		       uint32_t n, struct v05_decision *out, int *status)
+{
+	struct v05_batch_rec *rec;
+	struct batch_local *bl;
+	uint64_t now = v05__wall_ns(), id;
+	uint32_t b = 0, accepted = 0;
+	int ret;
+
+	v05__clear_error();
+	if (!p || (n && (!in || !out)))
+		return v05__fail(-EINVAL, "submit: NULL argument");
+	if (n == 0)
+		return 0;
+	ret = alloc_batch(p, &b);
+	if (ret)
+		return ret;
+	rec = &p->batch_recs[b];
+	bl = &p->batches[b];
+	id = ++p->st->next_batch_id;
+	for (uint32_t i = 0; i < n; i++) {
+		struct v05_prompt *e = NULL;
+		struct v05_decision *d;
+
+		ret = add_prompt(p, &in[i], b, id, now, &e);
+		if (status)
+			status[i] = ret;
+		if (ret) {
+			v05__count(p, V05_C_SUBMIT_REJECTED, 1);
+			continue;
+		}
+		d = &out[accepted++];
+		memset(d, 0, sizeof(*d));
+		d->kind = V05_DECISION_SAMPLE;
+		d->key = e->key;
+		d->slot = e->slot;
+		d->samples = e->issued;
+		d->k = p->params.k_init;
+		d->batch = id;
+	}
+	if (accepted == 0) {
+		--p->st->next_batch_id;
+		return 0;
+	}
+	memset(bl, 0, offsetof(struct batch_local, held));
+	bl->n_open = bl->n_collecting = accepted;
+	rec->n_prompts = accepted;
+	rec->round = 0;
+	rec->hold_since_ns = 0;
+	rec->submit_ns = v05__now_ns();
+	rec->state = V05_B_OPEN;
+	/* Last: a batch record with an id is live (takeover scans for it). */
+	rec->id = id;
+	v05__count(p, V05_C_PROMPTS_SUBMITTED, accepted);
+	v05__count(p, V05_C_SAMPLES_ISSUED, (uint64_t)accepted * p->params.k_init);
+	v05__count(p, V05_C_DEC_SAMPLE, accepted);
+	v05__count(p, V05_C_BATCHES_SUBMITTED, 1);
+	v05__gauge(p, V05_C_PROMPTS_OPEN, accepted);
+	return (int)accepted;
+}
