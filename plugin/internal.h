@@ -137,6 +137,8 @@ void v05__policy_deadlines(struct v05_plugin *p, uint64_t now);
 int64_t v05__policy_next_deadline_ns(struct v05_plugin *p, uint64_t now);
 void v05__policy_resume(struct v05_plugin *p, uint32_t b);
 int v05__batch_hold(struct v05_plugin *p, uint32_t b, uint64_t key);
+void v05__barrier_decision(struct v05_plugin *p, uint32_t b,
+			   struct v05_decision *d);
 
 /* slots.c: release, completions, readers. */
 void v05__slot_release(struct v05_plugin *p, uint32_t slot);

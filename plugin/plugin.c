@@ -84,8 +84,12 @@ V05_API int v05_config_check(const struct v05_config *c)
 		return v05__fail(-EINVAL,
 				 "file_mode %o: must be within 0777 and let the owner read and write",
 				 c->file_mode);
-	if (c->flags & ~V05_CONFIG_WAIT_THREAD)
+	if (c->flags & ~(V05_CONFIG_WAIT_THREAD | V05_CONFIG_EXTERNAL_HALT))
 		return v05__fail(-EINVAL, "unknown config flags 0x%x", c->flags);
+	if ((c->flags & V05_CONFIG_EXTERNAL_HALT) &&
+	    c->schedule != V05_SCHEDULE_ROUNDS)
+		return v05__fail(-EINVAL,
+				 "external halt needs the rounds schedule (barriers)");
 	if (c->journal_sync > V05_JOURNAL_SYNC_BATCH)
 		return v05__fail(-EINVAL, "journal_sync %u is unknown",
 				 c->journal_sync);
@@ -616,6 +620,15 @@ V05_API int v05_recover(struct v05_plugin *p, struct v05_decision *out,
 		}
 		v05__enqueue(p, &d);
 	}
+	for (uint32_t b = 0; !p->recovered && b < p->seg.hdr.geo.batch_count; b++) {
+		if (p->batch_recs[b].id && p->batch_recs[b].state == V05_B_BARRIER) {
+			struct v05_decision d;
+
+			v05__barrier_decision(p, b, &d);
+			d.flags = V05_DF_RECOVERED;
+			v05__enqueue(p, &d);
+		}
+	}
 	p->recovered = true;
 	return (int)v05__dequeue(p, out, max);
 }
@@ -678,6 +691,15 @@ V05_API int v05_wait(struct v05_plugin *p, int timeout_ms)
 		return 1;
 	}
 	return 0;
+}
+
+V05_API int v05_pending(struct v05_plugin *p)
+{
+	if (!p)
+		return -EINVAL;
+	return p->qlen || p->journal_error_pending ||
+	       v05__lanes_pending(&p->lanes) ||
+	       v05__policy_next_deadline_ns(p, v05__now_ns()) == 0;
 }
 
 V05_API const char *v05_wait_path(const struct v05_plugin *p)

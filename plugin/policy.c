@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "plugin/internal.h"
+#include "shm/error.h"
 #include "shm/proc.h"
 
 int v05__batch_hold(struct v05_plugin *p, uint32_t b, uint64_t key)
@@ -261,12 +262,36 @@ static int below_halt(struct v05_plugin *p, uint32_t b, uint32_t live)
 				      (double)p->batch_recs[b].n_prompts;
 }
 
+/* The barrier's decision for an external resolver (recover repeats it). */
+void v05__barrier_decision(struct v05_plugin *p, uint32_t b,
+			   struct v05_decision *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->kind = V05_DECISION_BARRIER;
+	d->batch = p->batch_recs[b].id;
+	d->k = p->batches[b].n_held;
+	d->samples = p->batch_recs[b].n_prompts;
+}
+
 static void rounds_check(struct v05_plugin *p, uint32_t b)
 {
 	struct batch_local *bl = &p->batches[b];
 
 	if (!active(p, b) || bl->n_collecting || !bl->n_held)
 		return;
+	if (p->cfg.flags & V05_CONFIG_EXTERNAL_HALT) {
+		struct v05_decision d;
+
+		if (p->batch_recs[b].state == V05_B_BARRIER)
+			return;
+		/* Persisted: a takeover reports it again (v05_recover). */
+		p->batch_recs[b].state = V05_B_BARRIER;
+		if (!p->silent) {
+			v05__barrier_decision(p, b, &d);
+			v05__enqueue(p, &d);
+		}
+		return;
+	}
 	/* Round barrier: every open prompt has decided; the open ones are
 	 * exactly the held ones. */
 	if (below_halt(p, b, bl->n_held))
@@ -361,4 +386,26 @@ void v05__policy_resume(struct v05_plugin *p, uint32_t b)
 	} else {
 		v05__policy_held(p, b);
 	}
+}
+
+V05_API int v05_resolve(struct v05_plugin *p, uint64_t batch, int halt_it)
+{
+	v05__clear_error();
+	if (!p || !batch)
+		return v05__fail(-EINVAL, "resolve: bad argument");
+	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++) {
+		if (p->batch_recs[b].id != batch)
+			continue;
+		if (p->batch_recs[b].state != V05_B_BARRIER)
+			return v05__fail(-EINVAL,
+					 "batch %llu is not waiting at a round barrier",
+					 (unsigned long long)batch);
+		if (halt_it)
+			halt(p, b, 1);
+		else
+			release(p, b);
+		return 0;
+	}
+	return v05__fail(-ENOENT, "no batch %llu in flight",
+			 (unsigned long long)batch);
 }

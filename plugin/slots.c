@@ -56,6 +56,23 @@ V05_API int v05_group(struct v05_plugin *p, uint32_t slot, struct v05_group *g)
 	return 0;
 }
 
+V05_API int v05_slot_uid(struct v05_plugin *p, uint32_t slot, void *buf,
+			 uint32_t len)
+{
+	struct v05_slot_hdr *h;
+	uint32_t n;
+
+	v05__clear_error();
+	if (!p || !slot_ok(p, slot) || (!buf && len))
+		return v05__fail(-EINVAL, "slot_uid: bad argument");
+	h = v05__slot(&p->seg, slot);
+	if (h->state == V05_S_FREE)
+		return v05__fail(-EINVAL, "slot %u is free", slot);
+	n = h->uid_len <= V05_UID_MAX ? h->uid_len : V05_UID_MAX;
+	memcpy(buf, h->uid, n < len ? n : len);
+	return (int)n;
+}
+
 V05_API int v05_slot_offsets(struct v05_plugin *p, uint32_t slot,
 			     uint64_t *rewards_off, uint64_t *adv_off)
 {

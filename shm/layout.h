@@ -294,6 +294,7 @@ enum v05_batch_state {
 	V05_B_OPEN,
 	V05_B_RELEASING, /* a round's release is being applied             */
 	V05_B_HALTED,    /* halted: open prompts finalize, no more samples */
+	V05_B_BARRIER,   /* external halt: waiting for v05_resolve()       */
 };
 
 struct v05_batch_rec {

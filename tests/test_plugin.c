@@ -373,6 +373,64 @@ static void test_rounds_halt(void **state)
 	free(f);
 }
 
+/*
+ * External halt: the barrier is reported (6 of 8 need more), nothing moves
+ * until v05_resolve; then release, or halt.
+ */
+static void test_external_halt(void **state)
+{
+	static const double priors[8] = { 0.8, 0.8, -0.8, -0.8,
+					  -0.8, -0.8, -0.8, -0.8 };
+	static const float mixed[64] = { 1, 1, 1, -1 };
+	static const float ones[64] = { 1, 1, 1, 1, 1, 1, 1, 1 };
+	struct fx *f = calloc(1, sizeof(*f));
+	uint64_t keys[8], batch;
+	int n, samples = 0;
+
+	(void)state;
+	fx_config(f);
+	f->c.flags = V05_CONFIG_EXTERNAL_HALT;
+	f->c.schedule = V05_SCHEDULE_STREAM;
+	assert_int_equal(v05_config_check(&f->c), -EINVAL);
+	f->c.schedule = V05_SCHEDULE_ROUNDS;
+	f->c.pad_multiple = 1;
+	fx_open(f);
+	n = submit(f, priors, 8, keys);
+	batch = f->d[0].batch;
+	for (int i = 0; i < 8; i++)
+		push_samples(f, keys[i], 0xf, i < 2 ? mixed : ones);
+	n = v05_poll(f->p, f->d, MAXD);
+	assert_int_equal(n, 3); /* two finals and the barrier */
+	assert_int_equal(f->d[2].kind, V05_DECISION_BARRIER);
+	assert_true(f->d[2].batch == batch);
+	assert_int_equal(f->d[2].k, 6);
+	assert_true(f->d[2].samples == 8);
+	assert_int_equal(v05_poll(f->p, f->d, MAXD), 0); /* waits */
+	assert_int_equal(v05_resolve(f->p, batch + 7, 0), -ENOENT);
+	assert_int_equal(v05_resolve(f->p, batch, 0), 0);
+	assert_int_equal(v05_resolve(f->p, batch, 0), -EINVAL);
+	n = v05_poll(f->p, f->d, MAXD);
+	for (int i = 0; i < n; i++)
+		samples += f->d[i].kind == V05_DECISION_SAMPLE;
+	assert_int_equal(samples, 6);
+	for (int i = 0; i < n; i++)
+		push_samples(f, f->d[i].key, f->d[i].samples, ones);
+	n = v05_poll(f->p, f->d, MAXD);
+	assert_int_equal(n, 1);
+	assert_int_equal(f->d[0].kind, V05_DECISION_BARRIER);
+	assert_int_equal(v05_resolve(f->p, batch, 1), 0); /* halt */
+	n = v05_poll(f->p, f->d, MAXD);
+	assert_int_equal(n, 6);
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(f->d[i].kind, V05_DECISION_FINAL);
+		assert_true(f->d[i].flags & V05_DF_HALTED);
+		assert_int_equal(f->d[i].k, 6);
+	}
+	assert_int_equal(ctr(f, V05_C_HALTS), 1);
+	fx_close(f);
+	free(f);
+}
+
 /* ---- stream ------------------------------------------------------------ */
 
 /*
@@ -773,6 +831,7 @@ int main(void)
 		cmocka_unit_test(test_results_match_core),
 		cmocka_unit_test(test_rounds_padding),
 		cmocka_unit_test(test_rounds_halt),
+		cmocka_unit_test(test_external_halt),
 		cmocka_unit_test(test_stream_release_on_pad),
 		cmocka_unit_test(test_stream_release_when_idle),
 		cmocka_unit_test(test_stream_deadline),

@@ -40,6 +40,12 @@ enum v05_journal_sync {
 
 /* Config flags. */
 #define V05_CONFIG_WAIT_THREAD (1u << 0) /* force the fallback waiter */
+/*
+ * rounds only: at each round barrier, do not apply the halt rule locally;
+ * emit a BARRIER decision and wait for v05_resolve(). Several engines, each
+ * with part of a batch, sum their counts and resolve alike (v05.distributed).
+ */
+#define V05_CONFIG_EXTERNAL_HALT (1u << 1)
 
 #define V05_UID_MAX_BYTES 128u
 #define V05_JOURNAL_PATH_MAX 480u
@@ -100,6 +106,9 @@ enum v05_decision_kind {
 	V05_DECISION_SAMPLE = 1, /* generate the samples in `samples`        */
 	V05_DECISION_FINAL = 2,  /* advantages are in `slot`                 */
 	V05_DECISION_DROP = 3,   /* dapo: zero-variance group, slot still held */
+	V05_DECISION_BARRIER = 4,/* external halt: a round barrier is reached;
+				  * k = prompts that need more, samples =
+				  * prompts in the batch; call v05_resolve() */
 };
 
 /* Decision flags. */
@@ -137,6 +146,13 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 		     uint32_t max);
 
+/*
+ * Resolve batch `batch` (its id) waiting at a round barrier: halt it (its
+ * held prompts finalize) or release its round. -ENOENT: no such batch;
+ * -EINVAL: not waiting at a barrier.
+ */
+V05_API int v05_resolve(struct v05_plugin *p, uint64_t batch, int halt);
+
 /* After attach: SAMPLE decisions for every issued sample without a reward,
  * FINAL/DROP for every final slot not yet released (flag RECOVERED). The
  * set is taken once; call until it returns 0 (v05_poll also hands out
@@ -153,6 +169,9 @@ V05_API int v05_fd(struct v05_plugin *p);
 V05_API int v05_arm(struct v05_plugin *p, int timeout_ms);
 /* Block until work or timeout: 1 work, 0 timeout, -EINTR. */
 V05_API int v05_wait(struct v05_plugin *p, int timeout_ms);
+/* 1 if v05_poll has something to do now (queued decisions, rewards in
+ * the lanes, a stream deadline due), else 0. */
+V05_API int v05_pending(struct v05_plugin *p);
 /* "io_uring" or "thread", and why. */
 V05_API const char *v05_wait_path(const struct v05_plugin *p);
 V05_API const char *v05_wait_reason(const struct v05_plugin *p);
@@ -174,6 +193,11 @@ struct v05_group {
 V05_API int v05_group(struct v05_plugin *p, uint32_t slot, struct v05_group *g);
 /* Let the slot be reused (after the journal has it). -EALREADY if free. */
 V05_API int v05_release(struct v05_plugin *p, uint32_t slot);
+/* The uid of the prompt in slot (active or final): copies up to len bytes
+ * into buf and returns the uid's length; -EINVAL for a free slot. */
+V05_API int v05_slot_uid(struct v05_plugin *p, uint32_t slot, void *buf,
+			 uint32_t len);
+
 /* Byte offset of a slot's rewards and advantages in the segment file, for
  * mapping it elsewhere; and the segment's size. */
 V05_API int v05_slot_offsets(struct v05_plugin *p, uint32_t slot,

@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: MIT
+"""The Python API over libv05: lifecycle, submit/poll with a RewardWriter,
+errors as exceptions carrying the C errno, counters, support buffer."""
+import errno
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+import v05
+
+
+def drive(plugin, writer, decisions, reward=lambda uid, s: 1.0):
+    """Answer every sample decision; return final decisions by uid."""
+    finals = {}
+    pending = list(decisions)
+    n = len({d.uid for d in decisions})
+    while len(finals) < n:
+        for d in pending:
+            if d.kind == "sample":
+                for s in d.samples:
+                    writer.push(d.uid, s, reward(d.uid, s))
+            elif d.kind in ("final", "drop"):
+                finals[d.uid] = d
+        if len(finals) < n:
+            assert plugin.wait_blocking(5.0), "no progress for 5 s"
+            pending = plugin.poll()
+    return finals
+
+
+def test_submit_poll_release(segname):
+    with v05.Plugin.create(segname, max_prompts=64, max_producers=4) as p:
+        ds = p.submit([("a", 0.8), (b"b", -0.8), ("c", 0.0)])
+        assert [d.kind for d in ds] == ["sample"] * 3
+        assert all(d.samples == [0, 1, 2, 3] for d in ds)
+        assert ds[1].uid == b"b"  # uid comes back as given
+        with v05.RewardWriter.attach(segname) as w:
+            finals = drive(p, w, ds)
+        assert finals["a"].k == 4 and finals["a"].baseline == pytest.approx(0.8)
+        assert finals[b"b"].k == 16  # the prior was wrong: more, to k_max
+        g = p.group(finals["a"])
+        assert g.uid == "a" and g.k == 4 and g.action == "stop"
+        assert np.all(g.rewards == 1.0)
+        ref = v05.estimate(0.8, [1, 1, 1, 1])
+        assert np.array_equal(g.advantages,
+                              np.array(ref["advantages"], dtype=np.float32))
+        del g
+        for d in finals.values():
+            p.release(d)
+        st = p.stats()
+        # Every applied reward is in exactly one final group.
+        assert st["rewards_applied"] == sum(k * n for k, n in st["k_hist"].items())
+        assert st["prompts_final"] == 0 and st["releases"] == 3
+        assert sum(st["k_hist"].values()) == 3
+
+
+def test_submit_rejections(segname):
+    with v05.Plugin.create(segname, max_prompts=4) as p:
+        p.submit([("x", 0.1)])
+        with pytest.raises(v05.SubmitError) as e:
+            p.submit([("x", 0.2), ("y", 0.3), ("z", float("nan"))])
+        assert e.value.errno == errno.EEXIST
+        assert e.value.rejected == {"x": errno.EEXIST, "z": errno.EDOM}
+        assert [d.uid for d in e.value.decisions] == ["y"]
+        ds = p.submit([("x", 0.0), ("w", 0.0)], on_error="skip")
+        assert [d.uid for d in ds] == ["w"]
+        assert p.last_rejected == {"x": errno.EEXIST}
+
+
+def test_errors_carry_errno(segname):
+    with pytest.raises(v05.V05Error) as e:
+        v05.Plugin.create(segname, cost=1.5)
+    assert e.value.errno == errno.EINVAL
+    assert "cost" in str(e.value)
+    with pytest.raises(v05.V05Error) as e:
+        v05.Plugin.create("bad/name")
+    assert e.value.errno == errno.EINVAL
+    with pytest.raises(v05.V05Error) as e:
+        v05.Plugin.attach("no-such-segment-here")
+    assert e.value.errno == errno.ENOENT
+    with pytest.raises(ValueError):
+        v05.Plugin.create(segname, mode="ppo")
+    with pytest.raises(v05.V05Error) as e:
+        v05.RewardWriter.attach("no-such-segment-here")
+    assert e.value.errno == errno.ENOENT
+    with v05.Plugin.create(segname) as p:
+        with pytest.raises(v05.V05Error) as e:
+            v05.Plugin.attach(segname)
+        assert e.value.errno == errno.EBUSY
+        with pytest.raises(v05.V05Error) as e:
+            p.release(7)
+        assert e.value.errno == errno.EALREADY
+
+
+def test_scales_and_estimate(v05ctl):
+    assert v05.prior_from_p(0.9) == pytest.approx(0.8)
+    assert v05.reward_from_binary(1) == 1.0
+    assert v05.reward_from_binary(False) == -1.0
+    with pytest.raises(v05.V05Error):
+        v05.prior_from_p(1.2)
+    with pytest.raises(TypeError):
+        v05.reward_from_binary(0.5)
+    py = v05.estimate(-0.8, [1, 1, 1, 1])
+    out = subprocess.run([v05ctl, "estimate", "--prior", "-0.8", "--rewards",
+                          "1,1,1,1"], capture_output=True, text=True, check=True)
+    cli = json.loads(out.stdout)
+    for key in ("k", "mean", "delta2", "weight", "baseline", "sigma",
+                "k_target", "action", "advantages"):
+        assert py[key] == cli[key], key
+
+
+def test_close_refuses_live_views(segname):
+    p = v05.Plugin.create(segname, max_prompts=8, mode="v05-fixed")
+    ds = p.submit([("a", 0.0)])
+    with v05.RewardWriter.attach(segname) as w:
+        finals = drive(p, w, ds)
+    g = p.group(finals["a"])
+    view = g.advantages
+    del g
+    with pytest.raises(v05.V05Error) as e:
+        p.close()
+    assert e.value.errno == errno.EBUSY
+    del view
+    p.close()
+
+
+def test_attach_recover(segname):
+    p = v05.Plugin.create(segname, max_prompts=8, pad_multiple=1)
+    ds = p.submit([("a", 0.8), ("b", 0.8)])
+    with v05.RewardWriter.attach(segname) as w:
+        for s in ds[0].samples:
+            w.push("a", s, 1.0)
+        w.push("b", 0, 1.0)
+    assert p.wait_blocking(5.0)
+    assert [d.kind for d in p.poll()] == ["final"]
+    p.close(unlink=False)
+    q = v05.Plugin.attach(segname)
+    rec = {(d.kind, d.uid): d for d in q.recover()}
+    assert rec[("final", "a")].recovered
+    assert rec[("sample", "b")].samples == [1, 2, 3]
+    assert q.recover() == []  # the set is handed out once
+    q.close()
+
+
+def test_support_sample(segname):
+    with v05.Plugin.create(segname, max_prompts=64, mode="v05-fixed") as p:
+        ds = p.submit([(f"s{i}", 0.0) for i in range(40)])
+        with v05.RewardWriter.attach(segname) as w:
+            finals = drive(p, w, ds, lambda uid, s: 1.0 if s % 2 else -1.0)
+        for d in finals.values():
+            p.release(d)
+        sample = p.support_sample(256, seed=3)
+        assert len(sample) == 40
+        assert sample == p.support_sample(256, seed=3)
+        assert {uid for uid, *_ in sample} == {f"s{i}" for i in range(40)}
+        assert all(mean == 0.0 and k == 4 for _, _, mean, k in sample)
+        assert len(p.support_sample(10, seed=1)) == 10
