@@ -37,6 +37,10 @@
  * race to report on them either way. */
 #define v05_fence_seq_cst() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 
+/* Orders nothing at run time; keeps the compiler from moving accesses
+ * across it (the light side of the asymmetric doorbell, doorbell.h). */
+#define v05_compiler_barrier() __asm__ __volatile__("" ::: "memory")
+
 static inline void v05_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,4 +41,29 @@ void v05__doorbell_ring(struct v05_shm_control *ctl)
 	/* Release: pairs with the acquire load in v05__doorbell_prepare. */
 	v05_fetch_add_release(&ctl->doorbell, 1u);
 	v05__futex_wake(&ctl->doorbell);
+}
+
+static int membarrier(int cmd)
+{
+	return (int)syscall(SYS_membarrier, cmd, 0u, 0);
+}
+
+int v05__membarrier_usable(void)
+{
+	int cmds = membarrier(MEMBARRIER_CMD_QUERY);
+
+	if (cmds < 0 || !(cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED))
+		return 0;
+	/* A trial: seccomp may allow the query and refuse the command. */
+	return membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
+}
+
+int v05__membarrier_register(void)
+{
+	return membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) ? -errno : 0;
+}
+
+int v05__membarrier_global(void)
+{
+	return membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) ? -errno : 0;
 }

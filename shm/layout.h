@@ -161,7 +161,8 @@ struct v05_shm_control {
 	/* Line 2: set by a consumer about to sleep, read by every producer
 	 * on every publish: kept alone so no other write invalidates it. */
 	uint32_t sleeping;
-	uint8_t pad2[V05_LINE - 4];
+	uint32_t asym; /* set at create: the consumer membarriers (doorbell.h) */
+	uint8_t pad2[V05_LINE - 8];
 	uint64_t counters[V05_COUNTERS];
 	/* Persistent state the plugin keeps across takeovers (plugin.h). */
 	uint8_t plugin[1024];

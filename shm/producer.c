@@ -24,6 +24,7 @@ struct v05_producer {
 	uint32_t lane_index;
 	unsigned flags;
 	unsigned fork_gen;
+	bool light; /* asymmetric doorbell: no fence on publish */
 };
 
 /* A handle belongs to the process that opened it: after fork the child
@@ -89,6 +90,9 @@ static int claim_lane(struct v05_producer *p, unsigned flags)
 	p->owner = me;
 	p->flags = flags;
 	p->fork_gen = fork_gen;
+	/* Relaxed: set at create, before any producer could open. */
+	p->light = v05_load_relaxed(&seg->ctl->asym) &&
+		   v05__membarrier_register() == 0;
 	return 0;
 }
 
@@ -158,7 +162,7 @@ static uint32_t publish(struct v05_producer *p)
 	uint32_t n = v05__ring_prod_publish(&p->ring); /* R2 */
 
 	if (n)
-		v05__doorbell_after_publish(p->seg->ctl);
+		v05__doorbell_after_publish(p->seg->ctl, p->light);
 	return n;
 }
 

@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "shm/atomics.h"
+#include "shm/doorbell.h"
 #include "shm/error.h"
 #include "shm/proc.h"
 
@@ -285,6 +286,13 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 	set_regions(seg);
 	seg->ctl->owner = v05__owner_self();
 	seg->ctl->owner_pid = (uint32_t)getpid();
+	{
+		const char *db = getenv("V05_DOORBELL");
+
+		/* The asymmetric doorbell (doorbell.h) unless asked not to. */
+		seg->ctl->asym = (db && !strcmp(db, "fence")) ? 0 :
+				 (uint32_t)v05__membarrier_usable();
+	}
 	seg->ctl->heartbeat_ns = v05__now_ns();
 	/* R0: everything above before the magic; attach reads the page with
 	 * pread and checks the magic and checksum (A0, in the kernel copy). */

@@ -5,10 +5,12 @@
  * blocked forever while records wait: spin reports it as an invalid end
  * state (and the final assertion would fail).
  *
- * Memory model: sequentially consistent. That is what the code's two
- * seq_cst fences buy: F1 orders a producer's tail store before its load of
- * `sleeping`, F2 orders the consumer's store of `sleeping` before its loads
- * of the tails; the remaining orderings are release/acquire pairs on single
+ * Memory model: sequentially consistent. That is what the code's barriers
+ * buy: F1 orders a producer's tail store before its load of `sleeping`
+ * (a fence, or, with the asymmetric doorbell, the consumer's
+ * membarrier(GLOBAL_EXPEDITED) runs that barrier on the producer's CPU),
+ * F2 orders the consumer's store of `sleeping` before its loads of the
+ * tails; the remaining orderings are release/acquire pairs on single
  * words, which SC also covers.
  *
  * -DNO_RECHECK drops the consumer's re-check after announcing sleep, and

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Doorbell: the consumer goes to sleep between records, the producer (a
- * separate process) pushes only once it sees the consumer announced sleep,
- * CYCLES times. A lost wake-up leaves the consumer asleep with a record
+ * Doorbell: the consumer goes to sleep between records, CYCLES times; the
+ * producer (a separate process) pushes each record at one of two cues, in
+ * turn: once the consumer has set `sleeping` (the push races the consumer's
+ * re-check of the lanes), or once it has re-checked and is entering its
+ * wait (a test-owned counter says so; the push races the arm and block,
+ * and the consumer really sleeps). The memory-ordering race itself is the
+ * spin model's to check (tests/doorbell.pml): its window is nanoseconds. A lost wake-up leaves the consumer asleep with a record
  * waiting: its wait has a 10 s timeout, and a wait that runs into it fails
  * the test (so a hang is a failure, not a stuck run). Waking with nothing to
  * read is allowed (a ring from the previous cycle can land after the word
@@ -14,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,6 +42,10 @@ static void on_record(void *ctx, const struct v05_record *rec, uint32_t lane)
 	c->n++;
 }
 
+/* Bumped by the consumer after its re-check found nothing, right before
+ * it arms the wait: the producer's cue (shared anonymous memory). */
+static uint64_t *committed;
+
 static int producer(const char *name, struct v05_shm_control *ctl,
 		    uint64_t cycles)
 {
@@ -45,10 +54,16 @@ static int producer(const char *name, struct v05_shm_control *ctl,
 	if (v05_producer_open(name, 0, &p))
 		return 1;
 	for (uint64_t i = 1; i <= cycles; i++) {
-		/* Push only once the consumer has announced its sleep. The
-		 * ring clears the flag, so each record waits for a new one. */
-		while (!v05_load_acquire(&ctl->sleeping))
-			v05_cpu_relax();
+		if (i & 1) {
+			/* Cue 1: sleep announced. The ring clears the flag,
+			 * so each such record waits for a new announcement. */
+			while (!v05_load_acquire(&ctl->sleeping))
+				v05_cpu_relax();
+		} else {
+			/* Cue 2: the consumer is on its way into the wait. */
+			while (__atomic_load_n(committed, __ATOMIC_ACQUIRE) < i)
+				v05_cpu_relax();
+		}
 		if (v05_producer_push(p, i, 0, 1.f))
 			return 1;
 	}
@@ -80,6 +95,10 @@ int main(int argc, char **argv)
 		v05_segment_unlink(name);
 		return 77;
 	}
+	committed = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (committed == MAP_FAILED)
+		return 1;
 	pid = fork();
 	if (pid == 0)
 		_exit(producer(name, seg.ctl, cycles));
@@ -95,6 +114,7 @@ int main(int argc, char **argv)
 			continue;
 		}
 		t0 = v05__now_ns();
+		__atomic_store_n(committed, c.n + 1, __ATOMIC_RELEASE);
 		if (v05__waiter_arm(&w, word, 10000))
 			break;
 		v05__waiter_block(&w);
@@ -112,9 +132,10 @@ int main(int argc, char **argv)
 	if (lost || c.n < cycles)
 		kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
-	printf("doorbell %s: %llu records, %llu sleeps, %llu spurious wakes, "
+	printf("doorbell %s (%s): %llu records, %llu sleeps, %llu spurious wakes, "
 	       "%llu lost, %llu bad\n",
-	       v05__wait_path_name(w.path), (unsigned long long)c.n,
+	       v05__wait_path_name(w.path),
+	       seg.ctl->asym ? "membarrier" : "fence", (unsigned long long)c.n,
 	       (unsigned long long)sleeps, (unsigned long long)empty_wakes,
 	       (unsigned long long)lost, (unsigned long long)c.bad);
 	v05__waiter_fini(&w);
