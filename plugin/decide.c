@@ -14,6 +14,7 @@
 
 #include "plugin/internal.h"
 #include "plugin/journal.h"
+#include "plugin/stats_core.h"
 #include "shm/proc.h"
 
 uint32_t v05__group_k(const struct v05_prompt *e)
@@ -37,9 +38,19 @@ static uint64_t latency_of(const struct v05_prompt *e, uint64_t now)
 	return e->last_ts && now > e->last_ts ? now - e->last_ts : 0;
 }
 
-/* The statistics over the slot's rewards, in sample order. */
-static int estimate(struct v05_plugin *p, const struct v05_prompt *e,
-		    struct v05_estimate *est, double *adv)
+void v05__clock_refresh(struct v05_plugin *p)
+{
+	p->now_ns = v05__now_ns();
+	p->wall_offset_ns = (int64_t)(v05__wall_ns() - p->now_ns);
+}
+
+/*
+ * The statistics over the slot's rewards, in sample order, through the
+ * unchecked core: the rewards were checked when applied, the prior at
+ * submit, the parameters at create; the arithmetic is v05_estimate's.
+ */
+static void estimate(struct v05_plugin *p, const struct v05_prompt *e,
+		     struct v05_estimate *est, double *adv)
 {
 	struct v05_slot_hdr *h = v05__slot(&p->seg, e->slot);
 	const float *rw = v05__slot_rewards(h);
@@ -48,7 +59,23 @@ static int estimate(struct v05_plugin *p, const struct v05_prompt *e,
 
 	for (uint32_t i = 0; i < k; i++)
 		r[i] = (double)rw[i];
-	return v05_estimate(&p->params, e->prior, r, k, est, adv);
+	v05__estimate_core(&p->params, e->prior, r, k, est, adv);
+}
+
+void v05__prefetch_key(void *ctx, uint64_t key, int stage)
+{
+	struct v05_plugin *p = ctx;
+	const struct v05_prompt *e;
+
+	if (stage == 0) {
+		__builtin_prefetch(&p->table.e[v05__table_home(&p->table, key)], 1, 3);
+		return;
+	}
+	/* The entry came in at stage 0: where its rewards go. A key that is
+	 * not there (garbage, unknown) costs a probe and nothing else. */
+	e = v05__table_find(&p->table, key);
+	if (e && e->slot < p->seg.hdr.geo.slot_count)
+		__builtin_prefetch(v05__slot_rewards(v05__slot(&p->seg, e->slot)), 1, 3);
 }
 
 void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane)
@@ -93,6 +120,10 @@ void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane)
 	e->received |= bit;
 	e->last_ts = rec->timestamp_ns;
 	v05__count(p, V05_C_REWARDS_APPLIED, 1);
+	/* A clock read per 64 records, or when this record is newer than the
+	 * last read (a latency is never computed against an older clock). */
+	if ((++p->clock_tick & 63) == 0 || p->now_ns < rec->timestamp_ns)
+		v05__clock_refresh(p);
 	if (e->received == e->issued && e->state == V05_P_COLLECTING)
 		v05__decide(p, e);
 }
@@ -148,7 +179,7 @@ static void finalize_with(struct v05_plugin *p, struct v05_prompt *e,
 	h->baseline = est->baseline;
 	h->sigma = est->sigma;
 	h->mean = est->mean;
-	h->final_ns = v05__wall_ns();
+	h->final_ns = (uint64_t)((int64_t)p->now_ns + p->wall_offset_ns);
 	h->seq = ++p->st->last_seq;
 	/* R4: the results above before FINAL; pairs with A4 in v05_group and
 	 * the reader (directly, or through the completion's R2/A2). */
@@ -203,14 +234,7 @@ void v05__finalize(struct v05_plugin *p, struct v05_prompt *e, uint32_t flags,
 	struct v05_estimate est;
 	double adv[V05_K_LIMIT];
 
-	if (estimate(p, e, &est, adv)) {
-		/* Inputs were validated on the way in; cannot happen. Keep
-		 * the group out of training rather than guess. */
-		memset(&est, 0, sizeof(est));
-		memset(adv, 0, sizeof(adv));
-		est.k = v05__group_k(e);
-		est.action = V05_ACTION_DROP;
-	}
+	estimate(p, e, &est, adv);
 	finalize_with(p, e, &est, adv, flags, latency);
 }
 
@@ -219,13 +243,9 @@ void v05__decide(struct v05_plugin *p, struct v05_prompt *e)
 	struct v05_estimate est;
 	double adv[V05_K_LIMIT];
 	uint32_t b = e->batch;
-	uint64_t latency = latency_of(e, v05__now_ns());
+	uint64_t latency = latency_of(e, p->now_ns);
 
-	if (estimate(p, e, &est, adv)) {
-		v05__finalize(p, e, 0, latency);
-		v05__policy_after_decision(p, b);
-		return;
-	}
+	estimate(p, e, &est, adv);
 	if (est.action == V05_ACTION_MORE &&
 	    p->batch_recs[b].state != V05_B_HALTED) {
 		struct batch_local *bl = &p->batches[b];

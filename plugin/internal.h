@@ -81,6 +81,11 @@ struct v05_plugin {
 	struct v05_journal *journal;
 	int journal_error_pending; /* reported once by v05_poll */
 	uint64_t journal_writes_seen;
+	/* CLOCK_MONOTONIC read at most once per 64 records (decide.c) and
+	 * the offset that turns it into CLOCK_REALTIME for final_ns. */
+	uint64_t now_ns;
+	int64_t wall_offset_ns;
+	uint32_t clock_tick;
 	bool armed;
 	bool silent;               /* attach: transitions without decisions */
 	bool recovered;            /* v05_recover has queued the state once */
@@ -115,6 +120,10 @@ static inline void v05__gauge(struct v05_plugin *p, int c, int64_t d)
 	v05_store_relaxed(x, (uint64_t)((int64_t)v05_load_relaxed(x) + d));
 }
 
+/* The clock the decisions use: refreshed at poll start and every 64
+ * records, and whenever a record carries a later timestamp. */
+void v05__clock_refresh(struct v05_plugin *p);
+
 /* queue.c: the decision queue. */
 int v05__enqueue(struct v05_plugin *p, const struct v05_decision *d);
 uint32_t v05__dequeue(struct v05_plugin *p, struct v05_decision *out,
@@ -122,6 +131,7 @@ uint32_t v05__dequeue(struct v05_plugin *p, struct v05_decision *out,
 
 /* decide.c: apply rewards, decide, finalize. */
 void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane);
+void v05__prefetch_key(void *ctx, uint64_t key, int stage);
 void v05__decide(struct v05_plugin *p, struct v05_prompt *e);
 void v05__finalize(struct v05_plugin *p, struct v05_prompt *e, uint32_t flags,
 		   uint64_t latency_ns);

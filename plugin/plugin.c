@@ -192,7 +192,13 @@ static int init_local(struct v05_plugin *p)
 	p->pending_free = malloc((size_t)g->slot_count * sizeof(*p->pending_free));
 	if (!p->batches || !p->q || !p->pending_free)
 		return v05__fail(-ENOMEM, "plugin: out of memory");
+	/* Touched now (a large malloc is fresh mmap), so that polling never
+	 * takes the page faults. */
+	memset(p->q, 0, (size_t)p->qcap * sizeof(*p->q));
+	memset(p->pending_free, 0, (size_t)g->slot_count * sizeof(*p->pending_free));
+	v05__clock_refresh(p);
 	ret = v05__lanes_init(&p->lanes, &p->seg);
+	p->lanes.prefetch = v05__prefetch_key;
 	if (!ret)
 		ret = v05__arena_init(&p->arena, &p->seg);
 	if (!ret) {
@@ -407,6 +413,7 @@ static int rebuild(struct v05_plugin *p)
 
 	/* Finish transitions, without decisions: v05_recover() reports the
 	 * state as a whole afterwards. */
+	v05__clock_refresh(p);
 	p->silent = true;
 	for (uint32_t i = 0; i <= p->table.mask; i++) {
 		struct v05_prompt *e = &p->table.e[i];
@@ -567,7 +574,8 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 	if (!p || (max && !out))
 		return v05__fail(-EINVAL, "poll: NULL argument");
 	disarm(p);
-	now = v05__now_ns();
+	v05__clock_refresh(p);
+	now = p->now_ns;
 	v05__releases_drain(&p->compl, v05__release_from_reader, p);
 	v05__check_reader(p, now);
 	v05__lanes_drain(&p->lanes, POLL_BUDGET, DRAIN_BATCH, v05__apply_record, p);

@@ -400,6 +400,7 @@ V05_API int v05_resolve(struct v05_plugin *p, uint64_t batch, int halt_it)
 			return v05__fail(-EINVAL,
 					 "batch %llu is not waiting at a round barrier",
 					 (unsigned long long)batch);
+		v05__clock_refresh(p);
 		if (halt_it)
 			halt(p, b, 1);
 		else

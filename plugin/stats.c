@@ -9,8 +9,9 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "v05/stats.h"
+#include "plugin/stats_core.h"
 #include "shm/error.h"
+#include "v05/stats.h"
 
 static const char *const mode_names[V05_MODE_COUNT] = {
 	[V05_MODE_V05] = "v05",
@@ -91,32 +92,34 @@ V05_API const char *v05_action_name(uint32_t action)
 	return NULL;
 }
 
-V05_API int v05_mean(const double *rewards, uint32_t k, double *mean)
+static int check_rewards(const double *rewards, uint32_t k)
 {
-	double sum = 0.0;
-	int ret;
-
-	if (!rewards || !mean)
-		return v05__fail(-EINVAL, "mean: NULL argument");
-	ret = check_k(k);
-	if (ret)
-		return ret;
-	/* Summed in sample order: the plugin and v05ctl estimate agree bit
-	 * for bit because both add the same values in the same order. */
 	for (uint32_t i = 0; i < k; i++) {
 		if (!in_unit_range(rewards[i]))
 			return v05__fail(-EDOM,
 					 "reward %u (%g) is not finite in [-1, 1]",
 					 i, rewards[i]);
-		sum += rewards[i];
 	}
-	*mean = sum / (double)k;
+	return 0;
+}
+
+V05_API int v05_mean(const double *rewards, uint32_t k, double *mean)
+{
+	int ret;
+
+	if (!rewards || !mean)
+		return v05__fail(-EINVAL, "mean: NULL argument");
+	ret = check_k(k);
+	if (!ret)
+		ret = check_rewards(rewards, k);
+	if (ret)
+		return ret;
+	*mean = v05__mean_u(rewards, k);
 	return 0;
 }
 
 V05_API int v05_delta2(double mean, double prior, uint32_t k, double *delta2)
 {
-	double d, excess;
 	int ret;
 
 	if (!delta2)
@@ -128,11 +131,7 @@ V05_API int v05_delta2(double mean, double prior, uint32_t k, double *delta2)
 		return v05__fail(-EDOM, "mean %g is not finite in [-1, 1]", mean);
 	if (!in_unit_range(prior))
 		return v05__fail(-EDOM, "prior %g is not finite in [-1, 1]", prior);
-	d = mean - prior;
-	/* 1/k is the guaranteed variance bound of the mean of k rewards in
-	 * [-1, 1] (eq. sigma); the max() is the truncation test (app. A.4). */
-	excess = d * d - 1.0 / (double)k;
-	*delta2 = excess > 0.0 ? excess : 0.0;
+	*delta2 = v05__delta2_u(mean, prior, k);
 	return 0;
 }
 
@@ -148,14 +147,12 @@ V05_API int v05_weight(double delta2, uint32_t k, double *weight)
 	/* (vbar - V)^2 <= 4 on the [-1, 1] scale, so delta2 < 4. */
 	if (!isfinite(delta2) || delta2 < 0.0 || delta2 > 4.0)
 		return v05__fail(-EDOM, "delta2 %g is not in [0, 4]", delta2);
-	*weight = delta2 / (delta2 + 1.0 / (double)k);
+	*weight = v05__weight_u(delta2, k);
 	return 0;
 }
 
 V05_API int v05_baseline(double weight, double mean, double prior, double *mu)
 {
-	double m;
-
 	if (!mu)
 		return v05__fail(-EINVAL, "baseline: NULL argument");
 	if (!isfinite(weight) || weight < 0.0 || weight > 1.0)
@@ -164,23 +161,17 @@ V05_API int v05_baseline(double weight, double mean, double prior, double *mu)
 		return v05__fail(-EDOM, "mean %g is not finite in [-1, 1]", mean);
 	if (!in_unit_range(prior))
 		return v05__fail(-EDOM, "prior %g is not finite in [-1, 1]", prior);
-	m = weight * mean + (1.0 - weight) * prior;
-	/* A convex combination of two values in [-1, 1] stays there; the
-	 * clamp only removes a last-bit rounding excursion. */
-	*mu = m > 1.0 ? 1.0 : (m < -1.0 ? -1.0 : m);
+	*mu = v05__baseline_u(weight, mean, prior);
 	return 0;
 }
 
 V05_API int v05_sigma_star(double mu, double *sigma)
 {
-	double s;
-
 	if (!sigma)
 		return v05__fail(-EINVAL, "sigma: NULL argument");
 	if (!in_unit_range(mu))
 		return v05__fail(-EDOM, "baseline %g is not finite in [-1, 1]", mu);
-	s = sqrt(1.0 - mu * mu);
-	*sigma = s > V05_SIGMA_FLOOR ? s : V05_SIGMA_FLOOR;
+	*sigma = v05__sigma_u(mu);
 	return 0;
 }
 
@@ -198,12 +189,9 @@ V05_API int v05_advantages(const double *rewards, uint32_t k, double mu,
 		return v05__fail(-EDOM, "baseline %g is not finite in [-1, 1]", mu);
 	if (!isfinite(sigma) || sigma <= 0.0)
 		return v05__fail(-EDOM, "sigma %g is not finite and > 0", sigma);
-	for (uint32_t i = 0; i < k; i++) {
-		if (!in_unit_range(rewards[i]))
-			return v05__fail(-EDOM,
-					 "reward %u (%g) is not finite in [-1, 1]",
-					 i, rewards[i]);
-	}
+	ret = check_rewards(rewards, k);
+	if (ret)
+		return ret;
 	for (uint32_t i = 0; i < k; i++) {
 		double a = (rewards[i] - mu) / sigma;
 
@@ -218,21 +206,14 @@ V05_API int v05_advantages(const double *rewards, uint32_t k, double mu,
 
 V05_API int v05_k_target(double cost, double delta2, double *k_target)
 {
-	double t;
-
 	if (!k_target)
 		return v05__fail(-EINVAL, "k_target: NULL argument");
 	if (!isfinite(cost) || cost <= 0.0 || cost >= 1.0)
 		return v05__fail(-EINVAL, "cost %g is not in (0, 1)", cost);
 	if (!isfinite(delta2) || delta2 < 0.0 || delta2 > 4.0)
 		return v05__fail(-EDOM, "delta2 %g is not in [0, 4]", delta2);
-	if (delta2 == 0.0)
-		return 0; /* prior accepted: no target, stop */
-	t = 1.0 / sqrt(cost) - 1.0 / delta2;
-	/* A subnormal delta2 overflows 1/delta2; the target is then "far
-	 * below any k", which -DBL_MAX says without an infinity. */
-	*k_target = isfinite(t) ? t : -DBL_MAX;
-	return 1;
+	/* 0: the prior was accepted, no target (stop). */
+	return v05__k_target_u(cost, delta2, k_target);
 }
 
 V05_API int v05_decide(const struct v05_params *p, uint32_t k, bool has_target,
@@ -247,51 +228,32 @@ V05_API int v05_decide(const struct v05_params *p, uint32_t k, bool has_target,
 				 p->k_max);
 	if (has_target && !isfinite(k_target))
 		return v05__fail(-EDOM, "k_target %g is not finite", k_target);
-	if (p->mode != V05_MODE_V05 || !has_target)
-		return V05_ACTION_STOP;
-	/* Compare in double: k_target is continuous, and 1/sqrt(c) need not
-	 * be an integer. The k_max test is on integers, so k never passes it. */
-	if ((double)k < k_target && k + p->k_step <= p->k_max)
-		return V05_ACTION_MORE;
-	return V05_ACTION_STOP;
+	return (int)v05__decide_u(p, k, has_target, k_target);
 }
 
-static int estimate_fused(const struct v05_params *p, double prior,
-			  const double *rewards, uint32_t k,
-			  struct v05_estimate *e, double *adv)
+static void estimate_fused(const struct v05_params *p, double prior,
+			   const double *rewards, uint32_t k,
+			   struct v05_estimate *e, double *adv)
 {
-	int ret;
-
-	ret = v05_delta2(e->mean, prior, k, &e->delta2);
-	if (!ret)
-		ret = v05_weight(e->delta2, k, &e->weight);
-	if (!ret)
-		ret = v05_baseline(e->weight, e->mean, prior, &e->baseline);
-	if (!ret)
-		ret = v05_sigma_star(e->baseline, &e->sigma);
-	if (ret)
-		return ret;
+	e->delta2 = v05__delta2_u(e->mean, prior, k);
+	e->weight = v05__weight_u(e->delta2, k);
+	e->baseline = v05__baseline_u(e->weight, e->mean, prior);
+	e->sigma = v05__sigma_u(e->baseline);
 	if (p->mode == V05_MODE_V05) {
-		ret = v05_k_target(p->cost, e->delta2, &e->k_target);
-		if (ret < 0)
-			return ret;
-		e->has_target = ret == 1;
-		ret = v05_decide(p, k, e->has_target, e->k_target);
-		if (ret < 0)
-			return ret;
-		e->action = (uint32_t)ret;
+		e->has_target = v05__k_target_u(p->cost, e->delta2, &e->k_target);
+		e->action = v05__decide_u(p, k, e->has_target, e->k_target);
 	}
-	if (adv)
-		return v05_advantages(rewards, k, e->baseline, e->sigma, adv);
-	return 0;
+	/* sigma >= V05_SIGMA_FLOOR and |r - mu| <= 2: always finite. */
+	for (uint32_t i = 0; adv && i < k; i++)
+		adv[i] = (rewards[i] - e->baseline) / e->sigma;
 }
 
 /*
  * verl's compute_grpo_outcome_advantage: a group of one has mean 0 and std 1;
  * otherwise mean and Bessel-corrected std; A = (r - mean) / (std + 1e-6).
  */
-static int estimate_group(const struct v05_params *p, const double *rewards,
-			  uint32_t k, struct v05_estimate *e, double *adv)
+static void estimate_group(const struct v05_params *p, const double *rewards,
+			   uint32_t k, struct v05_estimate *e, double *adv)
 {
 	bool all_equal = true;
 	double std = 1.0, mu = 0.0;
@@ -323,14 +285,26 @@ static int estimate_group(const struct v05_params *p, const double *rewards,
 			adv[i] = all_equal && k > 1 ?
 				 0.0 : (rewards[i] - mu) / (std + V05_GRPO_EPSILON);
 	}
-	return 0;
+}
+
+void v05__estimate_core(const struct v05_params *p, double prior,
+			const double *rewards, uint32_t k,
+			struct v05_estimate *e, double *adv)
+{
+	memset(e, 0, sizeof(*e));
+	e->k = k;
+	e->action = V05_ACTION_STOP;
+	e->mean = v05__mean_u(rewards, k);
+	if (p->mode == V05_MODE_V05 || p->mode == V05_MODE_V05_FIXED)
+		estimate_fused(p, prior, rewards, k, e, adv);
+	else
+		estimate_group(p, rewards, k, e, adv);
 }
 
 V05_API int v05_estimate(const struct v05_params *p, double prior,
 			 const double *rewards, uint32_t k,
 			 struct v05_estimate *out, double *adv)
 {
-	struct v05_estimate e;
 	int ret;
 
 	v05__clear_error();
@@ -344,19 +318,10 @@ V05_API int v05_estimate(const struct v05_params *p, double prior,
 				 p->k_max);
 	if (!in_unit_range(prior))
 		return v05__fail(-EDOM, "prior %g is not finite in [-1, 1]", prior);
-	memset(&e, 0, sizeof(e));
-	e.k = k;
-	e.action = V05_ACTION_STOP;
-	ret = v05_mean(rewards, k, &e.mean);
+	ret = check_rewards(rewards, k);
 	if (ret)
 		return ret;
-	if (p->mode == V05_MODE_V05 || p->mode == V05_MODE_V05_FIXED)
-		ret = estimate_fused(p, prior, rewards, k, &e, adv);
-	else
-		ret = estimate_group(p, rewards, k, &e, adv);
-	if (ret)
-		return ret;
-	*out = e;
+	v05__estimate_core(p, prior, rewards, k, out, adv);
 	return 0;
 }
 

@@ -43,6 +43,15 @@ void v05__lanes_fini(struct v05_lanes *l)
 	l->cons = NULL;
 }
 
+/* Lanes always hold struct v05_record (the geometry fixes the element
+ * size), so a slot is an index, not a multiply by the ring's esz. */
+static inline const struct v05_record *lane_rec(const struct v05_ring_cons *c,
+						uint32_t j)
+{
+	return (const struct v05_record *)(const void *)c->slots +
+	       ((c->head + j) & c->mask);
+}
+
 /*
  * A private copy of a record, field by field. (gcc expands a 32-byte memcpy
  * into vector moves that ThreadSanitizer does not see; these loads it does,
@@ -58,6 +67,11 @@ static inline void record_copy(struct v05_record *dst,
 	dst->flags = src->flags;
 	dst->seq = src->seq;
 }
+
+/* Far enough ahead to hide a DRAM access behind the records between:
+ * stage 0 (the table entry) at 8, stage 1 (the slot it names) at 4. */
+#define PREFETCH_FAR 8u
+#define PREFETCH_NEAR 4u
 
 /* One lane, up to max records. */
 static uint32_t drain_lane(struct v05_lanes *l, uint32_t i, uint32_t max,
@@ -84,7 +98,17 @@ static uint32_t drain_lane(struct v05_lanes *l, uint32_t i, uint32_t max,
 	for (uint32_t j = 0; j < n; j++) {
 		struct v05_record rec;
 
-		record_copy(&rec, v05__ring_cons_slot(c, j));
+		if (l->prefetch) {
+			/* Relaxed: hints only; each record is copied and
+			 * checked when its turn comes. */
+			if (j + PREFETCH_FAR < n)
+				l->prefetch(ctx, v05_load_relaxed(
+					&lane_rec(c, j + PREFETCH_FAR)->key), 0);
+			if (j + PREFETCH_NEAR < n)
+				l->prefetch(ctx, v05_load_relaxed(
+					&lane_rec(c, j + PREFETCH_NEAR)->key), 1);
+		}
+		record_copy(&rec, lane_rec(c, j));
 		/* seq is the index the producer library wrote the record at;
 		 * a mismatch or unknown flags mean bytes it did not write. */
 		if (rec.seq != c->head + j || rec.flags != 0) {

@@ -26,9 +26,18 @@
 typedef void (*v05_record_fn)(void *ctx, const struct v05_record *rec,
 			      uint32_t lane);
 
+/*
+ * Called with the key of records ahead of the one being applied, to
+ * prefetch what applying them will touch: stage 0 far ahead (what the key
+ * alone locates), stage 1 nearer (what stage 0 brought in leads to). A
+ * hint: the key is read from the ring without a copy and may be anything.
+ */
+typedef void (*v05_prefetch_fn)(void *ctx, uint64_t key, int stage);
+
 struct v05_lanes {
 	struct v05_segment *seg;
 	struct v05_ring_cons *cons; /* one per lane */
+	v05_prefetch_fn prefetch;   /* optional */
 	uint32_t n;
 	uint32_t rr;                /* next lane to drain first */
 	uint64_t next_reclaim_ns;

@@ -21,16 +21,11 @@ static char *v05ctl_path;
 /* The number after "key": in a one-object JSON line, or NAN for null. */
 static double json_field(const char *json, const char *key)
 {
-	char pat[64];
-	const char *p;
+	double v;
 
-	snprintf(pat, sizeof(pat), "\"%s\": ", key);
-	p = strstr(json, pat);
-	assert_non_null(p);
-	p += strlen(pat);
-	if (!strncmp(p, "null", 4))
-		return NAN;
-	return strtod(p, NULL);
+	if (json_number(json, key, &v))
+		fail_msg("no key \"%s\" in %s", key, json);
+	return v;
 }
 
 static int run_estimate(struct run_result *r, const char *a1, const char *a2,

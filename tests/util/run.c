@@ -2,6 +2,9 @@
 #include "run.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -76,4 +79,18 @@ unsigned count_lines(const char *s)
 	for (; *s; s++)
 		n += *s == '\n';
 	return n;
+}
+
+int json_number(const char *json, const char *key, double *out)
+{
+	char pat[80];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	p = strstr(json, pat);
+	if (!p)
+		return -ENOENT;
+	p += strlen(pat);
+	*out = strncmp(p, "null", 4) ? strtod(p, NULL) : NAN;
+	return 0;
 }

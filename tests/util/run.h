@@ -15,6 +15,10 @@ struct run_result {
 /* argv[0] is the program path; NULL-terminated. Returns 0 or -errno. */
 int run_capture(char *const argv[], struct run_result *r);
 
+/* The number after "key": in a one-line JSON object: 0, or -ENOENT when
+ * the key is absent. null reads as NAN. */
+int json_number(const char *json, const char *key, double *out);
+
 /* Lines in s (number of '\n'). */
 unsigned count_lines(const char *s);
 

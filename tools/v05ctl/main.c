@@ -12,6 +12,8 @@ static const struct v05ctl_command commands[] = {
 	  cmd_estimate, help_estimate },
 	{ "journal", "print a journal as JSON lines and check its tail",
 	  cmd_journal, help_journal },
+	{ "sim", "statistical simulator: baseline MSE and rollouts (JSON)",
+	  cmd_sim, help_sim },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

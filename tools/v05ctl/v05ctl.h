@@ -22,5 +22,7 @@ int cmd_estimate(int argc, char **argv);
 void help_estimate(FILE *f);
 int cmd_journal(int argc, char **argv);
 void help_journal(FILE *f);
+int cmd_sim(int argc, char **argv);
+void help_sim(FILE *f);
 
 #endif

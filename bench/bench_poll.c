@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-reward cost of v05_poll: PROMPTS active prompts (one batch, v05 mode,
+ * k_init 4), 8 producer threads that fill their lanes with every prompt's
+ * first 4 rewards, then the consumer's time to apply all of them (table
+ * lookup, checks, slot write, and for each completed group the statistics,
+ * the decision, finalization or the round's release). Producers are done
+ * before the clock starts: this is the consumer's cost alone.
+ *   bench_poll PROMPTS REPS   -> JSON on stdout
+ * The stream (prompt i: prior ((i % 21) - 10) / 10, reward of sample s:
+ * +1 iff (7i + 3s) % 5 < 3) is the one bench/poll_python.py replays.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "plugin/internal.h"
+#include "shm/proc.h"
+#include "v05.h"
+
+#define PRODUCERS 8u
+#define K 4u
+
+static uint32_t nprompts;
+static char name[64];
+static uint64_t *keys;
+
+static double prior_of(uint32_t i)
+{
+	return (double)((int)(i % 21) - 10) / 10.0;
+}
+
+static float reward_of(uint32_t i, uint32_t s)
+{
+	return (7u * i + 3u * s) % 5u < 3u ? 1.0f : -1.0f;
+}
+
+/* Kept open until the consumer is done: a closed lane is free for the next
+ * producer to claim, records and all, and a full one would stop it. */
+static struct v05_producer *handles[PRODUCERS];
+
+static void *producer(void *arg)
+{
+	uint32_t id = (uint32_t)(uintptr_t)arg;
+	struct v05_reward r[K];
+	struct v05_producer *p;
+
+	if (v05_producer_open(name, 0, &p)) {
+		fprintf(stderr, "bench_poll: producer: %s\n", v05_errmsg());
+		exit(1);
+	}
+	for (uint32_t i = id; i < nprompts; i += PRODUCERS) {
+		for (uint32_t s = 0; s < K; s++)
+			r[s] = (struct v05_reward){ keys[i], s, reward_of(i, s) };
+		if (v05_producer_push_batch(p, r, K) != (int)K) {
+			fprintf(stderr, "bench_poll: push: %s\n", v05_errmsg());
+			exit(1);
+		}
+	}
+	handles[id] = p;
+	return NULL;
+}
+
+static double once(uint64_t *seg_bytes, uint64_t *prompt_bytes)
+{
+	struct v05_prompt_in *in = calloc(nprompts, sizeof(*in));
+	struct v05_decision *d = calloc(2 * (size_t)nprompts, sizeof(*d));
+	char (*uids)[16] = calloc(nprompts, 16);
+	uint64_t applied = 0, want = (uint64_t)nprompts * K, t0, t1;
+	pthread_t t[PRODUCERS];
+	struct v05_config c;
+	struct v05_plugin *p;
+
+	snprintf(name, sizeof(name), "bench-poll-%d", (int)getpid());
+	v05_config_default(&c);
+	c.max_prompts = nprompts;
+	c.max_producers = PRODUCERS;
+	c.lane_capacity = 1u << 15; /* holds a producer's whole share */
+	while (c.lane_capacity * PRODUCERS < want)
+		c.lane_capacity <<= 1;
+	if (v05_plugin_create(name, &c, &p)) {
+		fprintf(stderr, "bench_poll: %s\n", v05_errmsg());
+		exit(1);
+	}
+	for (uint32_t i = 0; i < nprompts; i++) {
+		snprintf(uids[i], 16, "p%u", i);
+		in[i].uid = uids[i];
+		in[i].uid_len = (uint32_t)strlen(uids[i]);
+		in[i].prior = prior_of(i);
+		keys[i] = v05_key(uids[i], in[i].uid_len);
+	}
+	if (v05_submit(p, in, nprompts, d, NULL) != (int)nprompts) {
+		fprintf(stderr, "bench_poll: submit: %s\n", v05_errmsg());
+		exit(1);
+	}
+	for (uint32_t i = 0; i < PRODUCERS; i++)
+		pthread_create(&t[i], NULL, producer, (void *)(uintptr_t)i);
+	for (uint32_t i = 0; i < PRODUCERS; i++)
+		pthread_join(t[i], NULL);
+	t0 = v05__now_ns();
+	while (applied < want) {
+		v05_poll(p, d, 2 * nprompts);
+		applied = v05_load_relaxed(&p->seg.ctl->counters[V05_C_REWARDS_APPLIED]);
+	}
+	t1 = v05__now_ns();
+	for (uint32_t i = 0; i < PRODUCERS; i++)
+		v05_producer_close(handles[i]);
+	*seg_bytes = p->seg.size;
+	{
+		const struct v05_shm_header *h = &p->seg.hdr;
+
+		/* What grows with the number of prompts: table entries (2 per
+		 * prompt at load 0.5), the slot, completion and release
+		 * entries, the batch record share. */
+		*prompt_bytes = (h->regions[V05_REGION_TABLE].size +
+				 h->regions[V05_REGION_ARENA].size +
+				 h->regions[V05_REGION_COMPLETION].size +
+				 h->regions[V05_REGION_RELEASE].size) / nprompts;
+	}
+	v05_plugin_close(p, V05_CLOSE_UNLINK);
+	free(in);
+	free(d);
+	free(uids);
+	return (double)(t1 - t0) / (double)want;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	double ns[32], sorted[32];
+	uint64_t seg_bytes = 0, prompt_bytes = 0;
+	int reps;
+
+	nprompts = argc > 1 ? (uint32_t)atoi(argv[1]) : 65536;
+	reps = argc > 2 ? atoi(argv[2]) : 5;
+	if (nprompts < 64 || reps < 1 || reps > 32)
+		return 2;
+	keys = calloc(nprompts, sizeof(*keys));
+	for (int i = 0; i < reps; i++)
+		ns[i] = once(&seg_bytes, &prompt_bytes);
+	memcpy(sorted, ns, sizeof(double) * (size_t)reps);
+	qsort(sorted, (size_t)reps, sizeof(double), cmp);
+	printf("{\"prompts\": %u, \"producers\": %u, \"rewards\": %llu, "
+	       "\"median_ns_per_reward\": %.1f, \"runs_ns\": [",
+	       nprompts, PRODUCERS, (unsigned long long)nprompts * K,
+	       sorted[reps / 2]);
+	for (int i = 0; i < reps; i++)
+		printf(i ? ", %.1f" : "%.1f", ns[i]);
+	printf("], \"segment_bytes\": %llu, \"bytes_per_prompt\": %llu, "
+	       "\"segment_bytes_per_prompt\": %.0f}\n",
+	       (unsigned long long)seg_bytes, (unsigned long long)prompt_bytes,
+	       (double)seg_bytes / nprompts);
+	return 0;
+}

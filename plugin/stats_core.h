@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The statistics' arithmetic, once, without input checks. stats.c's public
+ * functions validate and then call these; the plugin calls them directly
+ * on inputs it validated on the way in (rewards when applied, priors at
+ * submit, parameters at create), so both give bit-identical results.
+ */
+#ifndef V05_PLUGIN_STATS_CORE_H
+#define V05_PLUGIN_STATS_CORE_H
+
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "v05/stats.h"
+
+/* Summed in sample order: the plugin and v05ctl estimate add the same
+ * values in the same order. */
+static inline double v05__mean_u(const double *r, uint32_t k)
+{
+	double sum = 0.0;
+
+	for (uint32_t i = 0; i < k; i++)
+		sum += r[i];
+	return sum / (double)k;
+}
+
+/* 1/k is the guaranteed variance bound of the mean of k rewards in [-1, 1]
+ * (eq. sigma); the max() is the truncation test (appendix A.4). */
+static inline double v05__delta2_u(double mean, double prior, uint32_t k)
+{
+	double d = mean - prior, excess = d * d - 1.0 / (double)k;
+
+	return excess > 0.0 ? excess : 0.0;
+}
+
+static inline double v05__weight_u(double delta2, uint32_t k)
+{
+	return delta2 / (delta2 + 1.0 / (double)k);
+}
+
+/* A convex combination of two values in [-1, 1] stays there; the clamp
+ * only removes a last-bit rounding excursion. */
+static inline double v05__baseline_u(double w, double mean, double prior)
+{
+	double m = w * mean + (1.0 - w) * prior;
+
+	return m > 1.0 ? 1.0 : (m < -1.0 ? -1.0 : m);
+}
+
+static inline double v05__sigma_u(double mu)
+{
+	double s = sqrt(1.0 - mu * mu);
+
+	return s > V05_SIGMA_FLOOR ? s : V05_SIGMA_FLOOR;
+}
+
+/* 1 and *t when there is a target, 0 when delta2 == 0. A subnormal delta2
+ * overflows 1/delta2; -DBL_MAX says "far below any k" without infinity. */
+static inline int v05__k_target_u(double cost, double delta2, double *t)
+{
+	double v;
+
+	if (delta2 == 0.0)
+		return 0;
+	v = 1.0 / sqrt(cost) - 1.0 / delta2;
+	*t = isfinite(v) ? v : -DBL_MAX;
+	return 1;
+}
+
+/* Compare in double: k_target is continuous, 1/sqrt(c) need not be an
+ * integer. The k_max test is on integers, so k never passes it. */
+static inline uint32_t v05__decide_u(const struct v05_params *p, uint32_t k,
+				     bool has_target, double k_target)
+{
+	if (p->mode != V05_MODE_V05 || !has_target)
+		return V05_ACTION_STOP;
+	if ((double)k < k_target && k + p->k_step <= p->k_max)
+		return V05_ACTION_MORE;
+	return V05_ACTION_STOP;
+}
+
+/* Everything for one group, any mode; inputs already valid. */
+void v05__estimate_core(const struct v05_params *p, double prior,
+			const double *rewards, uint32_t k,
+			struct v05_estimate *e, double *adv);
+
+#endif

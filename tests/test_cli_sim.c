@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * v05ctl sim: one JSON object with the promised keys; the same seed gives
+ * the same answer; the MSE it reports equals, within sampling error, the
+ * expectation computed here from the library's statistics by enumerating
+ * the binomial; the exact false-rejection rates equal the hand-computed
+ * ones; bad arguments give one stderr line naming them and exit 2.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "util/run.h"
+#include "v05.h"
+
+static char *v05ctl_path;
+
+static double json_field(const char *json, const char *key)
+{
+	double v;
+
+	if (json_number(json, key, &v))
+		fail_msg("no key \"%s\" in %s", key, json);
+	return v;
+}
+
+/* args: NULL-terminated, after "sim". */
+static struct run_result *run_sim(const char *const *args)
+{
+	char *argv[32] = { v05ctl_path, (char *)"sim" };
+	struct run_result *r = malloc(sizeof(*r));
+	size_t n = 2;
+
+	assert_non_null(r);
+	for (; *args && n < 31; args++)
+		argv[n++] = (char *)*args;
+	argv[n] = NULL;
+	assert_int_equal(run_capture(argv, r), 0);
+	return r;
+}
+
+static struct run_result *run_ok(const char *const *args)
+{
+	struct run_result *r = run_sim(args);
+
+	if (r->status != 0 || count_lines(r->out) != 1 || r->err_len != 0)
+		fail_msg("status %d, stdout '%s', stderr '%s'", r->status,
+			 r->out, r->err);
+	return r;
+}
+
+static void test_keys_and_determinism(void **state)
+{
+	static const char *const a[] = { "--prompts", "600", "--prior-noise",
+		"0.2", "--hallucination", "0.1", "--mode", "v05", "--seed", "7",
+		NULL };
+	static const char *const b[] = { "--prompts", "600", "--prior-noise",
+		"0.2", "--hallucination", "0.1", "--mode", "v05", "--seed", "8",
+		NULL };
+	static const char *const keys[] = { "mse", "rollouts_per_prompt",
+		"prompts", "mean_k", "max_k", "halts", "saving_vs_g16" };
+	struct run_result *r1 = run_ok(a), *r2 = run_ok(a), *r3 = run_ok(b);
+
+	(void)state;
+	assert_non_null(strstr(r1->out, "\"mode\": \"v05\""));
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		assert_true(isfinite(json_field(r1->out, keys[i])));
+	assert_true(json_field(r1->out, "prompts") == 600);
+	assert_true(json_field(r1->out, "max_k") <= 16);
+	assert_true(json_field(r1->out, "rollouts_per_prompt") >= 4);
+	assert_string_equal(r1->out, r2->out);
+	assert_true(json_field(r1->out, "mse") != json_field(r3->out, "mse"));
+	free(r1);
+	free(r2);
+	free(r3);
+}
+
+/*
+ * Every prompt has success probability p and an exact prior 2p - 1 (noise
+ * 0, no hallucination). The expected squared error of the baseline is a
+ * finite sum over x ~ Bin(k, p) successes, each baseline from the
+ * library's v05_estimate; its standard deviation bounds the sampling error
+ * of the simulator's mean over N prompts.
+ */
+static void expected_mse(double p, uint32_t k, uint32_t mode, double *mean,
+			 double *sd)
+{
+	struct v05_params par;
+	double prior = 2.0 * p - 1.0, e2 = 0, e4 = 0;
+
+	v05_params_default(&par);
+	par.mode = mode;
+	par.k_init = k;
+	par.k_max = k;
+	for (uint32_t x = 0; x <= k; x++) {
+		double rw[V05_K_LIMIT], adv[V05_K_LIMIT], w, d;
+		struct v05_estimate e;
+
+		for (uint32_t i = 0; i < k; i++)
+			rw[i] = i < x ? 1.0 : -1.0;
+		assert_int_equal(v05_estimate(&par, prior, rw, k, &e, adv), 0);
+		w = exp(lgamma(k + 1.0) - lgamma(x + 1.0) - lgamma(k - x + 1.0) +
+			x * log(p) + (k - x) * log1p(-p));
+		d = (e.baseline - prior) * (e.baseline - prior);
+		e2 += w * d;
+		e4 += w * d * d;
+	}
+	*mean = e2;
+	*sd = sqrt(fmax(e4 - e2 * e2, 0));
+}
+
+static void check_mse(const char *p_arg, const char *mode, const char *k_arg)
+{
+	const char *const a[] = { "--prompts", "20000", "--prior-noise", "0",
+		"--hallucination", "0", "--p", p_arg, "--mode", mode, "--k",
+		k_arg, "--seed", "3", NULL };
+	struct run_result *r = run_ok(a);
+	double p = strtod(p_arg, NULL), want, sd, got;
+	uint32_t k = (uint32_t)atoi(k_arg);
+
+	expected_mse(p, k, (uint32_t)v05_mode_from_name(mode), &want, &sd);
+	got = json_field(r->out, "mse");
+	/* Five standard errors of a mean over 20000 prompts. */
+	if (fabs(got - want) > 5.0 * sd / sqrt(20000.0) + 1e-12)
+		fail_msg("%s k=%u p=%g: mse %.6g, expected %.6g +- %.3g", mode,
+			 k, p, got, want, 5.0 * sd / sqrt(20000.0));
+	assert_true(json_field(r->out, "rollouts_per_prompt") == k);
+	assert_true(json_field(r->out, "max_k") == k);
+	assert_true(json_field(r->out, "saving_vs_g16") == 1.0 - k / 16.0);
+	free(r);
+}
+
+static void test_mse_matches_expectation(void **state)
+{
+	(void)state;
+	/* grpo: the group mean's variance, (1 - mu^2) / G. */
+	check_mse("0.5", "grpo", "16");
+	check_mse("0.75", "grpo", "4");
+	/* v05-fixed: an exact prior kept, except when the k rewards reject
+	 * it (5.23% at k = 4, p = 0.9). */
+	check_mse("0.9", "v05-fixed", "4");
+	check_mse("0.6", "v05-fixed", "2");
+}
+
+/* Exact rates at prior 0.8 (p = 0.9), by hand: the empirical mean is
+ * rejected when |mean - 0.8| > 1/sqrt(k). k = 1: mean -1 (x = 0); k = 2:
+ * mean <= 0 (x <= 1); k = 3: mean <= -1/3 (x <= 1); k = 4: mean <= 0
+ * (x <= 2). */
+static void test_false_rejection(void **state)
+{
+	static const char *const a[] = { "--false-rejection", "--prior", "0.8",
+		"--k-max", "4", NULL };
+	const double want[] = {
+		0.1,
+		1 - 0.81,
+		0.001 + 3 * 0.9 * 0.01,
+		1 - pow(0.9, 4) - 4 * pow(0.9, 3) * 0.1,
+	};
+	struct run_result *r = run_ok(a);
+	const char *q = r->out;
+
+	(void)state;
+	for (int k = 1; k <= 4; k++) {
+		double got;
+
+		q = strstr(q, "\"rate\": ");
+		assert_non_null(q);
+		got = strtod(q + 8, NULL);
+		if (fabs(got - want[k - 1]) > 1e-12)
+			fail_msg("k=%d: %.17g, expected %.17g", k, got, want[k - 1]);
+		q++;
+	}
+	assert_null(strstr(q, "\"rate\": "));
+	free(r);
+}
+
+static void test_bad_arguments(void **state)
+{
+	static const struct {
+		const char *args[6];
+		const char *names;
+	} cases[] = {
+		{ { "--prompts", "0" }, "--prompts" },
+		{ { "--prompts", "12abc" }, "--prompts" },
+		{ { "--prior-noise", "-0.1" }, "--prior-noise" },
+		{ { "--prior-noise", "nan" }, "--prior-noise" },
+		{ { "--hallucination", "1.5" }, "--hallucination" },
+		{ { "--mode", "ppo" }, "--mode" },
+		{ { "--k", "0" }, "--k" },
+		{ { "--k", "65" }, "--k" },
+		{ { "--k", "20", "--mode", "v05" }, "--k" },
+		{ { "--cost", "1" }, "--cost" },
+		{ { "--halt-fraction", "2" }, "--halt-fraction" },
+		{ { "--p", "-0.5" }, "--p" },
+		{ { "--seed", "-1" }, "--seed" },
+		{ { "--prior", "1.5", "--false-rejection" }, "--prior" },
+		{ { "--seed" }, "--seed" },
+		{ { "--bogus" }, "--bogus" },
+		{ { "extra" }, "extra" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct run_result *r = run_sim(cases[i].args);
+
+		if (r->status != 2 || r->out_len != 0 ||
+		    count_lines(r->err) != 1 || !strstr(r->err, cases[i].names))
+			fail_msg("case %zu (%s): status %d, stdout '%s', stderr '%s'",
+				 i, cases[i].names, r->status, r->out, r->err);
+		free(r);
+	}
+}
+
+static void test_help(void **state)
+{
+	static const char *const a[] = { "--help", NULL };
+	static const char *const options[] = { "--prompts", "--prior-noise",
+		"--hallucination", "--mode", "--k", "--k-max", "--cost",
+		"--halt-fraction", "--pad", "--batch", "--p", "--seed",
+		"--false-rejection", "--prior" };
+	struct run_result *r = run_sim(a);
+
+	(void)state;
+	assert_int_equal(r->status, 0);
+	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++)
+		if (!strstr(r->out, options[i]))
+			fail_msg("--help does not mention %s", options[i]);
+	free(r);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_keys_and_determinism),
+		cmocka_unit_test(test_mse_matches_expectation),
+		cmocka_unit_test(test_false_rejection),
+		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_help),
+	};
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s PATH-TO-v05ctl\n", argv[0]);
+		return 2;
+	}
+	v05ctl_path = argv[1];
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
