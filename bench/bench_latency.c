@@ -125,7 +125,7 @@ static void run(const char *name, int m, int wait_path, uint64_t n, int last)
 			}
 		} else if (!v05__lanes_drain(&lanes, 16, 16, on_record, NULL) &&
 			   m == 2) {
-			uint32_t word = v05__doorbell_prepare(seg.ctl);
+			uint32_t word = v05__doorbell_prepare(seg.ctl, v05__segment_asym(&seg));
 
 			if (!v05__lanes_pending(&lanes)) {
 				__atomic_store_n(&L.committed, got + 1, __ATOMIC_RELEASE);
@@ -164,7 +164,7 @@ int main(int argc, char **argv)
 	snprintf(name, sizeof(name), "bench-lat-%d", (int)getpid());
 	if (v05__segment_create(name, &g, NULL, 0, 0600, &seg))
 		return 1;
-	printf("{\"doorbell\": \"%s\",\n", seg.ctl->asym ? "membarrier" : "fence");
+	printf("{\"doorbell\": \"%s\",\n", v05__segment_asym(&seg) ? "membarrier" : "fence");
 	run("floor", 0, 0, spin, 0);
 	run("spin", 1, 0, spin, 0);
 	run("bell_io_uring", 2, V05_WAIT_IO_URING, bell, 0);

@@ -103,7 +103,7 @@ static double once(uint64_t *seg_bytes, uint64_t *prompt_bytes)
 	t0 = v05__now_ns();
 	while (applied < want) {
 		v05_poll(p, d, 2 * nprompts);
-		applied = v05_load_relaxed(&p->seg.ctl->counters[V05_C_REWARDS_APPLIED]);
+		applied = v05_load_relaxed(&p->seg.state->counters[V05_C_REWARDS_APPLIED]);
 	}
 	t1 = v05__now_ns();
 	for (uint32_t i = 0; i < PRODUCERS; i++)

@@ -102,7 +102,7 @@ struct v05_plugin {
 
 static inline uint64_t *v05__ctr(struct v05_plugin *p, int c)
 {
-	return &p->seg.ctl->counters[c];
+	return &p->seg.state->counters[c];
 }
 
 /* Counters: the owner is their only writer (relaxed load + store). */

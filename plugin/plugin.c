@@ -177,7 +177,7 @@ static int init_local(struct v05_plugin *p)
 	const struct v05_geometry *g = &p->seg.hdr.geo;
 	int ret;
 
-	p->st = V05_AT(struct v05_plugin_state, p->seg.ctl->plugin, 0);
+	p->st = V05_AT(struct v05_plugin_state, p->seg.state->plugin, 0);
 	p->batch_recs = V05_AT(struct v05_batch_rec,
 			       p->seg.region[V05_REGION_BATCHES], 0);
 	v05__table_init(&p->table, p->seg.region[V05_REGION_TABLE],
@@ -588,7 +588,8 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 	err = p->journal_error_pending;
 	if (err) {
 		p->journal_error_pending = 0;
-		return v05__fail(err, "%s", p->st->journal_error);
+		return v05__fail(err, "%.*s", (int)sizeof(p->st->journal_error),
+				 p->st->journal_error);
 	}
 	return (int)v05__dequeue(p, out, max);
 }
@@ -668,7 +669,7 @@ V05_API int v05_arm(struct v05_plugin *p, int timeout_ms)
 		if (timeout_ms < 0 || ms < timeout_ms)
 			timeout_ms = ms;
 	}
-	word = v05__doorbell_prepare(p->seg.ctl);
+	word = v05__doorbell_prepare(p->seg.ctl, v05__segment_asym(&p->seg));
 	if (v05__lanes_pending(&p->lanes)) {
 		v05__doorbell_done(p->seg.ctl);
 		return 1;

@@ -21,7 +21,7 @@
  * the ownership transfer of the tail line, which the consumer reads all
  * the time: it cost a third of single-record throughput. So when the
  * segment's creator found membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)
- * usable (ctl->asym) and the producer's process registered for it, F1 is
+ * usable (V05_SHM_F_ASYM_DOORBELL in the header) and the producer's process registered for it, F1 is
  * only a compiler barrier, and the consumer, about to sleep (the rare
  * path), adds F2': membarrier(GLOBAL_EXPEDITED), which runs a full barrier
  * on every CPU running a registered process. Either F1 really is a fence,
@@ -65,7 +65,8 @@ static inline void v05__doorbell_after_publish(struct v05_shm_control *ctl,
 
 /* Consumer: announce the sleep; returns the word to wait on. The caller
  * must then re-check every lane before waiting. */
-static inline uint32_t v05__doorbell_prepare(struct v05_shm_control *ctl)
+static inline uint32_t v05__doorbell_prepare(struct v05_shm_control *ctl,
+					     bool asym)
 {
 	/* Acquire: a ring's release increment orders its publish before. */
 	uint32_t w = v05_load_acquire(&ctl->doorbell);
@@ -73,10 +74,11 @@ static inline uint32_t v05__doorbell_prepare(struct v05_shm_control *ctl)
 	/* Relaxed: F2 orders it before the lane re-check. */
 	v05_store_relaxed(&ctl->sleeping, 1u);
 	v05_fence_seq_cst(); /* F2, pairs with F1 */
-	/* Relaxed: written once, at create. If F2' fails (it passed at create,
-	 * so it should not), the caller's re-check below may race a light
+	/* asym: the header's flag (fixed at create, checksummed; no producer
+	 * can change it under us). If F2' fails (it passed at create, so it
+	 * should not), the caller's re-check below may race a light
 	 * producer: ring ourselves so the wait cannot block for good. */
-	if (v05_load_relaxed(&ctl->asym) && v05__membarrier_global())
+	if (asym && v05__membarrier_global())
 		v05_fetch_add_release(&ctl->doorbell, 1u);
 	return w;
 }

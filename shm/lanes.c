@@ -12,7 +12,7 @@ static inline void count(struct v05_lanes *l, int c, uint64_t n)
 {
 	/* Relaxed: the consumer is the only writer of these counters;
 	 * readers take a snapshot. */
-	uint64_t *p = &l->seg->ctl->counters[c];
+	uint64_t *p = &l->seg->state->counters[c];
 
 	v05_store_relaxed(p, v05_load_relaxed(p) + n);
 }
@@ -183,5 +183,16 @@ uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,
 			reclaimed++;
 		}
 	}
+	v05__lanes_sum_claims(l);
 	return reclaimed;
+}
+
+void v05__lanes_sum_claims(struct v05_lanes *l)
+{
+	uint64_t sum = 0;
+
+	/* Relaxed: statistics; each lane's claimer bumps its own count. */
+	for (uint32_t i = 0; i < l->n; i++)
+		sum += v05_load_relaxed(&l->cons[i].r->claims);
+	v05_store_relaxed(&l->seg->state->counters[V05_C_LANE_CLAIMS], sum);
 }

@@ -83,6 +83,7 @@ void v05__layout(const struct v05_geometry *g,
 		(uint64_t)g->support_capacity * sizeof(struct v05_support_entry);
 	size[V05_REGION_BATCHES] =
 		(uint64_t)g->batch_count * sizeof(struct v05_batch_rec);
+	size[V05_REGION_STATE] = sizeof(struct v05_shm_state);
 	/* All bounds are below 2^40, so none of this can overflow a u64. */
 	for (int i = 0; i < V05_REGION_COUNT; i++) {
 		r[i].offset = off;

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #define V05_SHM_MAGIC 0x01006d6873353076ull /* "v05shm\0\1" little-endian */
-#define V05_SHM_ABI 1u
+#define V05_SHM_ABI 2u
 #define V05_PAGE 4096u
 #define V05_LINE 128u /* two 64-byte lines: adjacent-line prefetch */
 
@@ -48,6 +48,7 @@ enum v05_region_id {
 	V05_REGION_RELEASE,
 	V05_REGION_SUPPORT,
 	V05_REGION_BATCHES,
+	V05_REGION_STATE, /* counters and plugin state: the owner's alone */
 	V05_REGION_COUNT
 };
 
@@ -79,16 +80,23 @@ struct v05_shm_header {
 	uint32_t page_size;   /* V05_PAGE                                   */
 	uint32_t creator_uid;
 	uint64_t created_ns;  /* CLOCK_REALTIME                             */
+	uint32_t flags;       /* V05_SHM_F_*                                */
+	uint32_t reserved;    /* 0                                          */
 	struct v05_geometry geo;
 	struct v05_region regions[V05_REGION_COUNT];
 	uint8_t config[V05_CONFIG_BYTES]; /* the plugin's (opaque here)     */
 	uint64_t checksum;    /* XXH3_64bits of every byte before this one  */
 };
-static_assert(sizeof(struct v05_shm_header) == 984, "header ABI");
-static_assert(offsetof(struct v05_shm_header, checksum) == 976, "header ABI");
+static_assert(sizeof(struct v05_shm_header) == 1008, "header ABI");
+static_assert(offsetof(struct v05_shm_header, checksum) == 1000, "header ABI");
+
+/* Header flags: fixed at create, covered by the checksum, so no process
+ * that maps the segment writable can change them. */
+#define V05_SHM_F_ASYM_DOORBELL 0x1u /* the consumer membarriers (doorbell.h) */
+#define V05_SHM_F_ALL V05_SHM_F_ASYM_DOORBELL
 static_assert(sizeof(struct v05_shm_header) <= V05_PAGE, "header page");
 
-/* Counters in the control block: written by the consumer (the plugin) only,
+/* Counters in the state region: written by the consumer (the plugin) only,
  * relaxed; readers (v05ctl stat) read them relaxed, a snapshot. */
 enum v05_counter {
 	V05_C_REWARDS_APPLIED = 0,
@@ -112,7 +120,7 @@ enum v05_counter {
 	V05_C_BATCHES_SUBMITTED,
 	V05_C_BATCHES_DONE,
 	V05_C_RELEASES,
-	V05_C_LANE_CLAIMS,     /* written by producers: fetch_add        */
+	V05_C_LANE_CLAIMS,     /* sum of the lanes' claim counts (polled) */
 	V05_C_LANE_RECLAIMS,
 	V05_C_LANE_OVERRUNS,   /* a lane claimed more records than fit   */
 	V05_C_WAITS,
@@ -161,16 +169,24 @@ struct v05_shm_control {
 	/* Line 2: set by a consumer about to sleep, read by every producer
 	 * on every publish: kept alone so no other write invalidates it. */
 	uint32_t sleeping;
-	uint32_t asym; /* set at create: the consumer membarriers (doorbell.h) */
-	uint8_t pad2[V05_LINE - 8];
+	uint8_t pad2[V05_LINE - 4];
+};
+static_assert(offsetof(struct v05_shm_control, doorbell) == V05_LINE, "ctl");
+static_assert(offsetof(struct v05_shm_control, sleeping) == 2 * V05_LINE, "ctl");
+static_assert(sizeof(struct v05_shm_control) == 3 * V05_LINE, "ctl");
+
+/*
+ * The owner's state, in its own region: producers do not map it, readers
+ * and inspectors map it read-only. Nothing a producer can write is read by
+ * the consumer as a count, an index or a string: a producer process owns
+ * its lanes and can ring the doorbell, nothing more.
+ */
+struct v05_shm_state {
 	uint64_t counters[V05_COUNTERS];
 	/* Persistent state the plugin keeps across takeovers (plugin.h). */
 	uint8_t plugin[1024];
 };
-static_assert(offsetof(struct v05_shm_control, doorbell) == V05_LINE, "ctl");
-static_assert(offsetof(struct v05_shm_control, sleeping) == 2 * V05_LINE, "ctl");
-static_assert(offsetof(struct v05_shm_control, counters) == 3 * V05_LINE, "ctl");
-static_assert(sizeof(struct v05_shm_control) == 3 * 128 + 2048 + 1024, "ctl");
+static_assert(sizeof(struct v05_shm_state) == 2048 + 1024, "state");
 
 /*
  * SPSC ring header, used by the lanes (producer -> plugin), the completion

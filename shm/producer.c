@@ -82,16 +82,16 @@ static int claim_lane(struct v05_producer *p, unsigned flags)
 		return v05__fail(-EBUSY,
 				 "segment %s: all %u lanes are held (%u by dead producers, free again once the plugin drains them)",
 				 seg->name, seg->hdr.geo.lane_count, dead);
-	/* Relaxed: we own the lane; claims is statistics. */
+	/* Relaxed: we own the lane; claims is statistics, which the plugin
+	 * sums into lane_claims (producers do not map the counters). */
 	v05_store_relaxed(&p->lane->claims, v05_load_relaxed(&p->lane->claims) + 1);
-	v05_fetch_add_relaxed(&seg->ctl->counters[V05_C_LANE_CLAIMS], 1);
 	v05__ring_prod_init(&p->ring, p->lane, v05__lane_records(p->lane),
 			    seg->hdr.geo.lane_capacity, sizeof(struct v05_record));
 	p->owner = me;
 	p->flags = flags;
 	p->fork_gen = fork_gen;
-	/* Relaxed: set at create, before any producer could open. */
-	p->light = v05_load_relaxed(&seg->ctl->asym) &&
+	/* The header's flag: fixed at create, validated at attach. */
+	p->light = v05__segment_asym(seg) &&
 		   v05__membarrier_register() == 0;
 	return 0;
 }

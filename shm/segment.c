@@ -22,6 +22,7 @@
 static const char *const region_names[V05_REGION_COUNT] = {
 	"control", "lanes",   "table",   "arena",
 	"completion", "release", "support", "batches",
+	"state",
 };
 
 V05_API int v05_name_check(const char *name)
@@ -109,6 +110,9 @@ int v05__header_validate(const struct v05_shm_header *h, uint64_t st_size)
 	if (h->page_size != V05_PAGE)
 		return v05__fail(-EDOM, "segment page size %u, expected %u",
 				 h->page_size, V05_PAGE);
+	if ((h->flags & ~V05_SHM_F_ALL) || h->reserved)
+		return v05__fail(-EDOM, "segment flags %#x / reserved %u unknown",
+				 h->flags, h->reserved);
 	if (h->total_size != st_size)
 		return v05__fail(-EMSGSIZE,
 				 "segment header says %llu bytes, the object has %llu",
@@ -159,6 +163,7 @@ static void set_regions(struct v05_segment *seg)
 	for (int i = 0; i < V05_REGION_COUNT; i++)
 		seg->region[i] = seg->base + seg->hdr.regions[i].offset;
 	seg->ctl = V05_AT(struct v05_shm_control, seg->region[V05_REGION_CONTROL], 0);
+	seg->state = V05_AT(struct v05_shm_state, seg->region[V05_REGION_STATE], 0);
 }
 
 static int protect(struct v05_segment *seg, int region, int prot)
@@ -176,14 +181,19 @@ static int protect(struct v05_segment *seg, int region, int prot)
 /* Per-role protections; unmapped regions stay PROT_NONE and their pointer
  * NULL, so a stray use faults in the user's process at once. */
 static const int role_prot[][V05_REGION_COUNT] = {
-	[V05_ROLE_OWNER] = { RW, RW, RW, RW, RW, RW, RW, RW },
+	[V05_ROLE_OWNER] = { RW, RW, RW, RW, RW, RW, RW, RW, RW },
 	[V05_ROLE_PRODUCER] = { [V05_REGION_CONTROL] = RW, [V05_REGION_LANES] = RW },
-	[V05_ROLE_READER] = { [V05_REGION_CONTROL] = RO, [V05_REGION_ARENA] = RO,
+	[V05_ROLE_READER] = { [V05_REGION_CONTROL] = RO, [V05_REGION_STATE] = RO,
+			      [V05_REGION_ARENA] = RO,
 			      [V05_REGION_COMPLETION] = RW,
 			      [V05_REGION_RELEASE] = RW },
 	[V05_ROLE_INSPECT] = { [V05_REGION_CONTROL] = RO, [V05_REGION_LANES] = RO,
+			       [V05_REGION_TABLE] = RO,
+			       [V05_REGION_COMPLETION] = RO,
+			       [V05_REGION_RELEASE] = RO,
 			       [V05_REGION_SUPPORT] = RO,
-			       [V05_REGION_BATCHES] = RO },
+			       [V05_REGION_BATCHES] = RO,
+			       [V05_REGION_STATE] = RO },
 };
 #undef RO
 #undef RW
@@ -205,6 +215,8 @@ static int map_role(struct v05_segment *seg)
 	}
 	if (!prot[V05_REGION_CONTROL])
 		seg->ctl = NULL;
+	if (!prot[V05_REGION_STATE])
+		seg->state = NULL;
 	return 0;
 }
 
@@ -237,6 +249,13 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 	h.page_size = V05_PAGE;
 	h.creator_uid = (uint32_t)geteuid();
 	h.created_ns = v05__wall_ns();
+	{
+		const char *db = getenv("V05_DOORBELL");
+
+		/* The asymmetric doorbell (doorbell.h) unless asked not to. */
+		if (!(db && !strcmp(db, "fence")) && v05__membarrier_usable())
+			h.flags |= V05_SHM_F_ASYM_DOORBELL;
+	}
 	h.geo = *geo;
 	v05__layout(geo, h.regions, &total);
 	h.total_size = total;
@@ -286,13 +305,6 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 	set_regions(seg);
 	seg->ctl->owner = v05__owner_self();
 	seg->ctl->owner_pid = (uint32_t)getpid();
-	{
-		const char *db = getenv("V05_DOORBELL");
-
-		/* The asymmetric doorbell (doorbell.h) unless asked not to. */
-		seg->ctl->asym = (db && !strcmp(db, "fence")) ? 0 :
-				 (uint32_t)v05__membarrier_usable();
-	}
 	seg->ctl->heartbeat_ns = v05__now_ns();
 	/* R0: everything above before the magic; attach reads the page with
 	 * pread and checks the magic and checksum (A0, in the kernel copy). */

@@ -18,9 +18,9 @@
 /* Which regions a role maps, and how (everything else is PROT_NONE). */
 enum v05_role {
 	V05_ROLE_OWNER,    /* plugin: all regions read-write             */
-	V05_ROLE_PRODUCER, /* control + lanes read-write                 */
-	V05_ROLE_READER,   /* control, arena read; rings read-write      */
-	V05_ROLE_INSPECT,  /* control, lanes, batches read-only (v05ctl) */
+	V05_ROLE_PRODUCER, /* control + lanes read-write, nothing else   */
+	V05_ROLE_READER,   /* control, state, arena read; rings r/w      */
+	V05_ROLE_INSPECT,  /* everything but the arena, read-only        */
 };
 
 struct v05_segment {
@@ -30,11 +30,18 @@ struct v05_segment {
 	enum v05_role role;
 	struct v05_shm_header hdr; /* validated private copy */
 	struct v05_shm_control *ctl;
+	struct v05_shm_state *state; /* NULL for producers */
 	uint8_t *region[V05_REGION_COUNT]; /* NULL where not mapped */
 	uint32_t st_uid;
 	char name[V05_NAME_MAX + 1];
 	char path[PATH_MAX];
 };
+
+/* The doorbell mode fixed at create (doorbell.h). */
+static inline bool v05__segment_asym(const struct v05_segment *s)
+{
+	return (s->hdr.flags & V05_SHM_F_ASYM_DOORBELL) != 0;
+}
 
 /* The directory segments live in: $V05_SHM_DIR or /dev/shm. */
 const char *v05__shm_dir(void);

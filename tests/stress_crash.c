@@ -154,11 +154,11 @@ int main(int argc, char **argv)
 			(unsigned long long)check->bad, check->first_error);
 		failed = 1;
 	}
-	failed |= seg.ctl->counters[V05_C_REJ_CORRUPT] != 0;
+	failed |= seg.state->counters[V05_C_REJ_CORRUPT] != 0;
 	printf("crash: %u kills, %u steady x %llu, reclaims %llu, corrupt %llu: %s\n",
 	       kills, STEADY, (unsigned long long)steady,
-	       (unsigned long long)seg.ctl->counters[V05_C_LANE_RECLAIMS],
-	       (unsigned long long)seg.ctl->counters[V05_C_REJ_CORRUPT],
+	       (unsigned long long)seg.state->counters[V05_C_LANE_RECLAIMS],
+	       (unsigned long long)seg.state->counters[V05_C_REJ_CORRUPT],
 	       failed ? "FAIL" : "ok");
 	v05__lanes_fini(&lanes);
 	v05__segment_detach(&seg);

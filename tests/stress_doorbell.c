@@ -108,7 +108,7 @@ int main(int argc, char **argv)
 
 		if (v05__lanes_drain(&lanes, 64, 64, on_record, &c))
 			continue;
-		word = v05__doorbell_prepare(seg.ctl);
+		word = v05__doorbell_prepare(seg.ctl, v05__segment_asym(&seg));
 		if (v05__lanes_pending(&lanes)) {
 			v05__doorbell_done(seg.ctl);
 			continue;
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
 	printf("doorbell %s (%s): %llu records, %llu sleeps, %llu spurious wakes, "
 	       "%llu lost, %llu bad\n",
 	       v05__wait_path_name(w.path),
-	       seg.ctl->asym ? "membarrier" : "fence", (unsigned long long)c.n,
+	       v05__segment_asym(&seg) ? "membarrier" : "fence", (unsigned long long)c.n,
 	       (unsigned long long)sleeps, (unsigned long long)empty_wakes,
 	       (unsigned long long)lost, (unsigned long long)c.bad);
 	v05__waiter_fini(&w);

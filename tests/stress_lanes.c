@@ -140,9 +140,9 @@ int main(int argc, char **argv)
 	       threads ? "threads" : "processes", nprod,
 	       (unsigned long long)per_producer, v05__wait_path_name(w.path),
 	       (unsigned long long)cst.sleeps,
-	       (unsigned long long)seg.ctl->counters[V05_C_REJ_CORRUPT],
+	       (unsigned long long)seg.state->counters[V05_C_REJ_CORRUPT],
 	       failed ? "FAIL" : "ok");
-	failed |= seg.ctl->counters[V05_C_REJ_CORRUPT] != 0;
+	failed |= seg.state->counters[V05_C_REJ_CORRUPT] != 0;
 	v05__waiter_fini(&w);
 	v05__lanes_fini(&lanes);
 	v05__segment_detach(&seg);

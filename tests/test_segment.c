@@ -66,10 +66,18 @@ static void test_create_attach(void **state)
 	assert_int_equal(v05__segment_attach(name, V05_ROLE_INSPECT, 0, &insp), 0);
 	assert_memory_equal(&insp.hdr, &owner.hdr, sizeof(owner.hdr));
 	assert_string_equal((const char *)insp.hdr.config, "config bytes");
-	assert_null(insp.region[V05_REGION_TABLE]); /* not mapped for inspect */
+	assert_null(insp.region[V05_REGION_ARENA]); /* not mapped for inspect */
 	assert_non_null(insp.region[V05_REGION_LANES]);
+	assert_non_null(insp.state);
 	assert_int_equal(v05__segment_attach(name, V05_ROLE_PRODUCER, 0, &prod), 0);
-	assert_null(prod.region[V05_REGION_ARENA]);
+	/* A producer maps the control lines and the lanes, nothing else: not
+	 * the counters and plugin state the consumer relies on. */
+	for (int i = 0; i < V05_REGION_COUNT; i++)
+		if (i == V05_REGION_CONTROL || i == V05_REGION_LANES)
+			assert_non_null(prod.region[i]);
+		else
+			assert_null(prod.region[i]);
+	assert_null(prod.state);
 	assert_true(prod.ctl->owner == owner.ctl->owner);
 	v05__segment_detach(&prod);
 	v05__segment_detach(&insp);

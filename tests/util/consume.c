@@ -28,7 +28,7 @@ int consume_until(struct v05_lanes *l, struct v05_waiter *w,
 		}
 		if (v05__now_ns() - last > (uint64_t)stall_s * 1000000000ull)
 			return -ETIMEDOUT;
-		word = v05__doorbell_prepare(ctl);
+		word = v05__doorbell_prepare(ctl, v05__segment_asym(l->seg));
 		if (v05__lanes_pending(l)) {
 			v05__doorbell_done(ctl);
 			continue;
