@@ -346,24 +346,36 @@ static int rebuild(struct v05_plugin *p)
 		free(rej);
 		return v05__fail(-ENOMEM, "rebuild: out of memory");
 	}
+	/* A delete the owner died in may have left an entry behind a hole or
+	 * twice (table.c): every entry reachable once before anything else. */
+	v05__table_repair(&p->table);
 	for (uint32_t i = 0; i <= p->table.mask;) {
 		struct v05_prompt *e = &p->table.e[i];
+		const struct v05_slot_hdr *h;
 		struct batch_local *bl;
 
 		if (!e->key) {
 			i++;
 			continue;
 		}
-		if (e->slot >= g->slot_count || e->batch >= g->batch_count ||
-		    (e->state != V05_P_FINAL &&
-		     (p->batch_recs[e->batch].id == 0 ||
-		      v05__slot(&p->seg, e->slot)->key != e->key))) {
+		h = e->slot < g->slot_count ? v05__slot(&p->seg, e->slot) : NULL;
+		if (!h || e->batch >= g->batch_count || h->key != e->key ||
+		    (e->state == V05_P_FINAL && h->state != V05_S_FINAL) ||
+		    (e->state != V05_P_FINAL && h->state != V05_S_FINAL &&
+		     p->batch_recs[e->batch].id == 0)) {
 			/* A submit the owner died in (its batch never went
 			 * live), or an entry that does not add up: the caller
 			 * never got its dispatch; forget it. Deleting shifts
 			 * a later entry into i: look at i again. */
 			v05__table_delete(&p->table, e);
 			continue;
+		}
+		if (e->state != V05_P_FINAL && h->state == V05_S_FINAL) {
+			/* The owner died inside finalize, between the slot's
+			 * FINAL and the entry's: the group is final (it has
+			 * its seq, maybe its journal record); finish the
+			 * transition rather than decide it again. */
+			e->state = V05_P_FINAL;
 		}
 		used[e->slot] = 1;
 		if (e->state == V05_P_FINAL) {
@@ -407,6 +419,16 @@ static int rebuild(struct v05_plugin *p)
 		rejournal(p, rej, nrej);
 	free(used);
 	free(rej);
+	/* A live batch with nothing open: the owner died in finalize after
+	 * its last prompt's entry went final and before the record was
+	 * freed. Free it now, or it would hold its record for good. */
+	for (uint32_t b = 0; b < g->batch_count; b++) {
+		if (p->batch_recs[b].id && p->batches[b].n_open == 0) {
+			p->batch_recs[b].id = 0;
+			p->batch_recs[b].state = V05_B_FREE;
+			v05__count(p, V05_C_BATCHES_DONE, 1);
+		}
+	}
 	v05_store_relaxed(v05__ctr(p, V05_C_PROMPTS_OPEN), open);
 	v05_store_relaxed(v05__ctr(p, V05_C_PROMPTS_HELD), held);
 	v05_store_relaxed(v05__ctr(p, V05_C_PROMPTS_FINAL), final);

@@ -2,7 +2,41 @@
 #include "shm/table.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
+
+#include "shm/atomics.h"
+
+/*
+ * The table lives in shared memory and its owner may be killed at any
+ * instruction; the next owner must find every entry whole, at most twice.
+ * So an entry is written key last and cleared key first (program order is
+ * what a later process sees of a killed one's stores; the compiler
+ * barriers keep the compiler to it). A kill then leaves, at worst, a
+ * keyless hole in a probe run or a whole duplicate of a moved entry, both
+ * of which v05__table_repair() undoes.
+ */
+static_assert(offsetof(struct v05_prompt, key) == 0, "key first");
+
+static void entry_clear(struct v05_prompt *e)
+{
+	e->key = 0;
+	v05_compiler_barrier();
+	memset((uint8_t *)e + sizeof(e->key), 0, sizeof(*e) - sizeof(e->key));
+}
+
+static void entry_move(struct v05_prompt *dst, const struct v05_prompt *src)
+{
+	uint64_t key = src->key;
+
+	dst->key = 0;
+	v05_compiler_barrier();
+	memcpy((uint8_t *)dst + sizeof(dst->key),
+	       (const uint8_t *)src + sizeof(src->key),
+	       sizeof(*dst) - sizeof(dst->key));
+	v05_compiler_barrier();
+	dst->key = key;
+}
 
 void v05__table_init(struct v05_table *t, void *mem, uint32_t capacity)
 {
@@ -28,7 +62,8 @@ int v05__table_insert(struct v05_table *t, uint64_t key,
 	}
 	if ((uint64_t)(t->count + 1) * 2 > (uint64_t)t->mask + 1)
 		return -ENOSPC;
-	memset(&t->e[i], 0, sizeof(t->e[i]));
+	entry_clear(&t->e[i]);
+	v05_compiler_barrier();
 	t->e[i].key = key;
 	t->count++;
 	*out = &t->e[i];
@@ -50,10 +85,50 @@ void v05__table_delete(struct v05_table *t, struct v05_prompt *e)
 		/* Entry j may fill the hole iff the hole lies on its probe
 		 * path, i.e. no farther from j than its home is. */
 		if (((j - home) & t->mask) >= ((j - hole) & t->mask)) {
-			t->e[hole] = t->e[j];
+			entry_move(&t->e[hole], &t->e[j]);
 			hole = j;
 		}
 	}
-	memset(&t->e[hole], 0, sizeof(t->e[hole]));
+	entry_clear(&t->e[hole]);
 	t->count--;
+}
+
+uint32_t v05__table_repair(struct v05_table *t)
+{
+	uint32_t fixed = 0, changed;
+
+	/* Until a whole pass finds every entry where a lookup does: each
+	 * fix moves an entry into a hole on its own probe path or drops a
+	 * duplicate, so this ends. */
+	do {
+		changed = 0;
+		for (uint32_t i = 0; i <= t->mask; i++) {
+			struct v05_prompt *e = &t->e[i], *first;
+			uint32_t j;
+
+			if (!e->key)
+				continue;
+			first = v05__table_find(t, e->key);
+			if (first == e)
+				continue;
+			if (!first) {
+				/* Behind a hole: into the first free entry
+				 * on its path (a copy first, then the
+				 * original cleared). */
+				for (j = v05__table_home(t, e->key); t->e[j].key;
+				     j = (j + 1) & t->mask)
+					;
+				entry_move(&t->e[j], e);
+			}
+			/* Found earlier on the path: e is the duplicate a
+			 * move left (or was just copied); drop it. */
+			entry_clear(e);
+			changed++;
+		}
+		fixed += changed;
+	} while (changed);
+	t->count = 0;
+	for (uint32_t i = 0; i <= t->mask; i++)
+		t->count += t->e[i].key != 0;
+	return fixed;
 }

@@ -50,4 +50,11 @@ int v05__table_insert(struct v05_table *t, uint64_t key,
  * pointers to other entries are stale afterwards. */
 void v05__table_delete(struct v05_table *t, struct v05_prompt *e);
 
+/*
+ * After the owner died: make every entry reachable again and drop the
+ * duplicates a move cut short may have left (table.c). Returns the number
+ * of entries moved or dropped.
+ */
+uint32_t v05__table_repair(struct v05_table *t);
+
 #endif

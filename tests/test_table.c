@@ -179,6 +179,80 @@ static void test_arena_reuse(void **state)
 	assert_int_equal(v05_segment_unlink(name), 0);
 }
 
+/*
+ * The states a delete cut short by a kill can leave (table.c): a whole
+ * duplicate of a moved entry, or a keyless hole in front of a probe run.
+ * Repair makes every entry reachable once, its fields intact.
+ */
+static void fill_run(struct v05_table *t, struct v05_prompt *mem, uint32_t n)
+{
+	struct v05_prompt *e;
+
+	memset(mem, 0, 16 * sizeof(*mem));
+	v05__table_init(t, mem, 16);
+	for (uint32_t i = 0; i < n; i++) {
+		assert_int_equal(v05__table_insert(t, colliding_key(i), &e), 0);
+		e->issued = 100 + i;
+		e->slot = i;
+	}
+}
+
+static void check_run(struct v05_table *t, uint32_t first, uint32_t n)
+{
+	for (uint32_t i = first; i < n; i++) {
+		struct v05_prompt *e = v05__table_find(t, colliding_key(i));
+
+		if (!e) {
+			fail_msg("key %u unreachable", i);
+			return;
+		}
+		assert_int_equal(e->issued, 100 + i);
+		assert_int_equal(e->slot, i);
+	}
+	assert_int_equal(t->count, n - first);
+	for (uint32_t i = 0; i <= t->mask; i++)
+		for (uint32_t j = i + 1; j <= t->mask; j++)
+			assert_false(t->e[i].key && t->e[i].key == t->e[j].key);
+}
+
+static void test_repair_after_cut_short_delete(void **state)
+{
+	struct v05_prompt mem[16];
+	struct v05_table t;
+
+	(void)state;
+	/* Keys 0..3 at entries 5..8. Deleting key 0 moves 1 into 5, 2 into 6,
+	 * 3 into 7, then clears 8. */
+
+	/* Killed after the first move: key 1 at 5 and at 6. */
+	fill_run(&t, mem, 4);
+	mem[5] = mem[6];
+	assert_true(v05__table_repair(&t) > 0);
+	check_run(&t, 1, 4);
+
+	/* Killed inside the second move, the key cleared and not yet
+	 * written: a hole at 6 hides keys 2 and 3 from lookups. */
+	fill_run(&t, mem, 4);
+	mem[5] = mem[6];
+	mem[6].key = 0;
+	assert_null(v05__table_find(&t, colliding_key(2)));
+	assert_true(v05__table_repair(&t) > 0);
+	check_run(&t, 1, 4);
+
+	/* Killed inside the last clear: key 3 at 7 and still at 8. */
+	fill_run(&t, mem, 4);
+	mem[5] = mem[6];
+	mem[6] = mem[7];
+	mem[7] = mem[8];
+	assert_true(v05__table_repair(&t) > 0);
+	check_run(&t, 1, 4);
+
+	/* Nothing cut short: nothing to do. */
+	fill_run(&t, mem, 4);
+	assert_int_equal(v05__table_repair(&t), 0);
+	check_run(&t, 0, 4);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -187,6 +261,7 @@ int main(void)
 		cmocka_unit_test(test_model_wrap),
 		cmocka_unit_test(test_load_limit),
 		cmocka_unit_test(test_arena_reuse),
+		cmocka_unit_test(test_repair_after_cut_short_delete),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
