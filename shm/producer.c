@@ -106,7 +106,7 @@ static int open_common(const char *name, struct v05_segment *mapped,
 	pthread_once(&atfork_once, register_atfork);
 	if (!out)
 		return v05__fail(-EINVAL, "producer_open: NULL out");
-	if (flags & ~V05_PRODUCER_DEFER)
+	if (flags & ~(V05_PRODUCER_DEFER | V05_PRODUCER_ANY_UID))
 		return v05__fail(-EINVAL, "unknown producer flags 0x%x", flags);
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -114,7 +114,9 @@ static int open_common(const char *name, struct v05_segment *mapped,
 	if (mapped) {
 		p->seg = mapped;
 	} else {
-		ret = v05__segment_attach(name, V05_ROLE_PRODUCER, 0, &p->own);
+		ret = v05__segment_attach(name, V05_ROLE_PRODUCER,
+					  flags & V05_PRODUCER_ANY_UID ?
+					  V05_ATTACH_ANY_UID : 0, &p->own);
 		if (ret) {
 			free(p);
 			return ret;

@@ -13,6 +13,7 @@ from .plugin import Uid, key_of
 __all__ = ["RewardWriter", "Reader"]
 
 PRODUCER_DEFER = 1
+PRODUCER_ANY_UID = 2
 
 
 class RewardWriter:
@@ -31,12 +32,14 @@ class RewardWriter:
         self._keys = {}
 
     @classmethod
-    def attach(cls, name: str, *, defer: bool = False,
-               timeout: float = 30.0) -> "RewardWriter":
+    def attach(cls, name: str, *, defer: bool = False, timeout: float = 30.0,
+               any_uid: bool = False) -> "RewardWriter":
+        """any_uid: accept a segment another user created (its mode must
+        let this process write); refused by default."""
         h = ctypes.c_void_p()
-        check(lib.v05_producer_open(name.encode(),
-                                    PRODUCER_DEFER if defer else 0,
-                                    ctypes.byref(h)),
+        flags = (PRODUCER_DEFER if defer else 0) | \
+            (PRODUCER_ANY_UID if any_uid else 0)
+        check(lib.v05_producer_open(name.encode(), flags, ctypes.byref(h)),
               f"open a reward lane of {name}")
         return cls(h.value, name, timeout)
 

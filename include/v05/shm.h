@@ -52,6 +52,9 @@ struct v05_reward {
 
 /* Producer open flags. */
 #define V05_PRODUCER_DEFER (1u << 0) /* push() does not publish; flush() does */
+/* Accept a segment created by another uid (its mode must let us write):
+ * reward workers running as a different user, by explicit choice. */
+#define V05_PRODUCER_ANY_UID (1u << 1)
 
 /*
  * Claim a free lane of segment NAME (CAS on the lane's owner word). -EBUSY

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libFuzzer target: a hostile producer writes any bytes into its own lane
+ * and publishes any tail; the plugin polls. Input:
+ *   byte 0      mode: bit 0 set = "shaped", each record's seq and flags are
+ *               made right and its key is one of the live prompts' keys
+ *               (key % 5, the fifth a key nobody submitted), so the bytes
+ *               reach the reward checks instead of the lane's
+ *   bytes 1-4   the tail's advance past the head (little endian, any u32:
+ *               more than the lane holds is an overrun)
+ *   the rest    record bytes, copied into the lane from its head on
+ * Each input gets a fresh plugin (4 prompts, k_init 2, k_max 4). Whatever
+ * the bytes, afterwards: no prompt holds a reward for a sample it was not
+ * issued, every record the lane handed over was either applied or counted
+ * under exactly one rejection reason, every final group's baseline and
+ * advantages are finite, and the plugin still closes cleanly.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "plugin/internal.h"
+#include "shm/segment.h"
+#include "v05.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define PROMPTS 4u
+#define LANE_CAP 64u
+
+static void setup(void)
+{
+	static char dir[] = "/tmp/v05-fuzz-lane-XXXXXX";
+	static int done;
+
+	if (done)
+		return;
+	if (!mkdtemp(dir))
+		abort();
+	setenv("V05_SHM_DIR", dir, 1);
+	done = 1;
+}
+
+static void check(int ok, const char *what)
+{
+	if (!ok) {
+		fprintf(stderr, "fuzz_lane: invariant broken: %s\n", what);
+		abort();
+	}
+}
+
+static void consume(struct v05_plugin *p, const struct v05_decision *d, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct v05_group g;
+
+		if (d[i].kind == V05_DECISION_SAMPLE)
+			continue;
+		check(v05_group(p, d[i].slot, &g) == 0, "group of a final");
+		check(isfinite(g.baseline), "finite baseline");
+		for (uint32_t j = 0; j < g.k; j++)
+			check(isfinite(g.advantages[j]) && isfinite(g.rewards[j]),
+			      "finite advantages and rewards");
+		check(v05_release(p, d[i].slot) == 0, "release");
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static unsigned serial;
+	struct v05_decision d[64];
+	struct v05_prompt_in in[PROMPTS];
+	char name[64], uids[PROMPTS][8];
+	uint64_t keys[PROMPTS + 1], c[V05_COUNTER_SLOTS], rejected = 0;
+	struct v05_producer *w = NULL;
+	struct v05_plugin *p = NULL;
+	struct v05_ring_hdr *lane;
+	struct v05_record *recs;
+	struct v05_config cfg;
+	uint32_t head, adv;
+	int n;
+
+	setup();
+	if (size < 5)
+		return 0;
+	v05_config_default(&cfg);
+	cfg.params.k_init = 2;
+	cfg.params.k_max = 4;
+	cfg.pad_multiple = 1;
+	cfg.max_prompts = PROMPTS;
+	cfg.max_producers = 1;
+	cfg.lane_capacity = LANE_CAP;
+	snprintf(name, sizeof(name), "fuzz-lane-%d-%u", (int)getpid(), serial++);
+	if (v05_plugin_create(name, &cfg, &p))
+		abort();
+	for (uint32_t i = 0; i < PROMPTS; i++) {
+		snprintf(uids[i], sizeof(uids[i]), "u%u", i);
+		in[i] = (struct v05_prompt_in){ .uid = uids[i], .uid_len = 2,
+						.prior = 0.5 - 0.25 * i };
+		keys[i] = v05_key(uids[i], 2);
+	}
+	keys[PROMPTS] = v05_key("nobody", 6);
+	check(v05_submit(p, in, PROMPTS, d, NULL) == (int)PROMPTS, "submit");
+	/* A real claim first: the hostile producer owns its lane. */
+	check(v05_producer_open(name, 0, &w) == 0, "producer open");
+
+	lane = v05__lane(&p->seg, 0);
+	recs = v05__lane_records(lane);
+	head = lane->head;
+	memcpy(&adv, data + 1, 4);
+	for (size_t off = 5, j = 0; off < size && j < LANE_CAP; off += 32, j++) {
+		struct v05_record r = { 0 };
+		size_t len = size - off < 32 ? size - off : 32;
+
+		memcpy(&r, data + off, len);
+		if (data[0] & 1) {
+			r.seq = head + (uint32_t)j;
+			r.flags = 0;
+			r.key = keys[r.key % (PROMPTS + 1)];
+		}
+		recs[(head + j) & (LANE_CAP - 1)] = r;
+	}
+	/* Published as a producer would: a release store of the tail. */
+	v05_store_release(&lane->tail, head + adv);
+
+	for (int round = 0; round < 8; round++) {
+		n = v05_poll(p, d, 64);
+		check(n >= 0, "poll answers");
+		consume(p, d, n);
+		if (n == 0 && !v05_pending(p))
+			break;
+	}
+
+	for (uint32_t i = 0; i <= p->table.mask; i++) {
+		const struct v05_prompt *e = &p->table.e[i];
+
+		if (e->key)
+			check((e->received & ~e->issued) == 0,
+			      "a reward only for an issued sample");
+	}
+	check(v05_counters(p, c, V05_COUNTER_SLOTS) > V05_C_REJ_CORRUPT, "counters");
+	for (int r = V05_C_REJ_NONFINITE; r <= V05_C_REJ_CORRUPT; r++)
+		rejected += c[r];
+	check(lane->consumed == c[V05_C_REWARDS_APPLIED] + rejected,
+	      "each record handed over applied or rejected once");
+	if (getenv("V05_FUZZ_VERBOSE"))
+		fprintf(stderr, "fuzz_lane: consumed %llu applied %llu rejected "
+			"%llu (corrupt %llu) overruns %llu finals %llu\n",
+			(unsigned long long)lane->consumed,
+			(unsigned long long)c[V05_C_REWARDS_APPLIED],
+			(unsigned long long)rejected,
+			(unsigned long long)c[V05_C_REJ_CORRUPT],
+			(unsigned long long)c[V05_C_LANE_OVERRUNS],
+			(unsigned long long)c[V05_C_DEC_FINAL]);
+
+	v05_producer_close(w);
+	check(v05_plugin_close(p, V05_CLOSE_UNLINK) == 0, "close");
+	return 0;
+}
