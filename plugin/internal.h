@@ -66,6 +66,13 @@ struct batch_local {
 
 struct v05_journal;
 
+/* A held prompt competing for padding samples (policy.c). */
+struct pad_item {
+	float prio;     /* k_target - planned k */
+	uint64_t key;
+	struct v05_prompt *e;
+};
+
 struct v05_plugin {
 	struct v05_segment seg;
 	struct v05_shm_config cfg;
@@ -86,6 +93,9 @@ struct v05_plugin {
 	uint64_t now_ns;
 	int64_t wall_offset_ns;
 	uint32_t clock_tick;
+	/* Scratch for a round's padding: slot_count entries, allocated at
+	 * create so that polling does not allocate. */
+	struct pad_item *pad_items;
 	bool armed;
 	bool silent;               /* attach: transitions without decisions */
 	bool recovered;            /* v05_recover has queued the state once */

@@ -166,9 +166,11 @@ static void free_local(struct v05_plugin *p)
 	v05__arena_fini(&p->arena);
 	free(p->q);
 	free(p->pending_free);
+	free(p->pad_items);
 	p->batches = NULL;
 	p->q = NULL;
 	p->pending_free = NULL;
+	p->pad_items = NULL;
 }
 
 /* Local structures over a mapped segment (create and attach). */
@@ -190,12 +192,14 @@ static int init_local(struct v05_plugin *p)
 	p->qcap = 2 * g->slot_count;
 	p->q = malloc((size_t)p->qcap * sizeof(*p->q));
 	p->pending_free = malloc((size_t)g->slot_count * sizeof(*p->pending_free));
-	if (!p->batches || !p->q || !p->pending_free)
+	p->pad_items = malloc((size_t)g->slot_count * sizeof(*p->pad_items));
+	if (!p->batches || !p->q || !p->pending_free || !p->pad_items)
 		return v05__fail(-ENOMEM, "plugin: out of memory");
 	/* Touched now (a large malloc is fresh mmap), so that polling never
 	 * takes the page faults. */
 	memset(p->q, 0, (size_t)p->qcap * sizeof(*p->q));
 	memset(p->pending_free, 0, (size_t)g->slot_count * sizeof(*p->pending_free));
+	memset(p->pad_items, 0, (size_t)g->slot_count * sizeof(*p->pad_items));
 	v05__clock_refresh(p);
 	ret = v05__lanes_init(&p->lanes, &p->seg);
 	p->lanes.prefetch = v05__prefetch_key;

@@ -102,12 +102,6 @@ static void halt(struct v05_plugin *p, uint32_t b, int first)
 	}
 }
 
-struct pad_item {
-	float prio;     /* k_target - planned k */
-	uint64_t key;
-	struct v05_prompt *e;
-};
-
 static int pad_before(const struct pad_item *a, const struct pad_item *b)
 {
 	return a->prio > b->prio || (a->prio == b->prio && a->key < b->key);
@@ -220,7 +214,7 @@ static void release(struct v05_plugin *p, uint32_t b)
 	uint64_t *keys;
 	uint32_t n = held_keys(p, b, &keys), m = 0;
 	uint32_t step = p->params.k_step, pad = p->cfg.pad_multiple;
-	struct pad_item *items = calloc(n ? n : 1, sizeof(*items));
+	struct pad_item *items = p->pad_items; /* n <= slot_count */
 	uint64_t total = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -231,20 +225,17 @@ static void release(struct v05_plugin *p, uint32_t b)
 		/* "more" guaranteed k + k_step <= k_max. */
 		e->k_planned = (uint8_t)(v05__group_k(e) + step);
 		total += step;
-		if (items) {
-			items[m].prio = e->gap - (float)step;
-			items[m].key = e->key;
-			items[m].e = e;
-			m++;
-		}
+		items[m].prio = e->gap - (float)step;
+		items[m].key = e->key;
+		items[m].e = e;
+		m++;
 	}
-	if (pad > 1 && items && total % pad) {
+	if (pad > 1 && total % pad) {
 		uint32_t extra = (uint32_t)(pad - total % pad);
 
 		v05__count(p, V05_C_SAMPLES_PADDED,
 			   distribute_padding(p, items, m, extra));
 	}
-	free(items);
 	p->batch_recs[b].state = V05_B_RELEASING;
 	p->batch_recs[b].round++;
 	v05__count(p, V05_C_ROUNDS, 1);
