@@ -10,5 +10,6 @@
 #include "v05/stats.h"
 #include "v05/shm.h"
 #include "v05/plugin.h"
+#include "v05/observer.h"
 
 #endif /* V05_H */

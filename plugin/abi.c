@@ -7,6 +7,7 @@
 #include <assert.h>
 #include <stddef.h>
 
+#include "v05/observer.h"
 #include "v05/plugin.h"
 #include "v05/shm.h"
 #include "v05/stats.h"
@@ -20,3 +21,7 @@ static_assert(sizeof(struct v05_decision) == 56, "v05_decision ABI");
 static_assert(sizeof(struct v05_group) == 104, "v05_group ABI");
 static_assert(sizeof(struct v05_support) == 16, "v05_support ABI");
 static_assert(sizeof(struct v05_reward) == 16, "v05_reward ABI");
+static_assert(sizeof(struct v05_observer_info) == 776, "v05_observer_info ABI");
+static_assert(offsetof(struct v05_observer_info, journal_error) == 136,
+	      "v05_observer_info ABI");
+static_assert(sizeof(struct v05_lane_stat) == 32, "v05_lane_stat ABI");

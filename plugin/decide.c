@@ -14,6 +14,7 @@
 
 #include "plugin/internal.h"
 #include "plugin/journal.h"
+#include "plugin/probes.h"
 #include "plugin/stats_core.h"
 #include "shm/proc.h"
 
@@ -78,6 +79,13 @@ void v05__prefetch_key(void *ctx, uint64_t key, int stage)
 		__builtin_prefetch(v05__slot_rewards(v05__slot(&p->seg, e->slot)), 1, 3);
 }
 
+static void reject(struct v05_plugin *p, const struct v05_record *rec,
+		   int reason)
+{
+	v05__count(p, reason, 1);
+	V05_PROBE3(reward_rejected, rec->key, rec->sample, reason);
+}
+
 void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane)
 {
 	struct v05_plugin *p = ctx;
@@ -87,31 +95,31 @@ void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane)
 
 	(void)lane;
 	if (!isfinite(r)) {
-		v05__count(p, V05_C_REJ_NONFINITE, 1);
+		reject(p, rec, V05_C_REJ_NONFINITE);
 		return;
 	}
 	if (r < -1.0f || r > 1.0f) {
-		v05__count(p, V05_C_REJ_RANGE, 1);
+		reject(p, rec, V05_C_REJ_RANGE);
 		return;
 	}
 	e = v05__table_find(&p->table, rec->key);
 	if (!e) {
-		v05__count(p, V05_C_REJ_UNKNOWN, 1);
+		reject(p, rec, V05_C_REJ_UNKNOWN);
 		return;
 	}
 	if (e->state == V05_P_FINAL) {
-		v05__count(p, V05_C_REJ_LATE, 1);
+		reject(p, rec, V05_C_REJ_LATE);
 		return;
 	}
 	/* The sample index comes from another process: checked against
 	 * the issued mask before it indexes anything. */
 	bit = rec->sample < 64 ? 1ull << rec->sample : 0;
 	if (!(e->issued & bit)) {
-		v05__count(p, V05_C_REJ_NOT_ISSUED, 1);
+		reject(p, rec, V05_C_REJ_NOT_ISSUED);
 		return;
 	}
 	if (e->received & bit) {
-		v05__count(p, V05_C_REJ_DUPLICATE, 1);
+		reject(p, rec, V05_C_REJ_DUPLICATE);
 		return;
 	}
 	/* Reward first, then the bit: a replay after a crash in between
@@ -120,6 +128,10 @@ void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane)
 	e->received |= bit;
 	e->last_ts = rec->timestamp_ns;
 	v05__count(p, V05_C_REWARDS_APPLIED, 1);
+	/* Arguments are computed even with no tracer attached: keep them
+	 * to loads (the tracer can count the mask's bits). */
+	V05_PROBE4(reward_applied, rec->key, rec->sample, e->received,
+		   p->now_ns - rec->timestamp_ns);
 	/* A clock read per 64 records, or when this record is newer than the
 	 * last read (a latency is never computed against an older clock). */
 	if ((++p->clock_tick & 63) == 0 || p->now_ns < rec->timestamp_ns)
@@ -130,12 +142,13 @@ void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane)
 
 int v05__journal_slot(struct v05_plugin *p, uint32_t slot)
 {
-	struct v05_slot_hdr *h = v05__slot(&p->seg, slot);
+	struct v05_slot_hdr *h;
 	struct v05_jrec jr;
 	int ret;
 
 	if (!p->journal || v05__journal_error(p->journal, NULL))
 		return -ENOENT;
+	h = v05__slot(&p->seg, slot);
 	memset(&jr, 0, sizeof(jr));
 	jr.seq = h->seq;
 	jr.key = h->key;
@@ -181,6 +194,7 @@ static void finalize_with(struct v05_plugin *p, struct v05_prompt *e,
 	h->mean = est->mean;
 	h->final_ns = (uint64_t)((int64_t)p->now_ns + p->wall_offset_ns);
 	h->seq = ++p->st->last_seq;
+	V05_PROBE4(final, e->key, k, latency, h->seq);
 	/* R4: the results above before FINAL; pairs with A4 in v05_group and
 	 * the reader (directly, or through the completion's R2/A2). */
 	v05_store_release(&h->state, (uint32_t)V05_S_FINAL);

@@ -38,9 +38,9 @@ enum v05_journal_status {
 	V05_JOURNAL_FAILED = 2,
 };
 
-/* Plugin state that must survive a takeover, in the control block. Written
- * by the owner only; relaxed (the owner is the only writer; v05ctl reads a
- * snapshot). */
+/* Plugin state that must survive a takeover, in the state region. Written
+ * by the owner only; relaxed (the owner is the only writer; observers read
+ * a snapshot). */
 struct v05_plugin_state {
 	uint64_t next_batch_id;       /* last batch id handed out          */
 	uint64_t last_seq;            /* last group sequence number        */

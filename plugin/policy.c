@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "plugin/internal.h"
+#include "plugin/probes.h"
 #include "shm/error.h"
 #include "shm/proc.h"
 
@@ -90,8 +91,10 @@ static void halt(struct v05_plugin *p, uint32_t b, int first)
 	/* Persist the halt first: prompts decided after it stop at once. */
 	p->batch_recs[b].state = V05_B_HALTED;
 	p->batch_recs[b].hold_since_ns = 0;
-	if (first)
+	if (first) {
 		v05__count(p, V05_C_HALTS, 1);
+		V05_PROBE2(halt, id, n);
+	}
 	for (uint32_t i = 0; i < n && p->batch_recs[b].id == id; i++) {
 		struct v05_prompt *e = v05__table_find(&p->table, keys[i]);
 

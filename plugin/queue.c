@@ -6,10 +6,12 @@
 #include <string.h>
 
 #include "plugin/internal.h"
+#include "plugin/probes.h"
 #include "shm/error.h"
 
 int v05__enqueue(struct v05_plugin *p, const struct v05_decision *d)
 {
+	V05_PROBE4(decision, d->key, d->kind, d->k, d->latency_ns);
 	if (p->qlen == p->qcap) {
 		uint32_t cap = p->qcap ? 2 * p->qcap : 1024;
 		struct v05_decision *n = malloc((size_t)cap * sizeof(*n));

@@ -12,7 +12,8 @@ import errno as _errno
 import os
 
 __all__ = ["lib", "V05Error", "check", "Params", "Estimate", "Config",
-           "PromptIn", "Decision_", "Group_", "Support", "Reward"]
+           "PromptIn", "Decision_", "Group_", "Support", "Reward",
+           "ObserverInfo", "LaneStat"]
 
 
 class V05Error(OSError):
@@ -83,16 +84,44 @@ class Reward(ctypes.Structure):
                 ("reward", ctypes.c_float)]
 
 
+class ObserverInfo(ctypes.Structure):
+    _fields_ = [("size_bytes", ctypes.c_uint64), ("created_ns", ctypes.c_uint64),
+                ("heartbeat_age_ns", ctypes.c_uint64),
+                ("last_seq", ctypes.c_uint64),
+                ("journal_durable_seq", ctypes.c_uint64),
+                ("journal_offset", ctypes.c_uint64),
+                ("cost", ctypes.c_double), ("halt_fraction", ctypes.c_double),
+                ("owner_pid", ctypes.c_uint32), ("owner_alive", ctypes.c_uint32),
+                ("creator_uid", ctypes.c_uint32), ("wait_path", ctypes.c_uint32),
+                ("journal_state", ctypes.c_uint32),
+                ("journal_errno", ctypes.c_int32),
+                ("lanes", ctypes.c_uint32), ("lane_capacity", ctypes.c_uint32),
+                ("slots", ctypes.c_uint32), ("k_max", ctypes.c_uint32),
+                ("batches", ctypes.c_uint32), ("mode", ctypes.c_uint32),
+                ("schedule", ctypes.c_uint32), ("k_init", ctypes.c_uint32),
+                ("k_step", ctypes.c_uint32), ("pad_multiple", ctypes.c_uint32),
+                ("asym_doorbell", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("journal_error", ctypes.c_char * 160),
+                ("journal_path", ctypes.c_char * 480)]
+
+
+class LaneStat(ctypes.Structure):
+    _fields_ = [("owner_pid", ctypes.c_uint32), ("owner_alive", ctypes.c_uint32),
+                ("fill", ctypes.c_uint32), ("high_water", ctypes.c_uint32),
+                ("consumed", ctypes.c_uint64), ("claims", ctypes.c_uint64)]
+
+
 def _check_abi():
     expect = {Params: 24, Estimate: 64, Config: 88, PromptIn: 24,
-              Decision_: 56, Group_: 104, Support: 16, Reward: 16}
+              Decision_: 56, Group_: 104, Support: 16, Reward: 16,
+              ObserverInfo: 776, LaneStat: 32}
     for struct, size in expect.items():
         if ctypes.sizeof(struct) != size:
             raise ImportError(f"v05: ctypes {struct.__name__} is "
                               f"{ctypes.sizeof(struct)} bytes, the C ABI "
                               f"says {size}")
-    if Config.journal_path.offset != 80:
-        raise ImportError("v05: ctypes Config layout drifted from the C ABI")
+    if Config.journal_path.offset != 80 or ObserverInfo.journal_error.offset != 136:
+        raise ImportError("v05: ctypes layout drifted from the C ABI")
 
 
 def _candidates():
@@ -181,6 +210,16 @@ _sig("v05_reader_release", _int, _P, ctypes.POINTER(Group_))
 _sig("v05_reader_close", _int, _P)
 _sig("v05_segment_unlink", _int, ctypes.c_char_p)
 _sig("v05_segment_reclaim", _int, ctypes.c_char_p, ctypes.c_uint)
+_sig("v05_observer_open", _int, ctypes.c_char_p, ctypes.c_uint,
+     ctypes.POINTER(_P))
+_sig("v05_observer_close", _int, _P)
+_sig("v05_observer_counters", _int, _P, ctypes.POINTER(_u64), _u32)
+_sig("v05_observer_info", _int, _P, ctypes.POINTER(ObserverInfo))
+_sig("v05_observer_lanes", _int, _P, ctypes.POINTER(LaneStat), _u32)
+_sig("v05_wait_path_name", ctypes.c_char_p, _u32)
+_sig("v05_journal_state_name", ctypes.c_char_p, _u32)
+_sig("v05_schedule_name", ctypes.c_char_p, _u32)
+_sig("v05_mode_name", ctypes.c_char_p, _u32)
 
 COUNTER_SLOTS = 256
 

@@ -57,6 +57,10 @@ def parse_args(argv):
                     help="pad dispatches to this multiple (default 32)")
     ap.add_argument("--no-progress", action="store_true",
                     help="no progress bar")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep each mode's segment after the run (owner "
+                         "closed) to look at with v05ctl stat NAME; remove "
+                         "with v05ctl reclaim NAME")
     a = ap.parse_args(argv)
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -92,6 +96,9 @@ def run_mode(mode, args, prompts):
             res = eng.run(Progress(len(prompts), mode, not args.no_progress))
         res.mode = label
         res.wait_path = plugin.wait_path
+        res.segment = name
+        if args.keep:
+            plugin.close(unlink=False)
     return res
 
 
@@ -130,6 +137,9 @@ def main(argv=None):
     print("baseline MSE: mean over prompts of (baseline - true mean)^2 on the "
           "[-1, 1] scale; latency: from the reward completing a group's "
           "samples to the decision.")
+    if args.keep:
+        print("segments kept: " + ", ".join(r.segment for r in results) +
+              " (v05ctl stat NAME; v05ctl reclaim NAME removes one)")
     return 0
 
 

@@ -14,6 +14,12 @@ static const struct v05ctl_command commands[] = {
 	  cmd_journal, help_journal },
 	{ "sim", "statistical simulator: baseline MSE and rollouts (JSON)",
 	  cmd_sim, help_sim },
+	{ "ls", "list the v05 segments on this machine", cmd_ls, help_ls },
+	{ "stat", "counters and state of one segment (table or JSON)",
+	  cmd_stat, help_stat },
+	{ "top", "the stat view refreshed live, with rates", cmd_top, help_top },
+	{ "reclaim", "remove a segment whose owner is gone", cmd_reclaim,
+	  help_reclaim },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -24,5 +24,13 @@ int cmd_journal(int argc, char **argv);
 void help_journal(FILE *f);
 int cmd_sim(int argc, char **argv);
 void help_sim(FILE *f);
+int cmd_ls(int argc, char **argv);
+void help_ls(FILE *f);
+int cmd_stat(int argc, char **argv);
+void help_stat(FILE *f);
+int cmd_top(int argc, char **argv);
+void help_top(FILE *f);
+int cmd_reclaim(int argc, char **argv);
+void help_reclaim(FILE *f);
 
 #endif

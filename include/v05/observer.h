@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Observer: a read-only view of a live segment from any process of its
+ * uid (v05ctl ls/stat/top, the Prometheus exporter). It maps the segment
+ * read-only, writes nothing, and every value it returns is a relaxed
+ * snapshot: safe to use against a running plugin at any rate.
+ */
+#ifndef V05_OBSERVER_H
+#define V05_OBSERVER_H
+
+#include <stdint.h>
+
+#include "common.h"
+#include "plugin.h"
+
+struct v05_observer;
+
+/* flags: V05_ATTACH_ANY_UID to look at another uid's segment (its mode
+ * must allow reading). */
+V05_API int v05_observer_open(const char *name, unsigned flags,
+			      struct v05_observer **out);
+V05_API int v05_observer_close(struct v05_observer *o);
+
+/* Copy up to n counters (see v05_counter_name); returns how many. */
+V05_API int v05_observer_counters(struct v05_observer *o, uint64_t *out,
+				  uint32_t n);
+
+enum v05_journal_state {
+	V05_JOURNAL_STATE_OFF = 0,
+	V05_JOURNAL_STATE_OK = 1,
+	V05_JOURNAL_STATE_FAILED = 2,
+};
+
+struct v05_observer_info {
+	uint64_t size_bytes;
+	uint64_t created_ns;          /* CLOCK_REALTIME                      */
+	uint64_t heartbeat_age_ns;    /* since the owner's last poll         */
+	uint64_t last_seq;            /* last group sequence number          */
+	uint64_t journal_durable_seq; /* groups <= this are in the journal   */
+	uint64_t journal_offset;      /* bytes of valid journal              */
+	double cost, halt_fraction;
+	uint32_t owner_pid;           /* 0: no owner                         */
+	uint32_t owner_alive;         /* 1: the owner process is alive      */
+	uint32_t creator_uid;
+	uint32_t wait_path;           /* 0 none, 1 io_uring, 2 thread        */
+	uint32_t journal_state;       /* enum v05_journal_state              */
+	int32_t journal_errno;
+	uint32_t lanes, lane_capacity, slots, k_max, batches;
+	uint32_t mode, schedule, k_init, k_step, pad_multiple;
+	uint32_t asym_doorbell;       /* 1: producers publish without a fence */
+	uint32_t reserved;
+	char journal_error[160];
+	char journal_path[V05_JOURNAL_PATH_MAX];
+};
+
+V05_API int v05_observer_info(struct v05_observer *o,
+			      struct v05_observer_info *out);
+
+struct v05_lane_stat {
+	uint32_t owner_pid;   /* 0: free                                     */
+	uint32_t owner_alive; /* 1: its producer process is alive           */
+	uint32_t fill;        /* records published and not yet drained       */
+	uint32_t high_water;  /* the largest fill the plugin has seen        */
+	uint64_t consumed;    /* records drained, all time                   */
+	uint64_t claims;      /* times a producer claimed it                 */
+};
+
+/* Up to n lanes' statistics; returns how many (the segment's lane count
+ * at most). */
+V05_API int v05_observer_lanes(struct v05_observer *o,
+			       struct v05_lane_stat *out, uint32_t n);
+
+/* Name helpers for display. */
+V05_API const char *v05_wait_path_name(uint32_t path);
+V05_API const char *v05_journal_state_name(uint32_t state);
+V05_API const char *v05_schedule_name(uint32_t schedule);
+
+#endif /* V05_OBSERVER_H */
