@@ -736,6 +736,111 @@ static void test_reader_other_process(void **state)
 	free(f);
 }
 
+/*
+ * A reader that dies holding groups: it read three of six, released one.
+ * The plugin applies that release, frees the claim, and the next reader
+ * gets the other five (two it had read, three it had not), in group order.
+ */
+static int dying_reader(const char *name, int fd)
+{
+	struct v05_reader *r = NULL;
+	struct v05_group g;
+	int got = 0;
+
+	while (v05_reader_open(name, 0, &r) == -EBUSY)
+		;
+	if (!r)
+		return 1;
+	if (write(fd, "r", 1) != 1) /* holding the ring now */
+		return 2;
+	while (got < 3)
+		got += v05_reader_next(r, &g) == 1;
+	return v05_reader_release(r, &g) ? 3 : 0; /* and die, no close */
+}
+
+static int next_reader(const char *name)
+{
+	struct v05_reader *r = NULL;
+	struct v05_group g;
+	uint64_t last = 0;
+	int got = 0;
+
+	while (v05_reader_open(name, 0, &r) == -EBUSY)
+		;
+	if (!r)
+		return 100;
+	while (got < 5) {
+		if (v05_reader_next(r, &g) != 1)
+			continue;
+		if (g.seq <= last)
+			return 101; /* out of group order */
+		last = g.seq;
+		if (v05_reader_release(r, &g))
+			return 102;
+		got++;
+	}
+	v05_reader_close(r);
+	return got;
+}
+
+static void test_dead_reader_republish(void **state)
+{
+	double priors[6] = { -0.5, -0.3, -0.1, 0.1, 0.3, 0.5 };
+	static const float r[64] = { 1, -1, 1, 1 };
+	struct fx *f = calloc(1, sizeof(*f));
+	uint64_t keys[6], t0;
+	int go[2], st, n = 0;
+	pid_t pid;
+	char c;
+
+	(void)state;
+	fx_config(f);
+	f->c.params.mode = V05_MODE_V05_FIXED;
+	fx_open(f);
+	submit(f, priors, 6, keys);
+	assert_int_equal(pipe(go), 0);
+	pid = fork();
+	if (pid == 0)
+		_exit(dying_reader(f->name, go[1]));
+	assert_int_equal(read(go[0], &c, 1), 1);
+	while (!v05__completions_reader(&f->p->compl))
+		;
+	for (int i = 0; i < 6; i++)
+		push_samples(f, keys[i], 0xf, r);
+	while (n < 6)
+		n += v05_poll(f->p, f->d, MAXD);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* The plugin notices the death on a later poll (state, with a
+	 * generous bound). */
+	t0 = v05__now_ns();
+	while (v05__completions_reader(&f->p->compl) &&
+	       v05__now_ns() - t0 < 10000000000ull) {
+		v05_poll(f->p, f->d, MAXD);
+		v05_wait(f->p, 10);
+	}
+	assert_int_equal(v05__completions_reader(&f->p->compl), 0);
+	assert_int_equal(ctr(f, V05_C_RELEASES), 1);
+
+	pid = fork();
+	if (pid == 0)
+		_exit(next_reader(f->name));
+	t0 = v05__now_ns();
+	while (ctr(f, V05_C_RELEASES) < 6 && v05__now_ns() - t0 < 10000000000ull) {
+		v05_poll(f->p, f->d, MAXD);
+		v05_wait(f->p, 10);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 5);
+	assert_int_equal(ctr(f, V05_C_RELEASES), 6);
+	assert_int_equal(ctr(f, V05_C_RELEASES_BAD), 0);
+	close(go[0]);
+	close(go[1]);
+	fx_close(f);
+	free(f);
+}
+
 /* ---- support buffer ------------------------------------------------------ */
 
 static void test_support_sample(void **state)
@@ -839,6 +944,7 @@ int main(void)
 		cmocka_unit_test(test_bad_input_counted),
 		cmocka_unit_test(test_zero_copy_views),
 		cmocka_unit_test(test_reader_other_process),
+		cmocka_unit_test(test_dead_reader_republish),
 		cmocka_unit_test(test_support_sample),
 		cmocka_unit_test(test_attach_and_recover),
 	};
