@@ -13,6 +13,7 @@
 
 #include "json.h"
 #include "shm/layout.h"
+#include "shm/segment.h"
 #include "stat_view.h"
 #include "v05.h"
 #include "v05ctl.h"
@@ -44,7 +45,7 @@ int cmd_ls(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *dir = getenv("V05_SHM_DIR") ? getenv("V05_SHM_DIR") : "/dev/shm";
+	const char *dir = v05__shm_dir();
 	static struct stat_view v;
 	int opt, json = 0, all = 0, n = 0;
 	struct dirent **list;

@@ -18,6 +18,7 @@
 #include "json.h"
 #include "num.h"
 #include "shm/layout.h"
+#include "shm/segment.h"
 #include "stat_view.h"
 #include "v05.h"
 #include "v05ctl.h"
@@ -248,8 +249,8 @@ int cmd_top(int argc, char **argv)
 	name = argv[optind];
 	if (open_observer("top", name, flags, &o))
 		return EXIT_FAILED;
-	snprintf(path, sizeof(path), "%s/v05-%s",
-		 getenv("V05_SHM_DIR") ? getenv("V05_SHM_DIR") : "/dev/shm", name);
+	if (v05__segment_path(name, path, sizeof(path)))
+		path[0] = '\0';
 	raw_tty();
 	if (isatty(STDOUT_FILENO))
 		fputs("\033[?25l", stdout); /* hide the cursor */
@@ -268,7 +269,7 @@ int cmd_top(int argc, char **argv)
 		fflush(stdout);
 		have_prev = 1;
 		cur ^= 1;
-		if (stat(path, &st) && errno == ENOENT) {
+		if (path[0] && stat(path, &st) && errno == ENOENT) {
 			printf("\nsegment %s was removed\n", name);
 			break;
 		}
