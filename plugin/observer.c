@@ -76,7 +76,6 @@ static void copy_string(char *dst, size_t cap, const char *src, size_t src_cap)
 
 	memcpy(dst, src, n);
 	dst[n] = '\0';
-	dst[strnlen(dst, n)] = '\0';
 }
 
 V05_API int v05_observer_info(struct v05_observer *o,
