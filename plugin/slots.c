@@ -23,6 +23,10 @@ static int slot_ok(struct v05_plugin *p, uint32_t slot)
 void v05__fill_group(const struct v05_segment *seg, uint32_t slot,
 		     struct v05_slot_hdr *h, struct v05_group *g)
 {
+	/* Each bounded field is read once, then checked and used: a reader
+	 * process must not index with a value that changed in between. */
+	uint32_t uid_len = h->uid_len, k = h->k;
+
 	memset(g, 0, sizeof(*g));
 	g->key = h->key;
 	g->seq = h->seq;
@@ -30,14 +34,14 @@ void v05__fill_group(const struct v05_segment *seg, uint32_t slot,
 	g->rewards = v05__slot_rewards(h);
 	g->advantages = v05__slot_advantages(seg, h);
 	g->uid = h->uid;
-	g->uid_len = h->uid_len <= V05_UID_MAX ? h->uid_len : 0;
+	g->uid_len = uid_len <= V05_UID_MAX ? uid_len : 0;
 	g->prior = h->prior;
 	g->baseline = h->baseline;
 	g->sigma = h->sigma;
 	g->mean = h->mean;
 	g->slot = slot;
 	g->gen = h->gen;
-	g->k = h->k <= seg->hdr.geo.k_max ? h->k : 0;
+	g->k = k <= seg->hdr.geo.k_max ? k : 0;
 	g->action = h->action;
 }
 
@@ -68,7 +72,9 @@ V05_API int v05_slot_uid(struct v05_plugin *p, uint32_t slot, void *buf,
 	h = v05__slot(&p->seg, slot);
 	if (h->state == V05_S_FREE)
 		return v05__fail(-EINVAL, "slot %u is free", slot);
-	n = h->uid_len <= V05_UID_MAX ? h->uid_len : V05_UID_MAX;
+	n = h->uid_len;
+	if (n > V05_UID_MAX)
+		n = V05_UID_MAX;
 	memcpy(buf, h->uid, n < len ? n : len);
 	return (int)n;
 }
