@@ -138,6 +138,7 @@ enum v05_counter {
 	V05_C_COMPLETIONS,     /* completion records published           */
 	V05_C_COMPLETIONS_SKIPPED, /* no reader attached                 */
 	V05_C_RELEASES_BAD,    /* a reader's release of a wrong slot     */
+	V05_C_PROMPTS_CANCELLED, /* open prompts given up by v05_cancel  */
 	V05_C_NAMED_END,
 	V05_C_K_HIST = 64,     /* 65 entries: finals by k = 0..64        */
 	V05_C_LAT_HIST = 160,  /* 48 entries: [2^b, 2^(b+1)) ns          */

@@ -181,6 +181,7 @@ _sig("v05_submit", _int, _P, ctypes.POINTER(PromptIn), _u32,
 _sig("v05_poll", _int, _P, ctypes.POINTER(Decision_), _u32)
 _sig("v05_recover", _int, _P, ctypes.POINTER(Decision_), _u32)
 _sig("v05_resolve", _int, _P, _u64, _int)
+_sig("v05_cancel", _int, _P, _u64)
 _sig("v05_fd", _int, _P)
 _sig("v05_arm", _int, _P, _int)
 _sig("v05_wait", _int, _P, _int)

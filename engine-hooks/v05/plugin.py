@@ -302,6 +302,16 @@ class Plugin:
         check(lib.v05_resolve(self._handle(), batch, 1 if halt else 0),
               f"resolve batch {batch}")
 
+    def cancel(self, batch: int) -> int:
+        """Give up batch `batch` (a decision's .batch): its open prompts
+        and their slots are freed, its undelivered decisions discarded;
+        finals already returned stay yours to release. Returns the number
+        of prompts cancelled."""
+        if not 0 < batch < 2**64:
+            raise ValueError(f"batch {batch} is not a batch id")
+        return check(lib.v05_cancel(self._handle(), batch),
+                     f"cancel batch {batch}")
+
     # ---- groups ------------------------------------------------------
 
     @staticmethod

@@ -153,6 +153,17 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
  */
 V05_API int v05_resolve(struct v05_plugin *p, uint64_t batch, int halt);
 
+/*
+ * Give up batch `batch` (its id), e.g. when generation or scoring failed:
+ * its open prompts leave the table and their slots are freed (no final, no
+ * journal record, nothing for a reader); its decisions not yet returned
+ * are discarded (a FINAL/DROP among them has its slot released). FINAL
+ * groups already returned stay the caller's to release. Later rewards for
+ * its prompts are rejected as unknown. Returns the number of prompts
+ * cancelled; -ENOENT: no such live batch.
+ */
+V05_API int v05_cancel(struct v05_plugin *p, uint64_t batch);
+
 /* After attach: SAMPLE decisions for every issued sample without a reward,
  * FINAL/DROP for every final slot not yet released (flag RECOVERED). The
  * set is taken once; call until it returns 0 (v05_poll also hands out
