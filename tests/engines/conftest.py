@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: MIT
+"""Fixtures for the real-engine tests (run with the engine environment's
+Python: scripts/test runs them, scripts/setup-engine builds it).
+
+vLLM's AsyncLLM binds to the first event loop it runs on, so the engine
+lives for the whole session on one loop in a thread of its own; each test
+hands that loop its coroutine (`on_engine`) and waits for the result.
+"""
+import asyncio
+import itertools
+import os
+import threading
+
+import pytest
+
+vllm = pytest.importorskip("vllm", reason="the engine environment "
+                           "(scripts/setup-engine) is not this Python")
+
+from v05 import tiny  # noqa: E402
+
+
+class EngineLoop:
+    def __init__(self, model):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever,
+                                       name="engine-loop", daemon=True)
+        self.thread.start()
+        self.engine = self.run(self._start(model), timeout=600)
+
+    async def _start(self, model):
+        # 32 sequences at a time: a batch's requests queue, so a test can
+        # fail a batch while many of its requests are still in the engine.
+        return tiny.vllm_engine(model, max_num_seqs=32)
+
+    def run(self, coro, timeout=900):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self):
+        self.engine.shutdown()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(60)
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory):
+    root = os.environ.get("V05_MODEL_DIR") or str(tmp_path_factory.mktemp("model"))
+    return tiny.make_model(os.path.join(root, "tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def engine_loop(model_dir):
+    el = EngineLoop(model_dir)
+    yield el
+    el.close()
+
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def segname():
+    import v05
+
+    name = f"eng-{os.getpid()}-{next(_names)}"
+    yield name
+    try:
+        v05.unlink(name)
+    except OSError:
+        pass

@@ -1,0 +1,217 @@
+# SPDX-License-Identifier: MIT
+"""v05 driving a real vLLM (the CPU build from PyPI) on a tiny local model:
+every generate call is one sample the plugin issued, groups end within
+[k_init, k_max] with the configured padding, the advantages in the slot are
+v05.estimate's on the rewards this test saw, and the engine is left with
+no request, also after a scorer that raises mid-batch."""
+import asyncio
+import collections
+
+import numpy as np
+import pytest
+
+import v05
+from v05 import tiny
+from v05.vllm import VLLMRollout
+
+from vllm import SamplingParams  # noqa: E402
+from vllm.inputs import TokensPrompt  # noqa: E402
+
+PROMPTS = 64
+PARAMS = dict(cost=0.0039, k_init=4, k_step=2, k_max=16)
+
+
+class Recorder:
+    """The real AsyncLLM, with each generate call's request id kept."""
+
+    def __init__(self, engine):
+        self.engine, self.calls = engine, []
+
+    def generate(self, prompt, sampling_params, request_id, **kw):
+        self.calls.append(request_id)
+        return self.engine.generate(prompt, sampling_params, request_id, **kw)
+
+
+def record_decisions(plugin):
+    """Every submit/poll call's decisions, one list per call."""
+    calls = []
+
+    def wrap(fn):
+        def recorded(*a, **kw):
+            out = fn(*a, **kw)
+            calls.append(out)
+            return out
+        return recorded
+    plugin.poll, plugin.submit = wrap(plugin.poll), wrap(plugin.submit)
+    return calls
+
+
+async def engine_idle(engine, tries=100):
+    """No request left in the front end or in the engine core. The core
+    reports an aborted request as finished in its next step, so has_work
+    may read True once or twice after an abort: each utility call is a
+    round trip to the core's busy loop, which steps in between."""
+    if engine.get_num_unfinished_requests() != 0:
+        return False
+    for _ in range(tries):
+        if not await engine.engine_core.call_utility_async("has_work"):
+            return True
+    return False
+
+
+def batch_items(step, n=PROMPTS, seed=0):
+    prompts = tiny.make_prompts(n, seed=seed)
+    priors = np.linspace(-0.9, 0.9, n)
+    return [(f"s{step}-p{i}", TokensPrompt(prompt_token_ids=p), float(v))
+            for i, (p, v) in enumerate(zip(prompts, priors))]
+
+
+def run_batches(engine_loop, segname, mode, schedule="rounds", pad=8,
+                steps=2, **params):
+    params = {**PARAMS, **params}
+    rewards = {}
+
+    def score(uid, sample, out):
+        prompt = out.prompt_token_ids
+        r = tiny.reward(prompt, out.outputs[0].token_ids)
+        rewards[(uid, sample)] = r
+        return r
+
+    async def main(plugin):
+        rec = Recorder(engine_loop.engine)
+        sp = SamplingParams(temperature=1.0, max_tokens=4, detokenize=False)
+        out = []
+        with VLLMRollout(rec, plugin, sp, score=score) as ro:
+            for step in range(steps):
+                before = plugin.stats()["samples_issued"]
+                items = batch_items(step)
+                res = await ro.generate(items)
+                issued = plugin.stats()["samples_issued"] - before
+                groups = {}
+                for uid, r in res.items():
+                    g = r.group
+                    groups[uid] = (g.k, g.rewards.copy(), g.advantages.copy(),
+                                   g.baseline, r.outputs, r.dropped)
+                    r.group = None
+                    plugin.release(r.decision)
+                out.append((items, groups, issued))
+            idle = await engine_idle(engine_loop.engine)
+        return out, rec.calls, idle
+
+    with v05.Plugin.create(segname, mode=mode, schedule=schedule,
+                           pad_multiple=pad, max_prompts=256,
+                           **params) as plugin:
+        seen = record_decisions(plugin)
+        out, calls, idle = engine_loop.run(main(plugin))
+        stats = plugin.stats()
+    return out, calls, idle, seen, rewards, stats, params
+
+
+def check_run(out, calls, idle, seen, rewards, stats, params, mode, pad):
+    assert idle, "the engine still has requests"
+    # Every generate call is one issued sample, and every issued sample got
+    # exactly one call.
+    called = collections.Counter(
+        (rid.split("-", 2)[2].rsplit("-", 2)[0], int(rid.rsplit("-", 2)[1]))
+        for rid in calls)
+    assert all(n == 1 for n in called.values())
+    issued = {(d.uid, s) for call in seen for d in call if d.kind == "sample"
+              for s in d.samples}
+    assert set(called) == issued
+    assert len(calls) == sum(iss for _, _, iss in out)
+    assert stats["prompts_open"] == 0 and stats["prompts_final"] == 0
+    for items, groups, _ in out:
+        assert len(groups) == len(items)
+        priors = {uid: v for uid, _, v in items}
+        for uid, (k, rw, adv, base, outputs, dropped) in groups.items():
+            assert params["k_init"] <= k <= params["k_max"]
+            assert all(o is not None and o.finished for o in outputs)
+            saw = [rewards[(uid, s)] for s in range(k)]
+            assert rw.tolist() == saw
+            est = v05.estimate(priors[uid], saw, mode=mode,
+                               cost=params["cost"], k_step=params["k_step"],
+                               k_max=params["k_max"])
+            assert base == est["baseline"]
+            np.testing.assert_array_equal(
+                adv, np.array(est["advantages"], dtype=np.float32))
+    # Padding: each dispatch (one call's SAMPLE decisions of one batch) is
+    # a multiple of pad, unless a prompt in it reached k_max.
+    total = collections.Counter()
+    for call in seen:
+        by_batch = collections.defaultdict(list)
+        for d in call:
+            if d.kind == "sample":
+                by_batch[d.batch].append(d)
+        for ds in by_batch.values():
+            n = sum(len(d.samples) for d in ds)
+            for d in ds:
+                total[d.uid] += len(d.samples)
+            capped = any(total[d.uid] == params["k_max"] for d in ds)
+            assert n % pad == 0 or capped, (n, pad)
+
+
+@pytest.mark.parametrize("schedule", ["rounds", "stream"])
+def test_v05_on_vllm(engine_loop, segname, schedule):
+    res = run_batches(engine_loop, segname, "v05", schedule=schedule, pad=8)
+    check_run(*res, mode="v05", pad=8)
+    out = res[0]
+    ks = [g[0] for _, groups, _ in out for g in groups.values()]
+    assert max(ks) > PARAMS["k_init"], "OSLA never asked for more"
+
+
+def test_grpo_on_vllm(engine_loop, segname):
+    res = run_batches(engine_loop, segname, "grpo", pad=1, k_init=8, k_max=8)
+    check_run(*res, mode="grpo", pad=1)
+    assert all(g[0] == 8 for _, groups, _ in res[0] for g in groups.values())
+
+
+def test_scorer_error_leaves_nothing_behind(engine_loop, segname):
+    fail = {"on": True, "in_engine": 0, "scored": 0}
+
+    def score(uid, sample, out):
+        fail["scored"] += fail["on"]
+        if fail["on"] and uid == "s0-p0" and sample == 1:
+            fail["in_engine"] = engine_loop.engine.get_num_unfinished_requests()
+            raise ValueError("verifier crashed")
+        return tiny.reward(out.prompt_token_ids, out.outputs[0].token_ids)
+
+    async def main(plugin):
+        engine = engine_loop.engine
+        sp = SamplingParams(temperature=1.0, max_tokens=16, detokenize=False,
+                            ignore_eos=True)
+        with VLLMRollout(engine, plugin, sp, score=score) as ro:
+            with pytest.raises(ValueError, match="verifier crashed"):
+                await ro.generate(batch_items(0))
+            after_error = (await engine_idle(engine), plugin.stats())
+            fail["on"] = False
+            res = await ro.generate(batch_items(1))
+            for r in res.values():
+                r.group = None
+                plugin.release(r.decision)
+            return after_error, len(res), await engine_idle(engine)
+
+    with v05.Plugin.create(segname, pad_multiple=8, max_prompts=256,
+                           **PARAMS) as plugin:
+        (idle, st), n, idle2 = engine_loop.run(main(plugin))
+        # The error came while most of the batch was still generating...
+        assert fail["in_engine"] > 100
+        # ...which was aborted, not generated to the end...
+        assert fail["scored"] < PROMPTS * PARAMS["k_init"] // 2
+        # ...and none of it is left.
+        assert idle, "requests left in the engine after the error"
+        assert st["prompts_open"] == 0 and st["prompts_final"] == 0
+        assert st["prompts_cancelled"] > 0
+        assert n == PROMPTS and idle2
+        assert plugin.stats()["prompts_final"] == 0
+
+
+def test_second_event_loop_refused(engine_loop, segname):
+    with v05.Plugin.create(segname, pad_multiple=1, max_prompts=64,
+                           **PARAMS) as plugin:
+        ro = VLLMRollout(engine_loop.engine, plugin,
+                         SamplingParams(max_tokens=1, detokenize=False),
+                         score=lambda u, s, o: 1.0, release=True)
+        engine_loop.run(ro.generate(batch_items(0, n=4)))
+        with pytest.raises(RuntimeError, match="different event loop"):
+            asyncio.run(ro.generate(batch_items(1, n=4)))
+        ro.close()
