@@ -57,6 +57,22 @@ def parse_args(argv):
                     help="pad dispatches to this multiple (default 32)")
     ap.add_argument("--no-progress", action="store_true",
                     help="no progress bar")
+    ap.add_argument("--engine", choices=["sim", "vllm"], default="sim",
+                    help="sim: the simulated engine with reward-worker "
+                         "processes (default); vllm: a real vLLM AsyncLLM on "
+                         "a tiny local model (needs the engine environment: "
+                         "scripts/demo --engine vllm sets it up)")
+    ap.add_argument("--halt", type=float, default=0.25,
+                    help="halt_fraction: a batch halts when fewer than this "
+                         "share of its prompts need more (default 0.25, the "
+                         "paper's)")
+    ap.add_argument("--max-tokens", type=int, default=8,
+                    help="vllm: tokens generated per sample (default 8)")
+    ap.add_argument("--model-dir", default=os.path.join("build-venv", "models"),
+                    help="vllm: where the tiny model is written (default "
+                         "build-venv/models)")
+    ap.add_argument("--json", default=None,
+                    help="vllm: also write the results to this JSON file")
     ap.add_argument("--keep", action="store_true",
                     help="keep each mode's segment after the run (owner "
                          "closed) to look at with v05ctl stat NAME; remove "
@@ -75,6 +91,12 @@ def parse_args(argv):
         ap.error("--noise must be >= 0 and --hallucination in [0, 1]")
     if a.pad < 1:
         ap.error("--pad must be >= 1")
+    if not 0 <= a.halt <= 1:
+        ap.error("--halt must be in [0, 1]")
+    if not 1 <= a.max_tokens <= 48:
+        ap.error("--max-tokens must be in [1, 48] (the tiny model's context is 64)")
+    if a.engine == "vllm" and a.keep:
+        ap.error("--keep is for the simulated engine")
     try:
         Latency(a.latency)
     except ValueError as e:
@@ -88,7 +110,7 @@ def run_mode(mode, args, prompts):
     name = f"demo-{os.getpid()}-{mode}"
     with Plugin.create(name, max_prompts=max(args.prompts, 64),
                        max_producers=args.workers + 4,
-                       lane_capacity=16384, halt_fraction=0.25,
+                       lane_capacity=16384, halt_fraction=args.halt,
                        pad_multiple=args.pad, schedule=args.schedule,
                        **params) as plugin:
         with SimEngine(plugin, prompts, workers=args.workers,
@@ -125,6 +147,9 @@ def table(results):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.engine == "vllm":
+        from .demo_vllm import run
+        return run(args, [(m, *MODES[m]) for m in args.modes])
     prompts = make_prompts(args.prompts, args.seed, args.noise,
                            args.hallucination)
     results = [run_mode(m, args, prompts) for m in args.modes]

@@ -1,0 +1,244 @@
+# SPDX-License-Identifier: MIT
+"""ctypes bindings for libv05: struct mirrors, signatures, error mapping.
+
+The structs mirror include/v05/*.h; plugin/abi.c pins their sizes in C and
+``_check_abi`` pins the same numbers here, so a layout drift fails loudly at
+import instead of corrupting memory.
+"""
+
+import ctypes
+import ctypes.util
+import errno as _errno
+import os
+
+__all__ = ["lib", "V05Error", "check", "Params", "Estimate", "Config",
+           "PromptIn", "Decision_", "Group_", "Support", "Reward",
+           "ObserverInfo", "LaneStat"]
+
+
+class V05Error(OSError):
+    """A libv05 call failed: ``errno`` is the C errno, ``strerror`` its
+    explanation (the library's own message when it gave one)."""
+
+
+class Params(ctypes.Structure):
+    _fields_ = [("cost", ctypes.c_double), ("k_init", ctypes.c_uint32),
+                ("k_step", ctypes.c_uint32), ("k_max", ctypes.c_uint32),
+                ("mode", ctypes.c_uint32)]
+
+
+class Estimate(ctypes.Structure):
+    _fields_ = [("k", ctypes.c_uint32), ("action", ctypes.c_uint32),
+                ("has_target", ctypes.c_bool), ("mean", ctypes.c_double),
+                ("delta2", ctypes.c_double), ("weight", ctypes.c_double),
+                ("baseline", ctypes.c_double), ("sigma", ctypes.c_double),
+                ("k_target", ctypes.c_double)]
+
+
+class Config(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_uint32), ("params", Params),
+                ("halt_fraction", ctypes.c_double),
+                ("pad_multiple", ctypes.c_uint32), ("schedule", ctypes.c_uint32),
+                ("stream_deadline_us", ctypes.c_uint32),
+                ("max_prompts", ctypes.c_uint32),
+                ("max_producers", ctypes.c_uint32),
+                ("lane_capacity", ctypes.c_uint32),
+                ("max_batches", ctypes.c_uint32), ("file_mode", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32), ("journal_sync", ctypes.c_uint32),
+                ("journal_path", ctypes.c_char_p)]
+
+
+class PromptIn(ctypes.Structure):
+    _fields_ = [("uid", ctypes.c_void_p), ("uid_len", ctypes.c_uint32),
+                ("prior", ctypes.c_double)]
+
+
+class Decision_(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_uint64), ("samples", ctypes.c_uint64),
+                ("batch", ctypes.c_uint64), ("latency_ns", ctypes.c_uint64),
+                ("baseline", ctypes.c_double), ("kind", ctypes.c_uint32),
+                ("slot", ctypes.c_uint32), ("k", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32)]
+
+
+class Group_(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_uint64), ("seq", ctypes.c_uint64),
+                ("batch", ctypes.c_uint64),
+                ("rewards", ctypes.POINTER(ctypes.c_float)),
+                ("advantages", ctypes.POINTER(ctypes.c_float)),
+                ("uid", ctypes.POINTER(ctypes.c_uint8)),
+                ("prior", ctypes.c_double), ("baseline", ctypes.c_double),
+                ("sigma", ctypes.c_double), ("mean", ctypes.c_double),
+                ("slot", ctypes.c_uint32), ("gen", ctypes.c_uint32),
+                ("k", ctypes.c_uint32), ("action", ctypes.c_uint32),
+                ("uid_len", ctypes.c_uint32)]
+
+
+class Support(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_uint64), ("mean", ctypes.c_float),
+                ("k", ctypes.c_uint32)]
+
+
+class Reward(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_uint64), ("sample", ctypes.c_uint32),
+                ("reward", ctypes.c_float)]
+
+
+class ObserverInfo(ctypes.Structure):
+    _fields_ = [("size_bytes", ctypes.c_uint64), ("created_ns", ctypes.c_uint64),
+                ("heartbeat_age_ns", ctypes.c_uint64),
+                ("last_seq", ctypes.c_uint64),
+                ("journal_durable_seq", ctypes.c_uint64),
+                ("journal_offset", ctypes.c_uint64),
+                ("cost", ctypes.c_double), ("halt_fraction", ctypes.c_double),
+                ("owner_pid", ctypes.c_uint32), ("owner_alive", ctypes.c_uint32),
+                ("creator_uid", ctypes.c_uint32), ("wait_path", ctypes.c_uint32),
+                ("journal_state", ctypes.c_uint32),
+                ("journal_errno", ctypes.c_int32),
+                ("lanes", ctypes.c_uint32), ("lane_capacity", ctypes.c_uint32),
+                ("slots", ctypes.c_uint32), ("k_max", ctypes.c_uint32),
+                ("batches", ctypes.c_uint32), ("mode", ctypes.c_uint32),
+                ("schedule", ctypes.c_uint32), ("k_init", ctypes.c_uint32),
+                ("k_step", ctypes.c_uint32), ("pad_multiple", ctypes.c_uint32),
+                ("asym_doorbell", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("journal_error", ctypes.c_char * 160),
+                ("journal_path", ctypes.c_char * 480)]
+
+
+class LaneStat(ctypes.Structure):
+    _fields_ = [("owner_pid", ctypes.c_uint32), ("owner_alive", ctypes.c_uint32),
+                ("fill", ctypes.c_uint32), ("high_water", ctypes.c_uint32),
+                ("consumed", ctypes.c_uint64), ("claims", ctypes.c_uint64)]
+
+
+def _check_abi():
+    expect = {Params: 24, Estimate: 64, Config: 88, PromptIn: 24,
+              Decision_: 56, Group_: 104, Support: 16, Reward: 16,
+              ObserverInfo: 776, LaneStat: 32}
+    for struct, size in expect.items():
+        if ctypes.sizeof(struct) != size:
+            raise ImportError(f"v05: ctypes {struct.__name__} is "
+                              f"{ctypes.sizeof(struct)} bytes, the C ABI "
+                              f"says {size}")
+    if Config.journal_path.offset != 80 or ObserverInfo.journal_error.offset != 136:
+        raise ImportError("v05: ctypes layout drifted from the C ABI")
+
+
+def _candidates():
+    env = os.environ.get("V05_LIB")
+    if env:
+        yield env
+    here = os.path.dirname(os.path.abspath(__file__))
+    # A source checkout: engine-hooks/v05 next to build/.
+    yield os.path.join(here, "..", "..", "build", "libv05.so")
+    found = ctypes.util.find_library("v05")
+    if found:
+        yield found
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path, use_errno=True)
+        except OSError as e:
+            tried.append(f"{path}: {e}")
+    raise ImportError(
+        "v05: libv05.so not found; build it (meson setup build && ninja -C "
+        "build) or point V05_LIB at it. Tried: " + "; ".join(tried))
+
+
+def _sig(name, restype, *argtypes):
+    fn = getattr(lib, name)
+    fn.restype = restype
+    fn.argtypes = list(argtypes)
+
+
+_check_abi()
+lib = _load()
+
+_P = ctypes.c_void_p
+_u32, _u64, _int = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int
+_sig("v05_version", ctypes.c_char_p)
+_sig("v05_errmsg", ctypes.c_char_p)
+_sig("v05_key", _u64, ctypes.c_void_p, ctypes.c_size_t)
+_sig("v05_params_default", None, ctypes.POINTER(Params))
+_sig("v05_estimate", _int, ctypes.POINTER(Params), ctypes.c_double,
+     ctypes.POINTER(ctypes.c_double), _u32, ctypes.POINTER(Estimate),
+     ctypes.POINTER(ctypes.c_double))
+_sig("v05_mode_from_name", _int, ctypes.c_char_p)
+_sig("v05_prior_from_p", _int, ctypes.c_double, ctypes.POINTER(ctypes.c_double))
+_sig("v05_reward_from_binary", _int, _int, ctypes.POINTER(ctypes.c_double))
+_sig("v05_config_default", None, ctypes.POINTER(Config))
+_sig("v05_config_check", _int, ctypes.POINTER(Config))
+_sig("v05_plugin_create", _int, ctypes.c_char_p, ctypes.POINTER(Config),
+     ctypes.POINTER(_P))
+_sig("v05_plugin_attach", _int, ctypes.c_char_p, ctypes.c_uint,
+     ctypes.POINTER(_P))
+_sig("v05_plugin_close", _int, _P, ctypes.c_uint)
+_sig("v05_submit", _int, _P, ctypes.POINTER(PromptIn), _u32,
+     ctypes.POINTER(Decision_), ctypes.POINTER(_int))
+_sig("v05_poll", _int, _P, ctypes.POINTER(Decision_), _u32)
+_sig("v05_recover", _int, _P, ctypes.POINTER(Decision_), _u32)
+_sig("v05_resolve", _int, _P, _u64, _int)
+_sig("v05_cancel", _int, _P, _u64)
+_sig("v05_fd", _int, _P)
+_sig("v05_arm", _int, _P, _int)
+_sig("v05_wait", _int, _P, _int)
+_sig("v05_pending", _int, _P)
+_sig("v05_wait_path", ctypes.c_char_p, _P)
+_sig("v05_wait_reason", ctypes.c_char_p, _P)
+_sig("v05_group", _int, _P, _u32, ctypes.POINTER(Group_))
+_sig("v05_release", _int, _P, _u32)
+_sig("v05_slot_uid", _int, _P, _u32, ctypes.c_void_p, _u32)
+_sig("v05_slot_offsets", _int, _P, _u32, ctypes.POINTER(_u64),
+     ctypes.POINTER(_u64))
+_sig("v05_support_sample", _int, _P, ctypes.POINTER(Support), _u32, _u64)
+_sig("v05_counters", _int, _P, ctypes.POINTER(_u64), _u32)
+_sig("v05_counter_name", ctypes.c_char_p, _u32)
+_sig("v05_producer_open", _int, ctypes.c_char_p, ctypes.c_uint,
+     ctypes.POINTER(_P))
+_sig("v05_producer_push", _int, _P, _u64, _u32, ctypes.c_float)
+_sig("v05_producer_push_batch", _int, _P, ctypes.POINTER(Reward), _u32)
+_sig("v05_producer_push_wait", _int, _P, ctypes.POINTER(Reward), _u32, _int)
+_sig("v05_producer_flush", _int, _P)
+_sig("v05_producer_close", _int, _P)
+_sig("v05_producer_lane", _int, _P)
+_sig("v05_reader_open", _int, ctypes.c_char_p, ctypes.c_uint,
+     ctypes.POINTER(_P))
+_sig("v05_reader_next", _int, _P, ctypes.POINTER(Group_))
+_sig("v05_reader_release", _int, _P, ctypes.POINTER(Group_))
+_sig("v05_reader_close", _int, _P)
+_sig("v05_segment_unlink", _int, ctypes.c_char_p)
+_sig("v05_segment_reclaim", _int, ctypes.c_char_p, ctypes.c_uint)
+_sig("v05_observer_open", _int, ctypes.c_char_p, ctypes.c_uint,
+     ctypes.POINTER(_P))
+_sig("v05_observer_close", _int, _P)
+_sig("v05_observer_counters", _int, _P, ctypes.POINTER(_u64), _u32)
+_sig("v05_observer_info", _int, _P, ctypes.POINTER(ObserverInfo))
+_sig("v05_observer_lanes", _int, _P, ctypes.POINTER(LaneStat), _u32)
+_sig("v05_wait_path_name", ctypes.c_char_p, _u32)
+_sig("v05_journal_state_name", ctypes.c_char_p, _u32)
+_sig("v05_schedule_name", ctypes.c_char_p, _u32)
+_sig("v05_mode_name", ctypes.c_char_p, _u32)
+
+COUNTER_SLOTS = 256
+
+
+def error(ret, what):
+    """A V05Error for a negative return, with the library's message."""
+    code = -ret
+    msg = (lib.v05_errmsg() or b"").decode("utf-8", "replace")
+    if not msg:
+        msg = os.strerror(code)
+    return V05Error(code, f"{what}: {msg}")
+
+
+def check(ret, what):
+    """Return ret when >= 0, else raise the matching V05Error."""
+    if ret < 0:
+        raise error(ret, what)
+    return ret
+
+
+EAGAIN = _errno.EAGAIN

