@@ -165,7 +165,7 @@ def _child_role(q):
 def test_entry_points_inert_outside_frontend(monkeypatch):
     from v05 import sglang, vllm
 
-    with open(os.path.join(ROOT, "engine-hooks", "pyproject.toml"), "rb") as f:
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         eps = tomllib.load(f)["project"]["entry-points"]
     assert eps["vllm.general_plugins"]["v05"] == "v05.vllm:register"
     assert eps["sglang.srt.plugins"]["v05"] == "v05.sglang:register"
