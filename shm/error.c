@@ -29,11 +29,7 @@ V05_API const char *v05_errmsg(void)
 	return errbuf;
 }
 
-#define V05_STR_(x) #x
-#define V05_STR(x) V05_STR_(x)
-
 V05_API const char *v05_version(void)
 {
-	return V05_STR(V05_VERSION_MAJOR) "." V05_STR(V05_VERSION_MINOR) "."
-		V05_STR(V05_VERSION_PATCH);
+	return V05_VERSION_STRING;
 }

@@ -20,13 +20,24 @@ from ._lib import V05Error, check, lib
 from .plugin import Decision, Group, Plugin, SubmitError, key_of
 from .writer import Reader, RewardWriter
 
-__all__ = ["Plugin", "RewardWriter", "Reader", "Decision", "Group",
+__all__ = ["__version__", "Plugin", "RewardWriter", "Reader", "Decision", "Group",
            "V05Error", "SubmitError", "prior_from_p", "reward_from_binary",
            "estimate", "key_of", "version", "unlink", "reclaim"]
 
 
 def version() -> str:
+    """The loaded libv05's version (v05_version())."""
     return lib.v05_version().decode()
+
+
+try:
+    # An installed package: generated from meson.build's project version,
+    # the one the wheel's metadata and its libv05 carry too.
+    from ._version import version as __version__
+except ImportError:
+    # A source checkout (engine-hooks/ on the path): the library's, which
+    # comes from the same meson.build.
+    __version__ = version()
 
 
 def prior_from_p(p: float) -> float:

@@ -11,8 +11,8 @@ import ctypes.util
 import errno as _errno
 import os
 
-__all__ = ["lib", "V05Error", "check", "Params", "Estimate", "Config",
-           "PromptIn", "Decision_", "Group_", "Support", "Reward",
+__all__ = ["lib", "path_loaded", "V05Error", "check", "Params", "Estimate",
+           "Config", "PromptIn", "Decision_", "Group_", "Support", "Reward",
            "ObserverInfo", "LaneStat"]
 
 
@@ -111,6 +111,9 @@ class LaneStat(ctypes.Structure):
                 ("consumed", ctypes.c_uint64), ("claims", ctypes.c_uint64)]
 
 
+path_loaded = None  # the libv05 this process uses (set by _load)
+
+
 def _check_abi():
     expect = {Params: 24, Estimate: 64, Config: 88, PromptIn: 24,
               Decision_: 56, Group_: 104, Support: 16, Reward: 16,
@@ -125,27 +128,44 @@ def _check_abi():
 
 
 def _candidates():
+    """Where libv05 may be, in order: $V05_LIB (development: a build tree,
+    a sanitizer build), the copy inside this package (a wheel or
+    `pip install .`), this checkout's build/ (engine-hooks/v05 run from
+    the source tree), the system's (`meson install`)."""
     env = os.environ.get("V05_LIB")
     if env:
-        yield env
+        yield env, True
     here = os.path.dirname(os.path.abspath(__file__))
-    # A source checkout: engine-hooks/v05 next to build/.
-    yield os.path.join(here, "..", "..", "build", "libv05.so")
+    yield os.path.join(here, "libv05.so"), False
+    yield os.path.join(here, "..", "..", "build", "libv05.so"), False
     found = ctypes.util.find_library("v05")
     if found:
-        yield found
+        yield found, True
 
 
 def _load():
     tried = []
-    for path in _candidates():
+    for path, named in _candidates():
+        # A set $V05_LIB that fails is an error to report, not to skip:
+        # falling through to another copy would hide it.
+        if not named and not os.path.exists(path):
+            tried.append(f"{path}: absent")
+            continue
         try:
-            return ctypes.CDLL(path, use_errno=True)
+            lib = ctypes.CDLL(path, use_errno=True)
         except OSError as e:
             tried.append(f"{path}: {e}")
+            if path == os.environ.get("V05_LIB"):
+                break
+            continue
+        global path_loaded
+        path_loaded = path
+        return lib
     raise ImportError(
-        "v05: libv05.so not found; build it (meson setup build && ninja -C "
-        "build) or point V05_LIB at it. Tried: " + "; ".join(tried))
+        "v05: libv05.so not found. Install the package with its library "
+        "(pip install . from the checkout, or the wheel from scripts/wheel), "
+        "or build it (meson setup build && ninja -C build) and point V05_LIB "
+        "at build/libv05.so. Tried: " + "; ".join(tried))
 
 
 def _sig(name, restype, *argtypes):

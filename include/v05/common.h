@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 
+#include "v05/version.h" /* V05_VERSION_*: generated from meson.build */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -21,11 +23,8 @@ extern "C" {
 #define V05_API
 #endif
 
-#define V05_VERSION_MAJOR 0
-#define V05_VERSION_MINOR 1
-#define V05_VERSION_PATCH 0
-
-/* Library version as "MAJOR.MINOR.PATCH". */
+/* Library version as "MAJOR.MINOR.PATCH" (the library's, which may differ
+ * from V05_VERSION_STRING of the headers a program was built with). */
 V05_API const char *v05_version(void);
 
 /*

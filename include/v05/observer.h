@@ -13,6 +13,10 @@
 #include "common.h"
 #include "plugin.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct v05_observer;
 
 /* flags: V05_ATTACH_ANY_UID to look at another uid's segment (its mode
@@ -74,5 +78,9 @@ V05_API int v05_observer_lanes(struct v05_observer *o,
 V05_API const char *v05_wait_path_name(uint32_t path);
 V05_API const char *v05_journal_state_name(uint32_t state);
 V05_API const char *v05_schedule_name(uint32_t schedule);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* V05_OBSERVER_H */
