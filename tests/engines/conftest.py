@@ -37,8 +37,20 @@ class EngineLoop:
 
     def close(self):
         self.engine.shutdown()
+        self.run(self._drain(), timeout=60)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(60)
+        self.loop.close()
+
+    @staticmethod
+    async def _drain():
+        """vLLM's output-handler tasks end when cancelled; a loop closed
+        under them would report them destroyed while pending."""
+        me = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks() if t is not me]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @pytest.fixture(scope="session")
