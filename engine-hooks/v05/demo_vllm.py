@@ -79,10 +79,11 @@ def _run_mode(engine, mode, label, params, args, items, truth):
     def score(uid, sample, out):
         return tiny.reward(out.prompt_token_ids, out.outputs[0].token_ids)
 
-    with Plugin.create(name, max_prompts=max(len(items), 64),
-                       pad_multiple=args.pad, schedule=args.schedule,
-                       halt_fraction=args.halt, lane_capacity=16384,
-                       **params) as plugin:
+    cfg = dict(max_prompts=max(len(items), 64), pad_multiple=args.pad,
+               schedule=args.schedule, halt_fraction=args.halt,
+               lane_capacity=16384)
+    cfg.update(params)
+    with Plugin.create(name, **cfg) as plugin:
         meter = _Meter(plugin)
         prog = Progress(len(items), label, not args.no_progress)
         prog.update(0)
@@ -166,6 +167,9 @@ def table(rows):
 def run(args, modes) -> int:
     """modes: [(mode, label, plugin params)]."""
     global _LOOP
+    # vLLM logs to stdout at INFO by default: keep stdout for the table.
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     from vllm.inputs import TokensPrompt
 
     from . import tiny, version
