@@ -16,6 +16,7 @@ loop it runs on: create the engine and drive every batch inside one
 ``asyncio.run(main())`` (the driver refuses a second loop).
 """
 
+import asyncio
 import copy
 import itertools
 from typing import Optional
@@ -70,6 +71,18 @@ class VLLMRollout(EngineRollout):
         super().__init__(plugin, score=score, on_output=on_output,
                          on_barrier=on_barrier, release=release,
                          score_threads=score_threads)
+
+    async def generate(self, items):
+        """items: (uid, prompt, prior); uid -> GroupResult when all final."""
+        handler = getattr(self.engine, "output_handler", None)
+        if handler is not None and \
+                handler.get_loop() is not asyncio.get_running_loop():
+            raise RuntimeError(
+                "v05.vllm: this AsyncLLM's output handler runs on another "
+                "event loop; vLLM binds it to the first loop the engine ran "
+                "on. Create the engine and run every batch inside one "
+                "asyncio.run(main()).")
+        return await super().generate(items)
 
     async def _generate_one(self, prompt, uid: Uid, sample: int, batch: int):
         request_id = f"v05-{batch}-{uid}-{sample}-{next(_counter)}"

@@ -212,6 +212,16 @@ def test_second_event_loop_refused(engine_loop, segname):
                          SamplingParams(max_tokens=1, detokenize=False),
                          score=lambda u, s, o: 1.0, release=True)
         engine_loop.run(ro.generate(batch_items(0, n=4)))
-        with pytest.raises(RuntimeError, match="different event loop"):
+        # The same rollout, or a new one, on a new loop: refused, as the
+        # engine is bound to its first loop (the driver's own check is in
+        # tests/python/test_adapters.py).
+        with pytest.raises(RuntimeError, match="output handler runs on another"):
             asyncio.run(ro.generate(batch_items(1, n=4)))
         ro.close()
+        ro = VLLMRollout(engine_loop.engine, plugin,
+                         SamplingParams(max_tokens=1, detokenize=False),
+                         score=lambda u, s, o: 1.0, release=True)
+        with pytest.raises(RuntimeError, match="output handler runs on another"):
+            asyncio.run(ro.generate(batch_items(2, n=4)))
+        ro.close()
+        assert plugin.stats()["prompts_open"] == 0
