@@ -441,6 +441,24 @@ def test_verl_use_external_modules_registers():
     assert out.stdout.strip().splitlines()[-1] == "[]"  # it is that variable
 
 
+def test_verl_plugins_entry_point_registers():
+    """Installed as a distribution (scripts/setup-trainers), v05 is in verl's
+    "verl.plugins" entry-point group: `import verl` registers it with no
+    variable set (VERL_USE_EXTERNAL_PLUGINS defaults to "auto")."""
+    from importlib.metadata import entry_points
+
+    eps = [ep for ep in entry_points(group="verl.plugins") if ep.name == "v05"]
+    if not eps:
+        pytest.skip("v05 is not installed in this environment (scripts/setup-trainers)")
+    assert eps[0].value == "v05.verl"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VERL_USE_EXTERNAL_MODULES", "VERL_USE_EXTERNAL_PLUGINS")}
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, text=True,
+                         capture_output=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "['v05']"
+
+
 def test_registered_inside_a_ray_actor():
     """A Ray actor started with VERL_USE_EXTERNAL_MODULES in its runtime
     environment has "v05" in all three registries after `import verl`."""
