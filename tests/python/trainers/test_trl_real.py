@@ -27,10 +27,11 @@ def reward_even(prompts, completions, **kw):
     return [1.0 if len(c) % 2 == 0 else 0.0 for c in completions]
 
 
-@pytest.mark.parametrize("steps_per_generation", [1, 2])
+@pytest.mark.parametrize("steps_per_generation,beta", [(1, 0.0), (2, 0.0), (1, 0.04)])
 def test_v05_grpo_trainer_trains_with_plugin_advantages(segname, tmp_path,
                                                         monkeypatch,
-                                                        steps_per_generation):
+                                                        steps_per_generation,
+                                                        beta):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     from tiny import llama, tokenizer
     from trl import GRPOConfig
@@ -49,11 +50,13 @@ def test_v05_grpo_trainer_trains_with_plugin_advantages(segname, tmp_path,
         steps_per_generation=steps_per_generation, num_generations=2,
         max_completion_length=6, max_steps=3, learning_rate=1e-2,
         logging_steps=1, report_to="none", use_cpu=True, save_strategy="no",
-        beta=0.0, seed=0, temperature=1.0, dataloader_num_workers=0)
+        beta=beta, seed=0, temperature=1.0, dataloader_num_workers=0)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     with v05.Plugin.create(segname, max_prompts=64, pad_multiple=1, k_init=2,
                            k_step=2, k_max=8) as plugin:
-        trainer = V05GRPOTrainer(model=model, reward_funcs=reward_even,
+        # With beta, TRL loads a reference copy from the path.
+        trainer = V05GRPOTrainer(model=model if beta == 0 else str(tmp_path / "model"),
+                                 reward_funcs=reward_even,
                                  args=args, train_dataset=data,
                                  processing_class=tok, v05_plugin=plugin)
         trainer.train()
@@ -89,9 +92,11 @@ def test_v05_grpo_trainer_trains_with_plugin_advantages(segname, tmp_path,
                 assert w == pytest.approx(1.0 / (P * g["k"]))
                 seen[(uid, s)] = seen.get((uid, s), 0) + 1
             # First pass over a generation: ratio 1, so the loss is
-            # -sum(w * advantage) exactly (per-prompt normalisation).
-            want = -sum(w * a for w, a in zip(micro["weight"], micro["advantages"]))
-            assert micro["loss"] == pytest.approx(want, abs=1e-6)
+            # -sum(w * advantage) exactly (per-prompt normalisation); with
+            # beta, only before the first update (policy = reference).
+            if beta == 0 or gen == 0:
+                want = -sum(w * a for w, a in zip(micro["weight"], micro["advantages"]))
+                assert micro["loss"] == pytest.approx(want, abs=1e-6)
         assert seen == {(u, s): 1 for u, g in groups.items() for s in range(g["k"])}
         assert sum(w for m in chunk for w in m["weight"]) == pytest.approx(1.0)
     # Training moved the weights.
