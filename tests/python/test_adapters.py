@@ -1,15 +1,13 @@
 # SPDX-License-Identifier: MIT
-"""Contract tests: the vLLM, sglang and verl adapters driven through
-stand-ins with the upstream method names and signatures (read from vLLM's
-vllm/v1/engine/async_llm.py, sglang's srt/entrypoints/engine.py, verl's
-trainer/ppo/core_algos.py, ray_trainer.py and workers/reward_manager/).
-The real vLLM runs in tests/engines (the engine environment); these
-stand-ins keep the driver's rules checked under Debian's Python too."""
+"""Contract tests: the vLLM and sglang adapters driven through stand-ins with
+the upstream method names and signatures (read from vLLM's
+vllm/v1/engine/async_llm.py and sglang's srt/entrypoints/engine.py), and
+v05.verl's estimator without verl. The real vLLM runs in tests/engines (the
+engine environment), the real verl and TRL in tests/trainers/;
+these stand-ins keep the driver's rules checked under Debian's Python too."""
 import asyncio
 import copy
 import os
-import sys
-import types
 import zlib
 
 import numpy as np
@@ -281,137 +279,104 @@ def test_no_engine_plugin_entry_points():
     import tomllib
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         project = tomllib.load(f)["project"]
-    assert "entry-points" not in project
+    groups = project.get("entry-points", {})
+    assert "vllm.general_plugins" not in groups
+    assert "sglang.srt.plugins" not in groups
+    assert groups["verl.plugins"] == {"v05": "v05.verl"}  # that one acts
 
 
 # ---- verl -----------------------------------------------------------------------
+# The estimator needs torch and numpy only; the real verl (registries, reward
+# managers, compute_advantage, balancing) is exercised by
+# tests/trainers/test_verl_real.py in build-venv/trainers.
 
-def install_fake_verl(monkeypatch):
-    """A stand-in verl with the two registries (same names, same use)."""
-    adv_registry, rm_registry = {}, {}
-
-    def register_adv_est(name):
-        def deco(fn):
-            adv_registry[name] = fn
-            return fn
-        return deco
-
-    def register(name):
-        def deco(cls):
-            rm_registry[name] = cls
-            return cls
-        return deco
-
-    mods = {}
-    for name in ("verl", "verl.trainer", "verl.trainer.ppo",
-                 "verl.trainer.ppo.core_algos", "verl.workers",
-                 "verl.workers.reward_manager",
-                 "verl.workers.reward_manager.registry"):
-        mods[name] = types.ModuleType(name)
-        monkeypatch.setitem(sys.modules, name, mods[name])
-    mods["verl.trainer.ppo.core_algos"].register_adv_est = register_adv_est
-    mods["verl.workers.reward_manager.registry"].register = register
-    return adv_registry, rm_registry
-
-
-class DataProto:
-    """verl.DataProto as the reward manager reads it."""
-
-    def __init__(self, batch, non_tensor_batch):
-        self.batch, self.non_tensor_batch = batch, non_tensor_batch
-
-    def __len__(self):
-        return self.batch["responses"].shape[0]
-
-
-class Tokenizer:
-    def decode(self, ids):
-        return bytes(int(i) for i in ids).decode()
-
-
-def make_batch(rows):
-    """rows: (uid, sample, answer text, ground truth)."""
-    P, R = 4, 8
-    prompts = torch.ones(len(rows), P, dtype=torch.long)
-    responses = torch.zeros(len(rows), R, dtype=torch.long)
-    mask = torch.zeros(len(rows), P + R, dtype=torch.long)
-    mask[:, :P] = 1
-    for i, (_, _, text, _) in enumerate(rows):
-        b = text.encode()
-        responses[i, :len(b)] = torch.tensor(list(b))
-        mask[i, P:P + len(b)] = 1
-    nt = {"uid": np.array([r[0] for r in rows], dtype=object),
-          "v05_sample": np.array([r[1] for r in rows]),
-          "reward_model": np.array([{"ground_truth": r[3]} for r in rows],
-                                   dtype=object),
-          "data_source": np.array(["math"] * len(rows), dtype=object)}
-    return DataProto({"prompts": prompts, "responses": responses,
-                      "attention_mask": mask}, nt)
-
-
-def test_verl_reward_manager_and_estimator(segname, monkeypatch):
+def verl_rollout(plugin, uids):
+    """Rows (uid, sample, 0/1 score) and final decisions, rewards pushed as
+    the v05 reward managers push them."""
     from v05 import verl as vverl
 
-    adv_registry, rm_registry = install_fake_verl(monkeypatch)
-    vverl.register_with_verl()
-    assert adv_registry["v05"] is vverl.compute_v05_advantage
-    assert rm_registry["v05"] is vverl.V05RewardManager
-    monkeypatch.setenv("V05_SEGMENT", segname)
+    writer = v05.RewardWriter.attach(plugin.name)
+    rows, finals = [], {}
+    pending = plugin.submit([(u, 0.0 if i % 2 else 0.9) for i, u in enumerate(uids)])
+    while len(finals) < len(uids):
+        for d in pending:
+            if d.kind == "sample":
+                for s in d.samples:
+                    score = 1 if outcome(d.uid, s) > 0 else 0
+                    rows.append((d.uid, s, score))
+                    writer.push(d.uid, s, vverl.score_to_reward(score))
+            elif d.kind == "final":
+                finals[d.uid] = d
+        if len(finals) < len(uids):
+            assert plugin.wait_blocking(5.0)
+            pending = plugin.poll()
+    writer.close()
+    return rows, finals
 
-    def compute_score(data_source, solution_str, ground_truth, extra_info=None):
-        return 1.0 if solution_str == ground_truth else 0.0
+
+def verl_inputs(rows, seed):
+    """token_level_rewards (score at the last valid token), response_mask,
+    shuffled; returns them with the row order."""
+    R = 8
+    order = np.random.default_rng(seed).permutation(len(rows))
+    tlr = torch.zeros(len(rows), R)
+    mask = torch.zeros(len(rows), R)
+    for pos, i in enumerate(order):
+        n = 1 + zlib.crc32(str(i).encode()) % R
+        mask[pos, :n] = 1
+        tlr[pos, n - 1] = float(rows[i][2])
+    return tlr, mask, order
+
+
+def test_verl_estimator_any_row_order(segname):
+    import pickle
+
+    from v05 import verl as vverl
 
     uids = [f"r{i}" for i in range(6)]
     with v05.Plugin.create(segname, max_prompts=16, pad_multiple=1) as plugin:
-        # The trainer's reader is there before groups finish (as in a run).
-        vverl._GroupSource.get(segname)
-        manager = rm_registry["v05"](Tokenizer(), 0, compute_score=compute_score)
-        pending = plugin.submit([(u, 0.0 if i % 2 else 0.9) for i, u in enumerate(uids)])
-        finals = {}
-        all_rows = []
-        while len(finals) < len(uids):
-            rows = [(d.uid, s, "yes" if outcome(d.uid, s) > 0 else "no", "yes")
-                    for d in pending if d.kind == "sample" for s in d.samples]
-            if rows:
-                data = make_batch(rows)
-                reward = manager(data)
-                all_rows += rows
-                for i, (uid, s, text, _) in enumerate(rows):
-                    assert reward[i, len(text) - 1] == (1.0 if text == "yes" else 0.0)
-                    assert reward[i].sum() == reward[i, len(text) - 1]
-            for d in pending:
-                if d.kind == "final":
-                    finals[d.uid] = d
-            if len(finals) < len(uids):
-                assert plugin.wait_blocking(5.0)
-                pending = plugin.poll()
-        assert plugin.stats()["rewards_applied"] == len(all_rows)
-        # The trainer's batch: each uid's rows in sample order.
-        order = vverl.rows_in_sample_order([r[0] for r in all_rows],
-                                           [r[1] for r in all_rows])
-        rows = [all_rows[i] for i in order]
-        data = make_batch(rows)
-        # verl's token-level rewards; the estimator only takes their shape
-        # (calling the manager again would push every reward twice).
-        tlr = torch.zeros(len(rows), 8)
+        vverl._groups.from_segment(segname, "-", 0.0)  # the trainer's reader
+        rows, finals = verl_rollout(plugin, uids)
         expect = {}
-        for d in finals.values():
+        for u, d in finals.items():
             g = plugin.group(d)
-            expect[d.uid] = g.advantages.copy()
+            expect[u] = (g.k, g.baseline, g.sigma, g.rewards.copy(), g.advantages.copy())
             del g
-        adv, ret = adv_registry["v05"](
-            token_level_rewards=tlr,
-            response_mask=data.batch["attention_mask"][:, 4:].float(),
-            config={"v05_segment": segname},
-            index=data.non_tensor_batch["uid"])
-        for i, (uid, s, text, _) in enumerate(rows):
-            n = len(text)
-            assert torch.all(adv[i, :n] == float(expect[uid][s]))
-            assert torch.all(adv[i, n:] == 0)
+        # Same host, plain uids: groups from the segment, rows matched by
+        # reward whatever their order; the reader releases every slot.
+        tlr, mask, order = verl_inputs(rows, 1)
+        index = np.array([rows[i][0] for i in order], dtype=object)
+        adv, ret = vverl.compute_v05_advantage(
+            token_level_rewards=tlr, response_mask=mask, index=index,
+            config={"v05_segment": segname})
         assert torch.equal(adv, ret)
-        # The estimator handed every slot back through the reader; the
-        # plugin applies the releases at its next poll.
+        for pos, i in enumerate(order):
+            uid, s, _ = rows[i]
+            assert torch.equal(adv[pos], float(expect[uid][4][s]) * mask[pos])
         plugin.poll()
         assert plugin.stats()["releases"] == len(uids)
-        manager.writer.close()
-        vverl._GroupSource._by_segment.pop(segname).reader.close()
+    vverl._groups.close()
+    vverl._groups.records.clear()
+
+    # Another host: rows carry their numbers (V05Uid, pickled as Ray does);
+    # no segment, another order.
+    tlr, mask, order = verl_inputs(rows, 2)
+    index = np.array([pickle.loads(pickle.dumps(vverl.V05Uid(
+        rows[i][0], rows[i][1], *expect[rows[i][0]][:3],
+        expect[rows[i][0]][3][rows[i][1]], expect[rows[i][0]][4][rows[i][1]])))
+        for i in order], dtype=object)
+    assert index[0] == rows[order[0]][0] and hash(index[0]) == hash(rows[order[0]][0])
+    adv, _ = vverl.compute_v05_advantage(tlr, mask, index=index, config={})
+    for pos, i in enumerate(order):
+        uid, s, _ = rows[i]
+        assert torch.equal(adv[pos], float(expect[uid][4][s]) * mask[pos])
+    # A row whose reward is not its sample's is refused.
+    tlr[0] = 0
+    tlr[0, 0] = 1.0 - float(rows[order[0]][2])
+    with pytest.raises(ValueError, match="reward"):
+        vverl.compute_v05_advantage(tlr, mask, index=index, config={})
+    # Unknown uids: zero advantages with v05_unknown=zero (GRPO needs verl).
+    adv, _ = vverl.compute_v05_advantage(
+        tlr, mask, index=np.array(["x"] * len(rows), dtype=object),
+        config={"v05_unknown": "zero"})
+    assert torch.all(adv == 0)

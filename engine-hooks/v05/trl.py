@@ -1,0 +1,323 @@
+# SPDX-License-Identifier: MIT
+"""TRL adapter: a GRPOTrainer whose group sizes and advantages come from v05.
+
+Read against trl 1.16.0 (requirements/trainers.txt), trl/trainer/
+grpo_trainer.py:
+
+* ``_prepare_inputs`` calls ``_generate_and_score_completions(inputs)`` once
+  per generation batch (every ``steps_per_generation * num_iterations``
+  steps), then ``shuffle_sequence_dict`` and ``split_tensor_dict(batch,
+  steps_per_generation)`` (equal chunks of ``N // steps_per_generation``
+  rows: a remainder would be dropped).
+* The train sampler (``RepeatSampler``, ``mini_repeat_count=
+  num_generations``) hands each prompt ``num_generations`` times in a row;
+  ``_generate`` generates one completion per row and the advantages are
+  ``rewards.view(-1, num_generations)`` group statistics: a fixed G.
+* ``_compute_loss(model, inputs)`` uses ``inputs["advantages"]`` (B,) and,
+  for ``loss_type="grpo"``, averages the per-sequence token means over the
+  micro-batch: every row weighs the same, so a prompt's weight grows with
+  its sample count.
+
+``V05GRPOTrainer`` overrides ``_generate_and_score_completions``: it takes
+each distinct prompt of the generation batch once, submits them to the
+plugin, and runs the plugin's decisions: each "sample" decision becomes
+that many single completions (TRL's own ``_generate_single_turn``), scored
+by the trainer's reward functions (``_calculate_rewards``), pushed to the
+plugin at once; at "final" the group's advantages are copied from the slot
+(the slot is then released). Each prompt thus has its own k. Rows are
+padded to a multiple of ``steps_per_generation`` with rows whose mask is
+zero (they take no part in the loss).
+
+It also overrides ``_compute_loss`` with the same clipped objective as
+TRL's "grpo" loss (token ratio, two-sided clip epsilon_low/epsilon_high,
+optional k3 KL to the reference with ``beta``), normalised per prompt: a
+row of a group of k samples weighs 1/(P k) (P prompts in the generation),
+so every prompt counts the same whatever its k. ``self.v05_loss_log``
+keeps, per micro-batch, the uids, samples, weights and advantages the
+loss used.
+
+Not supported (refused at construction): several processes, tools,
+environments, a rollout_func, multimodal prompts, vLLM importance-sampling
+correction; loss types other than the clipped ones (grpo, bnpo, dr_grpo,
+dapo all get this per-prompt normalisation).
+"""
+
+import itertools
+from typing import Callable, Dict, List, Optional
+
+import torch
+
+from .plugin import Plugin
+from .writer import RewardWriter
+
+__all__ = ["V05GRPOTrainer", "binary_to_reward"]
+
+
+def binary_to_reward(r: float) -> float:
+    """A reward function's output on v05's [-1, 1] scale: [0, 1] maps to
+    2r - 1, anything else is clamped."""
+    r = float(r)
+    if 0.0 <= r <= 1.0:
+        return 2.0 * r - 1.0
+    return max(-1.0, min(1.0, r))
+
+
+def _trl():
+    from trl import GRPOTrainer
+    from trl.data_utils import is_conversational
+    from trl.trainer.utils import pad
+    return GRPOTrainer, is_conversational, pad
+
+
+GRPOTrainer, _is_conversational, _pad = _trl()
+
+_gen_ids = itertools.count()
+
+
+class V05GRPOTrainer(GRPOTrainer):
+    """GRPOTrainer with v05 deciding each prompt's sample count.
+
+    v05_plugin: a Plugin this process owns (Plugin.create). v05_prior:
+    example -> prior on [-1, 1] (a value model's 2p - 1); default: the
+    example's "v05_prior" column, else 0. v05_to_reward: the weighted sum of
+    the reward functions -> [-1, 1] (default binary_to_reward).
+    ``args.num_generations`` only sets how many distinct prompts a
+    generation batch has (generation_batch_size / num_generations).
+    """
+
+    def __init__(self, *args, v05_plugin: Plugin,
+                 v05_prior: Optional[Callable[[dict], float]] = None,
+                 v05_to_reward: Callable[[float], float] = binary_to_reward,
+                 v05_wait: float = 30.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.accelerator.num_processes != 1:
+            raise NotImplementedError("V05GRPOTrainer: one process only")
+        if self.tools or self.environment_factories is not None or \
+                self.rollout_func is not None:
+            raise NotImplementedError("V05GRPOTrainer: no tools, "
+                                      "environments or rollout_func")
+        if self.use_vllm and self.vllm_importance_sampling_correction:
+            raise NotImplementedError("V05GRPOTrainer: vLLM importance "
+                                      "sampling correction is not supported")
+        if self.loss_type not in ("grpo", "bnpo", "dr_grpo", "dapo"):
+            raise NotImplementedError(f"V05GRPOTrainer: loss_type "
+                                      f"{self.loss_type!r}")
+        self.v05 = v05_plugin
+        self.v05_prior = v05_prior
+        self.v05_to_reward = v05_to_reward
+        self.v05_wait = v05_wait
+        self.v05_writer = RewardWriter.attach(v05_plugin.name)
+        # Per generation: uid -> {"k", "advantages", "rewards", "dropped"}.
+        self.v05_groups: List[Dict[str, dict]] = []
+        self.v05_loss_log: List[dict] = []
+
+    # ---- generation ----------------------------------------------------
+
+    def _prior_of(self, example) -> float:
+        if self.v05_prior is not None:
+            return float(self.v05_prior(example))
+        return float(example.get("v05_prior", 0.0))
+
+    def _distinct_prompts(self, inputs):
+        """The generation batch repeats each prompt num_generations times
+        in a row (RepeatSampler): take each run once."""
+        g = self.num_generations
+        if len(inputs) % g:
+            raise ValueError(f"v05: {len(inputs)} inputs is not a multiple "
+                             f"of num_generations = {g}")
+        out = []
+        for i in range(0, len(inputs), g):
+            run = inputs[i:i + g]
+            if any(x["prompt"] != run[0]["prompt"] for x in run):
+                raise ValueError("v05: the generation batch does not repeat "
+                                 "each prompt num_generations times")
+            out.append(run[0])
+        return out
+
+    def _run_plugin(self, examples, prompt_ids):
+        """Drive the plugin's decisions for one generation. Returns per
+        prompt its group (copied out of the slot) and completions by
+        sample index."""
+        gen = next(_gen_ids)
+        uids = [f"trl-{id(self):x}-{gen}-{i}" for i in range(len(examples))]
+        index = {u: i for i, u in enumerate(uids)}
+        completions: List[Dict[int, list]] = [dict() for _ in examples]
+        groups: Dict[str, dict] = {}
+        decisions = self.v05.submit([(u, self._prior_of(x))
+                                     for u, x in zip(uids, examples)])
+        while len(groups) < len(uids):
+            requests = []
+            for d in decisions:
+                if d.kind == "sample":
+                    requests.extend((index[d.uid], s) for s in d.samples)
+                elif d.kind in ("final", "drop"):
+                    g = self.v05.group(d)
+                    groups[d.uid] = {"k": g.k,
+                                     "advantages": g.advantages.copy(),
+                                     "rewards": g.rewards.copy(),
+                                     "dropped": d.kind == "drop"}
+                    del g  # no view may outlive the slot
+                    self.v05.release(d)
+                elif d.kind == "barrier":
+                    raise NotImplementedError("v05: external halt (barrier "
+                                              "decisions) needs several "
+                                              "engines; not in TRL")
+            if requests:
+                self._sample(examples, prompt_ids, uids, requests, completions)
+            if len(groups) < len(uids):
+                decisions = self.v05.poll()
+                if not decisions and not requests:
+                    if not self.v05.wait_blocking(self.v05_wait):
+                        raise TimeoutError("v05: no decision in "
+                                           f"{self.v05_wait} s")
+                    decisions = self.v05.poll()
+        return uids, groups, completions
+
+    def _sample(self, examples, prompt_ids, uids, requests, completions):
+        """Generate one completion per (prompt, sample) request, score them
+        with the reward functions and push each reward."""
+        ids = [prompt_ids[p] for p, _ in requests]
+        completion_ids, _ = self._generate_single_turn(ids, None, {}, 1)
+        prompts = [examples[p]["prompt"] for p, _ in requests]
+        if _is_conversational({"prompt": prompts[0]}):
+            texts = self.processing_class.batch_decode(
+                completion_ids, skip_special_tokens=True)
+            texts = [[{"role": "assistant", "content": t}] for t in texts]
+        else:
+            texts = self.processing_class.batch_decode(
+                completion_ids, skip_special_tokens=True)
+        inputs = [examples[p] for p, _ in requests]
+        per_func = self._calculate_rewards(inputs, prompts, texts,
+                                           completion_ids)
+        w = self.reward_weights.to(per_func.device)
+        scores = (per_func * w.unsqueeze(0)).nansum(dim=1)
+        for (p, s), ids_, score in zip(requests, completion_ids, scores.tolist()):
+            completions[p][s] = list(ids_)
+            self.v05_writer.push(uids[p], s, self.v05_to_reward(score))
+        self._metrics["train"]["reward"].append(scores.mean().item())
+
+    def _generate_and_score_completions(self, inputs):
+        if not self.model.training:
+            # Evaluation keeps TRL's fixed-G path (no plugin).
+            return super()._generate_and_score_completions(inputs)
+        device = self.accelerator.device
+        examples = self._distinct_prompts(inputs)
+        prompt_ids, images, _ = self._tokenize_prompts(
+            [x["prompt"] for x in examples])
+        if images is not None:
+            raise NotImplementedError("v05: multimodal prompts")
+        uids, groups, completions = self._run_plugin(examples, prompt_ids)
+        self.v05_groups.append(groups)
+
+        # Rows: every sample of every group, weighted 1/(P k).
+        P = len(uids)
+        rows_p, rows_c, adv, weight, row_uid, row_sample = [], [], [], [], [], []
+        for p, uid in enumerate(uids):
+            g = groups[uid]
+            if sorted(completions[p]) != list(range(g["k"])):
+                raise RuntimeError(f"v05: {uid}: generated samples "
+                                   f"{sorted(completions[p])}, group k = "
+                                   f"{g['k']}")
+            for s in range(g["k"]):
+                rows_p.append(prompt_ids[p])
+                rows_c.append(completions[p][s])
+                adv.append(float(g["advantages"][s]))
+                weight.append(0.0 if g["dropped"] else 1.0 / (P * g["k"]))
+                row_uid.append(uid)
+                row_sample.append(s)
+        n_real = len(rows_p)
+        # Padding rows (mask 0, weight 0) so split_tensor_dict drops nothing.
+        S = self.args.steps_per_generation
+        while len(rows_p) % S:
+            rows_p.append(rows_p[0])
+            rows_c.append(rows_c[0])
+            adv.append(0.0)
+            weight.append(0.0)
+            row_uid.append("")
+            row_sample.append(-1)
+
+        pad_id = self._tokenizer.pad_token_id
+        prompt_t = [torch.tensor(x, dtype=torch.long) for x in rows_p]
+        comp_t = [torch.tensor(x if x else [pad_id], dtype=torch.long)
+                  for x in rows_c]
+        prompt_ids_t = _pad(prompt_t, padding_value=pad_id,
+                            padding_side="left").to(device)
+        prompt_mask = _pad([torch.ones_like(t) for t in prompt_t],
+                           padding_value=0, padding_side="left").to(device)
+        completion_ids_t = _pad(comp_t, padding_value=pad_id,
+                                padding_side="right").to(device)
+        completion_mask = _pad(
+            [torch.tensor([1] * len(x) if x else [0], dtype=torch.long)
+             for x in rows_c], padding_value=0, padding_side="right").to(device)
+        completion_mask[n_real:] = 0
+
+        out = {
+            "prompt_ids": prompt_ids_t,
+            "prompt_mask": prompt_mask,
+            "completion_ids": completion_ids_t,
+            "completion_mask": completion_mask,
+            "advantages": torch.tensor(adv, dtype=torch.float32, device=device),
+            "num_items_in_batch": completion_mask.sum(),
+            "v05_weight": torch.tensor(weight, dtype=torch.float32, device=device),
+            "v05_sample": torch.tensor(row_sample, dtype=torch.long, device=device),
+            "v05_uid": row_uid,
+        }
+        ids = torch.cat([prompt_ids_t, completion_ids_t], dim=1)
+        mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        keep = completion_ids_t.size(1)
+        bs = self.args.per_device_train_batch_size
+        with torch.no_grad():
+            generate_every = S * self.num_iterations
+            if self.args.gradient_accumulation_steps % generate_every != 0:
+                out["old_per_token_logps"], _, _ = \
+                    self._get_per_token_logps_and_entropies(
+                        self.model, ids, mask, keep, batch_size=bs)
+            if self.beta != 0.0:
+                if self.ref_model is None:
+                    raise NotImplementedError("v05: beta != 0 needs a "
+                                              "reference model (no PEFT)")
+                out["ref_per_token_logps"], _, _ = \
+                    self._get_per_token_logps_and_entropies(
+                        self.ref_model, ids, mask, keep, batch_size=bs)
+        ks = [g["k"] for g in groups.values()]
+        self._metrics["train"]["v05/k_mean"].append(sum(ks) / len(ks))
+        self._metrics["train"]["v05/rows"].append(float(n_real))
+        return out
+
+    # ---- loss ------------------------------------------------------------
+
+    def _compute_loss(self, model, inputs):
+        if "v05_weight" not in inputs:
+            return super()._compute_loss(model, inputs)
+        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+        completion_ids = inputs["completion_ids"]
+        mask = inputs["completion_mask"]
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, mask], dim=1)
+        logps, _, _ = self._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, completion_ids.size(1))
+        adv = inputs["advantages"].unsqueeze(1)
+        old = inputs.get("old_per_token_logps")
+        old = logps.detach() if old is None else old
+        coef_1 = torch.exp(logps - old)
+        coef_2 = torch.clamp(coef_1, 1 - self.epsilon_low, 1 + self.epsilon_high)
+        per_token = -torch.min(coef_1 * adv, coef_2 * adv)
+        if self.beta != 0.0:
+            ref = inputs["ref_per_token_logps"]
+            kl = torch.exp(ref - logps) - (ref - logps) - 1
+            per_token = per_token + self.beta * kl
+        per_seq = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+        w = inputs["v05_weight"]
+        # The weights of one generation sum to 1 over its
+        # steps_per_generation micro-batches; an optimizer step spans
+        # gradient_accumulation_steps of them.
+        scale = self.args.steps_per_generation / self.current_gradient_accumulation_steps
+        loss = (per_seq * w).sum() * scale
+        self.v05_loss_log.append({
+            "uid": list(inputs["v05_uid"]),
+            "sample": inputs["v05_sample"].tolist(),
+            "weight": w.tolist(),
+            "advantages": inputs["advantages"].tolist(),
+            "loss": loss.item(),
+        })
+        return loss
