@@ -24,7 +24,8 @@ class V05Error(OSError):
 class Params(ctypes.Structure):
     _fields_ = [("cost", ctypes.c_double), ("k_init", ctypes.c_uint32),
                 ("k_step", ctypes.c_uint32), ("k_max", ctypes.c_uint32),
-                ("mode", ctypes.c_uint32)]
+                ("mode", ctypes.c_uint32), ("sigma", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32)]
 
 
 class Estimate(ctypes.Structure):
@@ -112,7 +113,7 @@ class LaneStat(ctypes.Structure):
 
 
 def _check_abi():
-    expect = {Params: 24, Estimate: 64, Config: 88, PromptIn: 24,
+    expect = {Params: 32, Estimate: 64, Config: 96, PromptIn: 24,
               Decision_: 56, Group_: 104, Support: 16, Reward: 16,
               ObserverInfo: 776, LaneStat: 32}
     for struct, size in expect.items():
@@ -120,7 +121,7 @@ def _check_abi():
             raise ImportError(f"v05: ctypes {struct.__name__} is "
                               f"{ctypes.sizeof(struct)} bytes, the C ABI "
                               f"says {size}")
-    if Config.journal_path.offset != 80 or ObserverInfo.journal_error.offset != 136:
+    if Config.journal_path.offset != 88 or ObserverInfo.journal_error.offset != 136:
         raise ImportError("v05: ctypes layout drifted from the C ABI")
 
 
