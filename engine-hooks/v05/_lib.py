@@ -36,6 +36,10 @@ class Estimate(ctypes.Structure):
                 ("k_target", ctypes.c_double)]
 
 
+class EbFit(ctypes.Structure):
+    _fields_ = [("n0", ctypes.c_double), ("h", ctypes.c_double)]
+
+
 class Config(ctypes.Structure):
     _fields_ = [("size", ctypes.c_uint32), ("params", Params),
                 ("halt_fraction", ctypes.c_double),
@@ -167,6 +171,9 @@ _sig("v05_params_default", None, ctypes.POINTER(Params))
 _sig("v05_estimate", _int, ctypes.POINTER(Params), ctypes.c_double,
      ctypes.POINTER(ctypes.c_double), _u32, ctypes.POINTER(Estimate),
      ctypes.POINTER(ctypes.c_double))
+_sig("v05_eb_estimate", _int, ctypes.POINTER(Params), ctypes.POINTER(EbFit),
+     ctypes.c_double, ctypes.POINTER(ctypes.c_double), _u32,
+     ctypes.POINTER(Estimate), ctypes.POINTER(ctypes.c_double))
 _sig("v05_mode_from_name", _int, ctypes.c_char_p)
 _sig("v05_prior_from_p", _int, ctypes.c_double, ctypes.POINTER(ctypes.c_double))
 _sig("v05_reward_from_binary", _int, _int, ctypes.POINTER(ctypes.c_double))
