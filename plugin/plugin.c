@@ -27,6 +27,7 @@ V05_API void v05_config_default(struct v05_config *c)
 	memset(c, 0, sizeof(*c));
 	c->size = sizeof(*c);
 	v05_params_default(&c->params);
+	c->params.mode = V05_MODE_V05_EB;
 	c->halt_fraction = 0.25;
 	c->pad_multiple = 32;
 	c->schedule = V05_SCHEDULE_ROUNDS;
@@ -37,6 +38,15 @@ V05_API void v05_config_default(struct v05_config *c)
 	c->max_batches = 64;
 	c->file_mode = 0600;
 	c->journal_sync = V05_JOURNAL_SYNC_NONE;
+}
+
+V05_API void v05_config_paper(struct v05_config *c)
+{
+	v05_config_default(c);
+	c->params.mode = V05_MODE_V05;
+	c->params.sigma = V05_SIGMA_PAPER;
+	c->halt_fraction = 0.25;
+	c->schedule = V05_SCHEDULE_ROUNDS;
 }
 
 V05_API int v05_config_check(const struct v05_config *c)

@@ -235,9 +235,19 @@ static void test_eb_config(void **state)
 	struct v05_config c;
 
 	(void)state;
+	/* The default is v05-eb with the rms normaliser; the paper's exact
+	 * behaviour is one call away. */
 	v05_config_default(&c);
-	c.params.mode = V05_MODE_V05_EB;
+	assert_int_equal(c.params.mode, V05_MODE_V05_EB);
+	assert_int_equal(c.params.sigma, V05_SIGMA_RMS);
 	assert_int_equal(v05_config_check(&c), 0);
+	v05_config_paper(&c);
+	assert_int_equal(c.params.mode, V05_MODE_V05);
+	assert_int_equal(c.params.sigma, V05_SIGMA_PAPER);
+	assert_true(c.halt_fraction == 0.25);
+	assert_int_equal(c.schedule, V05_SCHEDULE_ROUNDS);
+	assert_int_equal(v05_config_check(&c), 0);
+	v05_config_default(&c);
 	c.flags = V05_CONFIG_EXTERNAL_HALT;
 	assert_int_equal(v05_config_check(&c), -EINVAL);
 }

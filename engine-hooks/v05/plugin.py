@@ -146,15 +146,23 @@ class Plugin:
     @classmethod
     def create(cls, name: str, *, cost: float = 0.0039, k_init: int = 4,
                k_step: int = 2, k_max: int = 16, halt_fraction: float = 0.25,
-               pad_multiple: int = 32, mode: str = "v05",
+               pad_multiple: int = 32, mode: Optional[str] = None,
                schedule: str = "rounds", max_prompts: int = 4096,
                max_producers: int = 16, lane_capacity: int = 4096,
                max_batches: int = 64, stream_deadline_us: int = 2000,
                journal: Optional[str] = None, journal_sync: bool = False,
                file_mode: int = 0o600, wait: str = "auto",
-               external_halt: bool = False, sigma: str = "rms") -> "Plugin":
+               external_halt: bool = False, sigma: Optional[str] = None,
+               paper: bool = False) -> "Plugin":
         """Create segment `name` and own it. Parameters as in
-        include/v05/plugin.h (struct v05_config); every one is checked."""
+        include/v05/plugin.h (struct v05_config); every one is checked.
+        mode defaults to "v05-eb" and sigma to "rms"; paper=True makes them
+        "v05" and "paper" (with halt_fraction 0.25, the paper's exact
+        behaviour; explicit mode/sigma still win)."""
+        if mode is None:
+            mode = "v05" if paper else "v05-eb"
+        if sigma is None:
+            sigma = "paper" if paper else "rms"
         c = _lib.Config()
         lib.v05_config_default(ctypes.byref(c))
         if mode not in MODES:

@@ -38,6 +38,27 @@ def test_eb_estimate_needs_fit():
         v05.estimate(0.2, [1], mode="v05-eb", fit=(10.0, 1.5))
 
 
+def test_defaults_and_paper(segname, v05ctl):
+    import subprocess
+    import json
+    from v05.observer import Observer
+    with v05.Plugin.create(segname, max_prompts=8):
+        with Observer(segname) as o:
+            assert o.info()["mode"] == "v05-eb"
+    with v05.Plugin.create(segname, max_prompts=8, paper=True):
+        with Observer(segname) as o:
+            assert o.info()["mode"] == "v05"
+    out = json.loads(subprocess.run(
+        [v05ctl, "sim", "--prompts", "512", "--paper", "--prior-noise", "0.2"],
+        capture_output=True, text=True, check=True).stdout)
+    assert out["mode"] == "v05" and out["sigma"] == "paper"
+    assert out["halt_fraction"] == 0.25 and out["schedule"] == "rounds"
+    out = json.loads(subprocess.run(
+        [v05ctl, "sim", "--prompts", "512"],
+        capture_output=True, text=True, check=True).stdout)
+    assert out["mode"] == "v05-eb" and out["sigma"] == "rms"
+
+
 def test_plugin_v05_eb_two_waves(segname):
     rng = np.random.default_rng(3)
     p_true = rng.uniform(0, 1, 64)

@@ -46,8 +46,12 @@ void help_sim(FILE *f)
 		"  --prompts N         prompts (default 10000)\n"
 		"  --prior-noise S     prior noise std, >= 0 (default 0.1)\n"
 		"  --hallucination H   share of random priors, in [0, 1] (default 0)\n"
-		"  --mode MODE         v05 (OSLA), v05-fixed, v05-eb (empirical Bayes,\n"
-		"                      two waves), grpo, dapo (default v05)\n"
+		"  --mode MODE         v05-eb (empirical Bayes, two waves; the\n"
+		"                      default), v05 (the paper's OSLA), v05-fixed,\n"
+		"                      grpo, dapo\n"
+		"  --paper             the paper's exact behaviour: mode v05, halt\n"
+		"                      0.25, --sigma paper, rounds (later options\n"
+		"                      still override)\n"
 		"  --sigma NORM        rms (bounded, default) or paper (fused modes)\n"
 		"  --schedule S        rounds (default) or stream\n"
 		"  --k K               group size: v05's and v05-eb's k_init (default 4),\n"
@@ -465,6 +469,7 @@ int cmd_sim(int argc, char **argv)
 		{ "hallucination", required_argument, NULL, 'H' },
 		{ "mode", required_argument, NULL, 'M' },
 		{ "sigma", required_argument, NULL, 'g' },
+		{ "paper", no_argument, NULL, 'A' },
 		{ "schedule", required_argument, NULL, 'T' },
 		{ "k", required_argument, NULL, 'k' },
 		{ "k-max", required_argument, NULL, 'K' },
@@ -482,7 +487,7 @@ int cmd_sim(int argc, char **argv)
 	struct sim_opts o = { .prompts = 10000, .seed = 0, .batch = 512,
 			      .noise = 0.1, .hallucination = 0.0,
 			      .cost = V05_DEFAULT_COST, .halt = 0.25,
-			      .mode = V05_MODE_V05, .k_max = 16, .pad = 32 };
+			      .mode = V05_MODE_V05_EB, .k_max = 16, .pad = 32 };
 	double prior = 0.8;
 	uint64_t v;
 	int opt, fr = 0, ret, have_kmax = 0;
@@ -510,6 +515,12 @@ int cmd_sim(int argc, char **argv)
 					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo",
 					optarg);
 			o.mode = (uint32_t)ret;
+			break;
+		case 'A':
+			o.mode = V05_MODE_V05;
+			o.halt = 0.25;
+			o.sigma = V05_SIGMA_PAPER;
+			o.schedule = V05_SCHEDULE_ROUNDS;
 			break;
 		case 'g':
 			ret = v05_sigma_from_name(optarg);
