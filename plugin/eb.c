@@ -65,9 +65,27 @@ V05_API double v05_eb_h_at(uint32_t j)
 				  (double)j / (double)(V05_EB_H_GRID - 1));
 }
 
-/* log of the sequence probability of s successes in k under Beta(a, b). */
+/* log of the sequence probability of s successes in k under Beta(a, b):
+ * B(a + s, b + k - s) / B(a, b). For a whole s (binary rewards) it is the
+ * product prod_{i<s} (a + i) prod_{j<k-s} (b + j) / prod_{l<k} (a + b + l),
+ * one log instead of six lgamma; a fractional s goes through lgamma. */
 static double lmarg(double a, double b, uint32_t k, double s)
 {
+	if (s == floor(s)) {
+		uint32_t si = (uint32_t)s;
+		double num = 1.0, den = 1.0;
+
+		for (uint32_t i = 0; i < si; i++)
+			num *= a + (double)i;
+		for (uint32_t j = 0; j < k - si; j++)
+			num *= b + (double)j;
+		for (uint32_t l = 0; l < k; l++)
+			den *= a + b + (double)l;
+		/* Factors >= 1 and < 1e9 + 64: 64 of them can overflow only
+		 * for a huge n0; then lgamma. */
+		if (isfinite(num) && isfinite(den))
+			return log(num / den);
+	}
 	return lbeta(a + s, b + (double)k - s) - lbeta(a, b);
 }
 
@@ -90,25 +108,37 @@ void v05__eb_fit_u(const double *prior, const uint32_t *k, const double *s,
 		   uint32_t n, struct v05_eb_fit *fit)
 {
 	double ll[V05_EB_N0_GRID][V05_EB_H_GRID];
-	double l1h[V05_EB_H_GRID], lh[V05_EB_H_GRID], best = -INFINITY;
+	double l1h[V05_EB_H_GRID], lh[V05_EB_H_GRID], hh[V05_EB_H_GRID];
+	double n0s[V05_EB_N0_GRID], best = -INFINITY;
 
 	for (uint32_t j = 0; j < V05_EB_H_GRID; j++) {
-		lh[j] = log(v05_eb_h_at(j));
-		l1h[j] = log1p(-v05_eb_h_at(j));
+		hh[j] = v05_eb_h_at(j);
+		lh[j] = log(hh[j]);
+		l1h[j] = log1p(-hh[j]);
 	}
+	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
+		n0s[j] = v05_eb_n0_at(j);
 	memset(ll, 0, sizeof(ll));
 	/* Component 2 does not depend on (n0, h), component 1 only on n0:
-	 * one pair of marginals per (prompt, n0), reused for every h. */
+	 * one pair of marginals per (prompt, n0), reused for every h as
+	 * log[(1-h) m1 + h m2] = log m1 + log1p(h (m2/m1 - 1)). */
 	for (uint32_t i = 0; i < n; i++) {
 		double m2 = lmarg(1.0, 1.0, k[i], s[i]);
 
 		for (uint32_t j = 0; j < V05_EB_N0_GRID; j++) {
-			double a, b, m1;
+			double a, b, m1, r;
 
-			comp1(v05_eb_n0_at(j), prior[i], &a, &b);
+			comp1(n0s[j], prior[i], &a, &b);
 			m1 = lmarg(a, b, k[i], s[i]);
-			for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
-				ll[j][l] += logaddexp(l1h[l] + m1, lh[l] + m2);
+			r = exp(m2 - m1) - 1.0;
+			if (isfinite(r)) {
+				for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
+					ll[j][l] += m1 + log1p(hh[l] * r);
+			} else {
+				/* m2 >> m1: stay in log space. */
+				for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
+					ll[j][l] += logaddexp(l1h[l] + m1, lh[l] + m2);
+			}
 		}
 	}
 	fit->n0 = v05_eb_n0_at(0);
@@ -152,10 +182,19 @@ static void posterior_p(const struct v05_eb_fit *fit, double prior, uint32_t k,
 	*w2 = p2;
 }
 
+/*
+ * E[Var(mu) after m more binary rewards], by recurrence rather than lgamma:
+ * with a component's posterior Beta(A, B), its predictive of t successes in
+ * m draws is P(0) = prod_{i<m} (B + i) / (A + B + i) and
+ * P(t + 1) = P(t) (m - t) / (t + 1) (A + t) / (B + m - t - 1); the mixture's
+ * predictive weighs them by the posterior weights w_j, and after t successes
+ * component j's weight is proportional to w_j P_j(t).
+ */
 static double ev_u(const struct v05_eb_fit *fit, double prior, uint32_t k,
 		   double s, uint32_t m)
 {
-	double a1, b1, lw1, lw2, norm, lp1, lp2, ev = 0.0, mean, var, w2;
+	double a1, b1, lw1, lw2, norm, w[2], A[2], B[2], P[2], ev = 0.0;
+	double mean, var, w2;
 
 	if (m == 0) {
 		posterior_p(fit, prior, k, s, &mean, &var, &w2);
@@ -165,21 +204,34 @@ static double ev_u(const struct v05_eb_fit *fit, double prior, uint32_t k,
 	lw1 = log1p(-fit->h) + lmarg(a1, b1, k, s);
 	lw2 = log(fit->h) + lmarg(1.0, 1.0, k, s);
 	norm = logaddexp(lw1, lw2);
-	lp1 = lw1 - norm;
-	lp2 = lw2 - norm;
-	a1 += s;
-	b1 += (double)k - s;
+	w[0] = exp(lw1 - norm);
+	w[1] = exp(lw2 - norm);
+	A[0] = a1 + s;
+	B[0] = b1 + (double)k - s;
+	A[1] = 1.0 + s;
+	B[1] = 1.0 + (double)k - s;
+	for (int c = 0; c < 2; c++) {
+		P[c] = 1.0;
+		for (uint32_t i = 0; i < m; i++)
+			P[c] *= (B[c] + i) / (A[c] + B[c] + i);
+	}
 	for (uint32_t t = 0; t <= m; t++) {
-		/* Predictive of t successes in m more draws: the mixture of
-		 * the components' beta-binomials under their posteriors. */
-		double lc = lgamma(m + 1.0) - lgamma(t + 1.0) -
-			    lgamma((double)(m - t) + 1.0);
-		double pt = exp(logaddexp(lp1 + lmarg(a1, b1, m, t),
-					  lp2 + lmarg(1.0 + s, 1.0 + (double)k - s,
-						      m, t)) + lc);
+		double q[2] = { w[0] * P[0], w[1] * P[1] }, pt = q[0] + q[1];
+		double e1 = 0.0, e2 = 0.0;
 
-		posterior_p(fit, prior, k + m, s + t, &mean, &var, &w2);
-		ev += pt * 4.0 * var; /* Var(2p - 1) = 4 Var(p) */
+		if (pt > 0.0) {
+			for (int c = 0; c < 2; c++) {
+				double a = A[c] + t, n = A[c] + B[c] + m;
+
+				e1 += q[c] / pt * a / n;
+				e2 += q[c] / pt * a * (a + 1.0) / (n * (n + 1.0));
+			}
+			var = e2 - e1 * e1;
+			ev += pt * 4.0 * (var > 0.0 ? var : 0.0);
+		}
+		for (int c = 0; c < 2 && t < m; c++)
+			P[c] *= (double)(m - t) / (double)(t + 1) * (A[c] + t) /
+				(B[c] + (double)(m - t) - 1.0);
 	}
 	return ev;
 }
