@@ -301,7 +301,7 @@ static void test_help(void **state)
 	static const char *const options[] = { "--prompts", "--prior-noise",
 		"--hallucination", "--mode", "--k", "--k-max", "--cost",
 		"--halt-fraction", "--pad", "--batch", "--p", "--seed",
-		"--false-rejection", "--prior", "--sigma", "--schedule" };
+		"--false-rejection", "--prior", "--sigma", "--schedule", "--paper" };
 	struct run_result *r = run_sim(a);
 
 	(void)state;
