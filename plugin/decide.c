@@ -60,15 +60,15 @@ static void estimate(struct v05_plugin *p, const struct v05_prompt *e,
 
 	for (uint32_t i = 0; i < k; i++)
 		r[i] = (double)rw[i];
-	if (p->params.mode == V05_MODE_V05_EB &&
-	    p->batch_recs[e->batch].eb_n0 > 0.0) {
-		/* The fit of this prompt's batch (eb_policy.c); bounded by
-		 * the fit's own grid, checked on takeover like any input. */
-		struct v05_eb_fit fit = { p->batch_recs[e->batch].eb_n0,
-					  p->batch_recs[e->batch].eb_h };
+	if (p->params.mode == V05_MODE_V05_EB) {
+		/* The fit of this prompt's batch (eb_policy.c). */
+		struct v05_eb_fit fit;
 
-		v05__eb_estimate_u(&p->params, &fit, e->prior, r, k, est, adv);
-		return;
+		if (v05__eb_fit_of(p, e->batch, &fit)) {
+			v05__eb_estimate_u(&p->params, &fit, e->prior, r, k, est,
+					   adv);
+			return;
+		}
 	}
 	v05__estimate_core(&p->params, e->prior, r, k, est, adv);
 }
@@ -272,8 +272,10 @@ void v05__decide(struct v05_plugin *p, struct v05_prompt *e)
 	if (p->params.mode == V05_MODE_V05_EB) {
 		/* First wave in: wait for the batch's fit (eb_policy.c).
 		 * Second wave in: final. */
+		struct v05_eb_fit fit;
+
 		if (v05__group_k(e) == p->params.k_init &&
-		    !(p->batch_recs[b].eb_n0 > 0.0)) {
+		    !v05__eb_fit_of(p, b, &fit)) {
 			struct batch_local *bl = &p->batches[b];
 
 			e->gap = 0.0f;

@@ -54,6 +54,20 @@ static void fit_batch(struct v05_plugin *p, uint32_t b, const uint64_t *keys,
 	rec->eb_n0 = fit.n0;
 }
 
+bool v05__eb_fit_of(const struct v05_plugin *p, uint32_t b,
+		    struct v05_eb_fit *fit)
+{
+	/* One read of each field; the grid's bounds with rounding room. */
+	double n0 = p->batch_recs[b].eb_n0, h = p->batch_recs[b].eb_h;
+
+	if (!(n0 >= 0.999 && n0 <= 1000.001 && h >= V05_EB_H_MIN * 0.999 &&
+	      h <= V05_EB_H_MAX * 1.001))
+		return false;
+	fit->n0 = n0;
+	fit->h = h;
+	return true;
+}
+
 void v05__eb_barrier(struct v05_plugin *p, uint32_t b)
 {
 	struct batch_local *bl = &p->batches[b];
@@ -65,12 +79,11 @@ void v05__eb_barrier(struct v05_plugin *p, uint32_t b)
 	if (!id || bl->n_collecting || !bl->n_held)
 		return;
 	n = v05__held_keys(p, b, &keys);
-	if (!(rec->eb_n0 > 0.0))
+	if (!v05__eb_fit_of(p, b, &fit)) {
 		fit_batch(p, b, keys, n);
-	if (!(rec->eb_n0 > 0.0))
-		return;
-	fit.n0 = rec->eb_n0;
-	fit.h = rec->eb_h;
+		if (!v05__eb_fit_of(p, b, &fit))
+			return;
+	}
 	/* Plans first, finals after: finalizing the last open prompt frees
 	 * the batch record, and the held list must not change under us. */
 	for (uint32_t i = 0; i < n; i++) {

@@ -167,6 +167,12 @@ void v05__pad_and_issue(struct v05_plugin *p, uint32_t b, uint64_t total);
 
 /* eb_policy.c: v05-eb's batch barrier (fit, allocation, one wave). */
 void v05__eb_barrier(struct v05_plugin *p, uint32_t b);
+struct v05_eb_fit;
+/* The fit stored in batch b's record, if it is one the grid can give
+ * (the record is in the segment: after a takeover it is checked, not
+ * trusted). */
+bool v05__eb_fit_of(const struct v05_plugin *p, uint32_t b,
+		    struct v05_eb_fit *fit);
 void v05__barrier_decision(struct v05_plugin *p, uint32_t b,
 			   struct v05_decision *d);
 
