@@ -76,6 +76,7 @@ static double once(uint64_t *seg_bytes, uint64_t *prompt_bytes)
 
 	snprintf(name, sizeof(name), "bench-poll-%d", (int)getpid());
 	v05_config_default(&c);
+	c.params.mode = V05_MODE_V05; /* the paper's per-prompt decision; see header */
 	c.max_prompts = nprompts;
 	c.max_producers = PRODUCERS;
 	c.lane_capacity = 1u << 15; /* holds a producer's whole share */

@@ -10,6 +10,8 @@ import platform
 import subprocess
 import sys
 
+import stats_report
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -25,6 +27,7 @@ MODES = [
     ("v05-fixed k=8", lambda r: r["mode"] == "v05-fixed" and r["k"] == 8),
     ("grpo G=4", lambda r: r["mode"] == "grpo" and r["k"] == 4),
     ("grpo G=16", lambda r: r["mode"] == "grpo" and r["k"] == 16),
+    ("v05-eb (two waves)", lambda r: r["mode"] == "v05-eb"),
 ]
 
 
@@ -359,7 +362,7 @@ def false_rejection(out):
 # ----------------------------------------------------------------- plots
 
 
-def plots(out, recs):
+def plots(out, recs, stats_recs):
     try:
         import matplotlib
         matplotlib.use("svg")
@@ -402,6 +405,8 @@ def plots(out, recs):
     fig.savefig(os.path.join(d, "mse_vs_rollouts.svg"), metadata=meta)
     plt.close(fig)
     made.append("plots/mse_vs_rollouts.svg")
+    if stats_recs:
+        made.append(stats_report.plot(stats_recs, recs, d, meta, plt))
 
     fr = load(out, "false_rejection.json")
     ks = [x["k"] for x in fr["false_rejection"]]
@@ -455,8 +460,12 @@ def main():
     body += latency(out, goals) + [""]
     body += per_reward(out, goals) + [""]
     body += simulator(recs) + [""]
+    stats_recs = []
+    if os.path.exists(os.path.join(out, "stats.jsonl")):
+        lines, stats_recs = stats_report.section(out, recs, goals)
+        body += lines + [""]
     body += false_rejection(out) + [""]
-    made = plots(out, recs)
+    made = plots(out, recs, stats_recs)
 
     head = ["# v05 benchmark results", "",
             "Written by `bench/report.py` from the run below; do not edit by "

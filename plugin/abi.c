@@ -12,10 +12,11 @@
 #include "v05/shm.h"
 #include "v05/stats.h"
 
-static_assert(sizeof(struct v05_params) == 24, "v05_params ABI");
+/* 32: sigma and reserved were added for the bounded normaliser. */
+static_assert(sizeof(struct v05_params) == 32, "v05_params ABI");
 static_assert(sizeof(struct v05_estimate) == 64, "v05_estimate ABI");
-static_assert(sizeof(struct v05_config) == 88, "v05_config ABI");
-static_assert(offsetof(struct v05_config, journal_path) == 80, "v05_config ABI");
+static_assert(sizeof(struct v05_config) == 96, "v05_config ABI");
+static_assert(offsetof(struct v05_config, journal_path) == 88, "v05_config ABI");
 static_assert(sizeof(struct v05_prompt_in) == 24, "v05_prompt_in ABI");
 static_assert(sizeof(struct v05_decision) == 56, "v05_decision ABI");
 static_assert(sizeof(struct v05_group) == 104, "v05_group ABI");

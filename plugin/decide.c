@@ -60,6 +60,16 @@ static void estimate(struct v05_plugin *p, const struct v05_prompt *e,
 
 	for (uint32_t i = 0; i < k; i++)
 		r[i] = (double)rw[i];
+	if (p->params.mode == V05_MODE_V05_EB) {
+		/* The fit of this prompt's batch (eb_policy.c). */
+		struct v05_eb_fit fit;
+
+		if (v05__eb_fit_of(p, e->batch, &fit)) {
+			v05__eb_estimate_u(&p->params, &fit, e->prior, r, k, est,
+					   adv);
+			return;
+		}
+	}
 	v05__estimate_core(&p->params, e->prior, r, k, est, adv);
 }
 
@@ -259,6 +269,30 @@ void v05__decide(struct v05_plugin *p, struct v05_prompt *e)
 	uint32_t b = e->batch;
 	uint64_t latency = latency_of(e, p->now_ns);
 
+	if (p->params.mode == V05_MODE_V05_EB) {
+		/* First wave in: wait for the batch's fit (eb_policy.c).
+		 * Second wave in: final. */
+		struct v05_eb_fit fit;
+
+		if (v05__group_k(e) == p->params.k_init &&
+		    !v05__eb_fit_of(p, b, &fit)) {
+			struct batch_local *bl = &p->batches[b];
+
+			e->gap = 0.0f;
+			e->state = V05_P_HELD;
+			bl->n_collecting--;
+			bl->n_held++;
+			bl->held_samples += p->params.k_step;
+			v05__gauge(p, V05_C_PROMPTS_HELD, 1);
+			(void)v05__batch_hold(p, b, e->key); /* else rebuilt */
+			v05__policy_held(p, b);
+			return;
+		}
+		estimate(p, e, &est, adv);
+		finalize_with(p, e, &est, adv, 0, latency);
+		v05__policy_after_decision(p, b);
+		return;
+	}
 	estimate(p, e, &est, adv);
 	if (est.action == V05_ACTION_MORE &&
 	    p->batch_recs[b].state != V05_B_HALTED) {

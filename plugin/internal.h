@@ -25,7 +25,7 @@ struct v05_shm_config {
 	uint32_t stream_deadline_us;
 	uint32_t journal_sync;
 	uint32_t flags;
-	uint32_t reserved;
+	uint32_t sigma; /* enum v05_sigma */
 	char journal_path[V05_JOURNAL_PATH_MAX];
 };
 static_assert(sizeof(struct v05_shm_config) == 48 + 8 + V05_JOURNAL_PATH_MAX,
@@ -96,6 +96,9 @@ struct v05_plugin {
 	/* Scratch for a round's padding: slot_count entries, allocated at
 	 * create so that polling does not allocate. */
 	struct pad_item *pad_items;
+	/* v05-eb's fit inputs, slot_count each (mode v05-eb only). */
+	double *eb_prior, *eb_s;
+	uint32_t *eb_k;
 	bool armed;
 	bool silent;               /* attach: transitions without decisions */
 	bool recovered;            /* v05_recover has queued the state once */
@@ -157,6 +160,19 @@ void v05__policy_deadlines(struct v05_plugin *p, uint64_t now);
 int64_t v05__policy_next_deadline_ns(struct v05_plugin *p, uint64_t now);
 void v05__policy_resume(struct v05_plugin *p, uint32_t b);
 int v05__batch_hold(struct v05_plugin *p, uint32_t b, uint64_t key);
+uint32_t v05__held_keys(struct v05_plugin *p, uint32_t b, uint64_t **keys);
+/* Pad the held prompts' plans (k_planned) to the dispatch multiple, mark
+ * the batch RELEASING and issue: one wave. */
+void v05__pad_and_issue(struct v05_plugin *p, uint32_t b, uint64_t total);
+
+/* eb_policy.c: v05-eb's batch barrier (fit, allocation, one wave). */
+void v05__eb_barrier(struct v05_plugin *p, uint32_t b);
+struct v05_eb_fit;
+/* The fit stored in batch b's record, if it is one the grid can give
+ * (the record is in the segment: after a takeover it is checked, not
+ * trusted). */
+bool v05__eb_fit_of(const struct v05_plugin *p, uint32_t b,
+		    struct v05_eb_fit *fit);
 void v05__barrier_decision(struct v05_plugin *p, uint32_t b,
 			   struct v05_decision *d);
 

@@ -27,6 +27,7 @@ V05_API void v05_config_default(struct v05_config *c)
 	memset(c, 0, sizeof(*c));
 	c->size = sizeof(*c);
 	v05_params_default(&c->params);
+	c->params.mode = V05_MODE_V05_EB;
 	c->halt_fraction = 0.25;
 	c->pad_multiple = 32;
 	c->schedule = V05_SCHEDULE_ROUNDS;
@@ -37,6 +38,15 @@ V05_API void v05_config_default(struct v05_config *c)
 	c->max_batches = 64;
 	c->file_mode = 0600;
 	c->journal_sync = V05_JOURNAL_SYNC_NONE;
+}
+
+V05_API void v05_config_paper(struct v05_config *c)
+{
+	v05_config_default(c);
+	c->params.mode = V05_MODE_V05;
+	c->params.sigma = V05_SIGMA_PAPER;
+	c->halt_fraction = 0.25;
+	c->schedule = V05_SCHEDULE_ROUNDS;
 }
 
 V05_API int v05_config_check(const struct v05_config *c)
@@ -90,6 +100,10 @@ V05_API int v05_config_check(const struct v05_config *c)
 	    c->schedule != V05_SCHEDULE_ROUNDS)
 		return v05__fail(-EINVAL,
 				 "external halt needs the rounds schedule (barriers)");
+	if ((c->flags & V05_CONFIG_EXTERNAL_HALT) &&
+	    c->params.mode == V05_MODE_V05_EB)
+		return v05__fail(-EINVAL,
+				 "external halt does not apply to v05-eb (two waves, no halt)");
 	if (c->journal_sync > V05_JOURNAL_SYNC_BATCH)
 		return v05__fail(-EINVAL, "journal_sync %u is unknown",
 				 c->journal_sync);
@@ -124,6 +138,7 @@ static void shm_config_from(struct v05_shm_config *s, const struct v05_config *c
 	s->stream_deadline_us = c->stream_deadline_us;
 	s->journal_sync = c->journal_sync;
 	s->flags = c->flags;
+	s->sigma = c->params.sigma;
 	if (journal_abs)
 		snprintf(s->journal_path, sizeof(s->journal_path), "%s",
 			 journal_abs);
@@ -141,6 +156,7 @@ static int shm_config_check(struct v05_plugin *p)
 	c.params.k_step = s->k_step;
 	c.params.k_max = s->k_max;
 	c.params.mode = s->mode;
+	c.params.sigma = s->sigma;
 	c.halt_fraction = s->halt_fraction;
 	c.pad_multiple = s->pad_multiple;
 	c.schedule = s->schedule;
@@ -167,6 +183,11 @@ static void free_local(struct v05_plugin *p)
 	free(p->q);
 	free(p->pending_free);
 	free(p->pad_items);
+	free(p->eb_prior);
+	free(p->eb_s);
+	free(p->eb_k);
+	p->eb_prior = p->eb_s = NULL;
+	p->eb_k = NULL;
 	p->batches = NULL;
 	p->q = NULL;
 	p->pending_free = NULL;
@@ -193,6 +214,13 @@ static int init_local(struct v05_plugin *p)
 	p->q = malloc((size_t)p->qcap * sizeof(*p->q));
 	p->pending_free = malloc((size_t)g->slot_count * sizeof(*p->pending_free));
 	p->pad_items = malloc((size_t)g->slot_count * sizeof(*p->pad_items));
+	if (p->params.mode == V05_MODE_V05_EB) {
+		p->eb_prior = calloc(g->slot_count, sizeof(*p->eb_prior));
+		p->eb_s = calloc(g->slot_count, sizeof(*p->eb_s));
+		p->eb_k = calloc(g->slot_count, sizeof(*p->eb_k));
+		if (!p->eb_prior || !p->eb_s || !p->eb_k)
+			return v05__fail(-ENOMEM, "plugin: out of memory");
+	}
 	if (!p->batches || !p->q || !p->pending_free || !p->pad_items)
 		return v05__fail(-ENOMEM, "plugin: out of memory");
 	/* Touched now (a large malloc is fresh mmap), so that polling never

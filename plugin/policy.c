@@ -50,7 +50,7 @@ int v05__batch_hold(struct v05_plugin *p, uint32_t b, uint64_t key)
 
 /* The held prompts of batch b, in hold order. The list is kept as prompts
  * go HELD; if memory ran out while keeping it, rebuild it from the table. */
-static uint32_t held_keys(struct v05_plugin *p, uint32_t b, uint64_t **keys)
+uint32_t v05__held_keys(struct v05_plugin *p, uint32_t b, uint64_t **keys)
 {
 	struct batch_local *bl = &p->batches[b];
 	uint32_t n = 0;
@@ -85,7 +85,7 @@ static uint32_t held_keys(struct v05_plugin *p, uint32_t b, uint64_t **keys)
 static void halt(struct v05_plugin *p, uint32_t b, int first)
 {
 	uint64_t now = v05__now_ns(), *keys;
-	uint32_t n = held_keys(p, b, &keys);
+	uint32_t n = v05__held_keys(p, b, &keys);
 	uint64_t id = p->batch_recs[b].id;
 
 	/* Persist the halt first: prompts decided after it stop at once. */
@@ -146,6 +146,7 @@ static uint32_t distribute_padding(struct v05_plugin *p, struct pad_item *h,
 			continue;
 		}
 		e->k_planned++;
+		e->pad8 = 1;
 		h[0].prio -= 1.0f;
 		sift_down(h, n, 0);
 		extra--;
@@ -159,7 +160,7 @@ static void issue(struct v05_plugin *p, uint32_t b)
 {
 	struct batch_local *bl = &p->batches[b];
 	uint64_t now = v05__now_ns(), *keys;
-	uint32_t n = held_keys(p, b, &keys);
+	uint32_t n = v05__held_keys(p, b, &keys);
 	uint64_t issued_total = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -195,13 +196,14 @@ static void issue(struct v05_plugin *p, uint32_t b)
 			d.samples = newbits;
 			d.k = add;
 			d.batch = p->batch_recs[b].id;
-			d.flags = add > p->params.k_step ? V05_DF_PADDED : 0;
+			d.flags = e->pad8 ? V05_DF_PADDED : 0;
 			d.latency_ns = e->last_ts && now > e->last_ts ?
 					       now - e->last_ts : 0;
 			v05__enqueue(p, &d);
 			if (d.latency_ns)
 				v05__record_latency(p, d.latency_ns);
 		}
+		e->pad8 = 0;
 	}
 	v05__count(p, V05_C_SAMPLES_ISSUED, issued_total);
 	v05__count(p, V05_C_DEC_SAMPLE, n);
@@ -215,9 +217,8 @@ static void issue(struct v05_plugin *p, uint32_t b)
 static void release(struct v05_plugin *p, uint32_t b)
 {
 	uint64_t *keys;
-	uint32_t n = held_keys(p, b, &keys), m = 0;
-	uint32_t step = p->params.k_step, pad = p->cfg.pad_multiple;
-	struct pad_item *items = p->pad_items; /* n <= slot_count */
+	uint32_t n = v05__held_keys(p, b, &keys);
+	uint32_t step = p->params.k_step;
 	uint64_t total = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -228,7 +229,27 @@ static void release(struct v05_plugin *p, uint32_t b)
 		/* "more" guaranteed k + k_step <= k_max. */
 		e->k_planned = (uint8_t)(v05__group_k(e) + step);
 		total += step;
-		items[m].prio = e->gap - (float)step;
+	}
+	v05__pad_and_issue(p, b, total);
+}
+
+/* The held prompts' plans are set (total samples): pad, persist, issue.
+ * A padded prompt is marked (pad8) so its SAMPLE says so. */
+void v05__pad_and_issue(struct v05_plugin *p, uint32_t b, uint64_t total)
+{
+	uint64_t *keys;
+	uint32_t n = v05__held_keys(p, b, &keys), m = 0;
+	uint32_t pad = p->cfg.pad_multiple;
+	struct pad_item *items = p->pad_items; /* n <= slot_count */
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct v05_prompt *e = v05__table_find(&p->table, keys[i]);
+
+		if (!e || e->state != V05_P_HELD)
+			continue;
+		e->pad8 = 0;
+		items[m].prio = e->gap -
+				(float)(e->k_planned - v05__group_k(e));
 		items[m].key = e->key;
 		items[m].e = e;
 		m++;
@@ -317,7 +338,11 @@ static void stream_check(struct v05_plugin *p, uint32_t b)
 
 void v05__policy_held(struct v05_plugin *p, uint32_t b)
 {
-	if (p->cfg.schedule == V05_SCHEDULE_ROUNDS)
+	/* v05-eb has one barrier (after k_init) under either schedule: its
+	 * fit needs the whole batch's first wave. */
+	if (p->params.mode == V05_MODE_V05_EB)
+		v05__eb_barrier(p, b);
+	else if (p->cfg.schedule == V05_SCHEDULE_ROUNDS)
 		rounds_check(p, b);
 	else
 		stream_check(p, b);

@@ -18,6 +18,12 @@ static const char *const mode_names[V05_MODE_COUNT] = {
 	[V05_MODE_V05_FIXED] = "v05-fixed",
 	[V05_MODE_GRPO] = "grpo",
 	[V05_MODE_DAPO] = "dapo",
+	[V05_MODE_V05_EB] = "v05-eb",
+};
+
+static const char *const sigma_names[V05_SIGMA_COUNT] = {
+	[V05_SIGMA_RMS] = "rms",
+	[V05_SIGMA_PAPER] = "paper",
 };
 
 static bool in_unit_range(double x)
@@ -41,6 +47,8 @@ V05_API void v05_params_default(struct v05_params *p)
 	p->k_step = V05_DEFAULT_K_STEP;
 	p->k_max = V05_DEFAULT_K_MAX;
 	p->mode = V05_MODE_V05;
+	p->sigma = V05_SIGMA_RMS;
+	p->reserved = 0;
 }
 
 V05_API int v05_params_check(const struct v05_params *p)
@@ -61,6 +69,11 @@ V05_API int v05_params_check(const struct v05_params *p)
 				 p->k_init, p->k_max);
 	if (p->mode >= V05_MODE_COUNT)
 		return v05__fail(-EINVAL, "mode %u is unknown", p->mode);
+	if (p->sigma >= V05_SIGMA_COUNT)
+		return v05__fail(-EINVAL, "sigma %u is not rms (0) or paper (1)",
+				 p->sigma);
+	if (p->reserved)
+		return v05__fail(-EINVAL, "params: reserved field is not 0");
 	return 0;
 }
 
@@ -75,7 +88,21 @@ V05_API int v05_mode_from_name(const char *name)
 		if (strcmp(name, mode_names[m]) == 0)
 			return (int)m;
 	return v05__fail(-EINVAL,
-			 "mode '%s' is not one of v05, v05-fixed, grpo, dapo",
+			 "mode '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo",
+			 name ? name : "(null)");
+}
+
+V05_API const char *v05_sigma_name(uint32_t sigma)
+{
+	return sigma < V05_SIGMA_COUNT ? sigma_names[sigma] : NULL;
+}
+
+V05_API int v05_sigma_from_name(const char *name)
+{
+	for (uint32_t m = 0; name && m < V05_SIGMA_COUNT; m++)
+		if (strcmp(name, sigma_names[m]) == 0)
+			return (int)m;
+	return v05__fail(-EINVAL, "sigma '%s' is not rms or paper",
 			 name ? name : "(null)");
 }
 
@@ -175,6 +202,25 @@ V05_API int v05_sigma_star(double mu, double *sigma)
 	return 0;
 }
 
+V05_API int v05_sigma_rms(double mu, const double *rewards, uint32_t k,
+			  double *sigma)
+{
+	int ret;
+
+	if (!rewards || !sigma)
+		return v05__fail(-EINVAL, "sigma_rms: NULL argument");
+	ret = check_k(k);
+	if (ret)
+		return ret;
+	if (!in_unit_range(mu))
+		return v05__fail(-EDOM, "baseline %g is not finite in [-1, 1]", mu);
+	ret = check_rewards(rewards, k);
+	if (ret)
+		return ret;
+	*sigma = v05__sigma_rms_u(mu, rewards, k);
+	return 0;
+}
+
 V05_API int v05_advantages(const double *rewards, uint32_t k, double mu,
 			   double sigma, double *adv)
 {
@@ -187,13 +233,19 @@ V05_API int v05_advantages(const double *rewards, uint32_t k, double mu,
 		return ret;
 	if (!in_unit_range(mu))
 		return v05__fail(-EDOM, "baseline %g is not finite in [-1, 1]", mu);
-	if (!isfinite(sigma) || sigma <= 0.0)
-		return v05__fail(-EDOM, "sigma %g is not finite and > 0", sigma);
+	if (!isfinite(sigma) || sigma < 0.0)
+		return v05__fail(-EDOM, "sigma %g is not finite and >= 0", sigma);
 	ret = check_rewards(rewards, k);
 	if (ret)
 		return ret;
 	for (uint32_t i = 0; i < k; i++) {
-		double a = (rewards[i] - mu) / sigma;
+		double a;
+
+		/* sigma 0 is only meaningful when the group has no spread. */
+		if (sigma == 0.0 && rewards[i] != mu)
+			return v05__fail(-EDOM,
+					 "sigma 0 with reward %u != baseline", i);
+		a = sigma > 0.0 ? (rewards[i] - mu) / sigma : 0.0;
 
 		/* Only a caller-chosen tiny sigma can overflow; say so rather
 		 * than hand back inf. */
@@ -238,14 +290,12 @@ static void estimate_fused(const struct v05_params *p, double prior,
 	e->delta2 = v05__delta2_u(e->mean, prior, k);
 	e->weight = v05__weight_u(e->delta2, k);
 	e->baseline = v05__baseline_u(e->weight, e->mean, prior);
-	e->sigma = v05__sigma_u(e->baseline);
+	e->sigma = v05__sigma_of(p, e->baseline, rewards, k);
 	if (p->mode == V05_MODE_V05) {
 		e->has_target = v05__k_target_u(p->cost, e->delta2, &e->k_target);
 		e->action = v05__decide_u(p, k, e->has_target, e->k_target);
 	}
-	/* sigma >= V05_SIGMA_FLOOR and |r - mu| <= 2: always finite. */
-	for (uint32_t i = 0; adv && i < k; i++)
-		adv[i] = (rewards[i] - e->baseline) / e->sigma;
+	v05__advantages_u(rewards, k, e->baseline, e->sigma, adv);
 }
 
 /*
@@ -295,7 +345,10 @@ void v05__estimate_core(const struct v05_params *p, double prior,
 	e->k = k;
 	e->action = V05_ACTION_STOP;
 	e->mean = v05__mean_u(rewards, k);
-	if (p->mode == V05_MODE_V05 || p->mode == V05_MODE_V05_FIXED)
+	/* v05-eb goes through v05__eb_estimate_u with its batch's fit; were
+	 * it to come here, the paper's fusion is a defined answer. */
+	if (p->mode == V05_MODE_V05 || p->mode == V05_MODE_V05_FIXED ||
+	    p->mode == V05_MODE_V05_EB)
 		estimate_fused(p, prior, rewards, k, e, adv);
 	else
 		estimate_group(p, rewards, k, e, adv);
@@ -311,6 +364,9 @@ V05_API int v05_estimate(const struct v05_params *p, double prior,
 	ret = v05_params_check(p);
 	if (ret)
 		return ret;
+	if (p->mode == V05_MODE_V05_EB)
+		return v05__fail(-EINVAL,
+				 "mode v05-eb needs its batch's fit: use v05_eb_estimate");
 	if (!rewards || !out)
 		return v05__fail(-EINVAL, "estimate: NULL argument");
 	if (k < 1 || k > p->k_max)

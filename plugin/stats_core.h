@@ -56,6 +56,36 @@ static inline double v05__sigma_u(double mu)
 	return s > V05_SIGMA_FLOOR ? s : V05_SIGMA_FLOOR;
 }
 
+/* The rms normaliser: the paper's 1 - mu^2 floored by the group's mean
+ * squared deviation from mu. Then (1/k) sum A_i^2 <= 1, so |A_i| <= sqrt(k)
+ * (docs/STATISTICS.md); 0 only when every r_j == mu. */
+static inline double v05__sigma_rms_u(double mu, const double *r, uint32_t k)
+{
+	double ss = 0.0, v = 1.0 - mu * mu;
+
+	for (uint32_t i = 0; i < k; i++)
+		ss += (r[i] - mu) * (r[i] - mu);
+	ss /= (double)k;
+	return sqrt(v > ss ? v : ss);
+}
+
+/* The normaliser p->sigma selects, for the fused modes. */
+static inline double v05__sigma_of(const struct v05_params *p, double mu,
+				   const double *r, uint32_t k)
+{
+	return p->sigma == V05_SIGMA_PAPER ? v05__sigma_u(mu) :
+					     v05__sigma_rms_u(mu, r, k);
+}
+
+/* A_i = (r_i - mu) / sigma; sigma == 0 means every r_i == mu: A_i = 0.
+ * Always finite: sigma is 0, >= V05_SIGMA_FLOOR, or >= |r_i - mu| / sqrt(k). */
+static inline void v05__advantages_u(const double *r, uint32_t k, double mu,
+				     double sigma, double *adv)
+{
+	for (uint32_t i = 0; adv && i < k; i++)
+		adv[i] = sigma > 0.0 ? (r[i] - mu) / sigma : 0.0;
+}
+
 /* 1 and *t when there is a target, 0 when delta2 == 0. A subnormal delta2
  * overflows 1/delta2; -DBL_MAX says "far below any k" without infinity. */
 static inline int v05__k_target_u(double cost, double delta2, double *t)
@@ -81,9 +111,24 @@ static inline uint32_t v05__decide_u(const struct v05_params *p, uint32_t k,
 	return V05_ACTION_STOP;
 }
 
-/* Everything for one group, any mode; inputs already valid. */
+/* Everything for one group, any mode; inputs already valid. Mode v05-eb
+ * needs fit (NULL otherwise). */
 void v05__estimate_core(const struct v05_params *p, double prior,
 			const double *rewards, uint32_t k,
 			struct v05_estimate *e, double *adv);
+
+struct v05_eb_fit;
+/* eb.c, unchecked: the grid fit, and one group under a fit. */
+void v05__eb_fit_u(const double *prior, const uint32_t *k, const double *s,
+		   uint32_t n, struct v05_eb_fit *fit);
+void v05__eb_estimate_u(const struct v05_params *p,
+			const struct v05_eb_fit *fit, double prior,
+			const double *rewards, uint32_t k,
+			struct v05_estimate *e, double *adv);
+uint32_t v05__eb_choose_u(const struct v05_params *p,
+			  const struct v05_eb_fit *fit, double prior,
+			  uint32_t k, double s);
+/* Successes of a group: sum (1 + r_i) / 2. */
+double v05__eb_successes(const double *r, uint32_t k);
 
 #endif

@@ -113,6 +113,8 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 	rec->n_prompts = accepted;
 	rec->round = 0;
 	rec->hold_since_ns = 0;
+	rec->eb_n0 = 0.0; /* not fitted yet */
+	rec->eb_h = 0.0;
 	rec->submit_ns = v05__now_ns();
 	rec->state = V05_B_OPEN;
 	/* Last: a batch record with an id is live (takeover scans for it). */

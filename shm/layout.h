@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #define V05_SHM_MAGIC 0x01006d6873353076ull /* "v05shm\0\1" little-endian */
-#define V05_SHM_ABI 2u
+#define V05_SHM_ABI 3u /* 3: batch record holds the v05-eb fit, config the normaliser */
 #define V05_PAGE 4096u
 #define V05_LINE 128u /* two 64-byte lines: adjacent-line prefetch */
 
@@ -323,7 +323,9 @@ struct v05_batch_rec {
 	uint32_t pad_a;
 	uint64_t submit_ns; /* CLOCK_MONOTONIC                           */
 	uint64_t hold_since_ns; /* stream: oldest held decision, 0 none  */
-	uint8_t pad[64 - 40];
+	double eb_n0;       /* v05-eb: the batch's fit; 0 until fitted   */
+	double eb_h;
+	uint8_t pad[64 - 56];
 };
 static_assert(sizeof(struct v05_batch_rec) == 64, "batch record ABI");
 

@@ -117,6 +117,53 @@ static void test_paper_example_output(void **state)
 	free(r);
 }
 
+/* --sigma and v05-eb's --fit: the printed numbers are the library's. */
+static void test_sigma_and_eb(void **state)
+{
+	struct run_result *r = malloc(sizeof(*r));
+	const double rw[4] = { 1, 1, -1, 1 };
+	struct v05_eb_fit fit = { 10.0, 0.1 };
+	struct v05_params p;
+	struct v05_estimate e;
+	double adv[4];
+	char *eb[] = { v05ctl_path, (char *)"estimate", (char *)"--prior",
+		       (char *)"0.2", (char *)"--rewards", (char *)"1,1,-1,1",
+		       (char *)"--mode", (char *)"v05-eb", (char *)"--fit",
+		       (char *)"10,0.1", NULL };
+	char *nofit[] = { v05ctl_path, (char *)"estimate", (char *)"--prior",
+			  (char *)"0.2", (char *)"--rewards", (char *)"1",
+			  (char *)"--mode", (char *)"v05-eb", NULL };
+
+	(void)state;
+	assert_non_null(r);
+	/* Prior 1 not rejected by 3 of 4: rms gives -2, paper -200. */
+	assert_int_equal(run_estimate(r, "--prior", "1", "--rewards", "1,1,1,-1",
+				      NULL, NULL), 0);
+	assert_non_null(strstr(r->out, "\"sigma_mode\": \"rms\""));
+	assert_non_null(strstr(r->out, "\"advantages\": [0, 0, 0, -2]"));
+	assert_int_equal(run_estimate(r, "--prior", "1", "--rewards", "1,1,1,-1",
+				      "--sigma", "paper"), 0);
+	assert_true(json_field(r->out, "sigma") == V05_SIGMA_FLOOR);
+	assert_non_null(strstr(r->out, "\"sigma_mode\": \"paper\""));
+	/* v05-eb under a given fit, at its first stage (k_init = k). */
+	assert_int_equal(run_capture(eb, r), 0);
+	assert_int_equal(r->status, 0);
+	v05_params_default(&p);
+	p.mode = V05_MODE_V05_EB;
+	assert_int_equal(v05_eb_estimate(&p, &fit, 0.2, rw, 4, &e, adv), 0);
+	assert_true(json_field(r->out, "baseline") == e.baseline);
+	assert_true(json_field(r->out, "sigma") == e.sigma);
+	assert_true(json_field(r->out, "weight") == e.weight);
+	/* Without the fit: a usage error naming --fit. */
+	assert_int_equal(run_capture(nofit, r), 0);
+	assert_int_equal(r->status, 2);
+	assert_non_null(strstr(r->err, "--fit"));
+	assert_int_equal(run_estimate(r, "--prior", "0.5", "--rewards", "1",
+				      "--sigma", "floor"), 2);
+	assert_non_null(strstr(r->err, "--sigma"));
+	free(r);
+}
+
 struct bad_case {
 	const char *args[6];
 	const char *names; /* the argument the message must name */
@@ -191,6 +238,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_matches_library),
 		cmocka_unit_test(test_paper_example_output),
 		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_sigma_and_eb),
 		cmocka_unit_test(test_help),
 	};
 

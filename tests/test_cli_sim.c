@@ -181,6 +181,81 @@ static void test_false_rejection(void **state)
 	free(r);
 }
 
+/* The value of key inside the object that follows "obj": {. */
+static double json_sub(const char *json, const char *obj, const char *key)
+{
+	char pat[64];
+	const char *q;
+
+	snprintf(pat, sizeof(pat), "\"%s\": {", obj);
+	q = strstr(json, pat);
+	if (!q)
+		fail_msg("no object \"%s\" in %s", obj, json);
+	return json_field(q + strlen(pat) - 1, key);
+}
+
+/* v05-eb: at most two waves per batch, and on priors this good it beats
+ * the paper's rule without the halt on MSE, on the same prompts. */
+static void test_eb_two_waves(void **state)
+{
+	static const char *const eb[] = { "--prompts", "4096", "--prior-noise",
+		"0.05", "--hallucination", "0", "--mode", "v05-eb", "--seed",
+		"5", NULL };
+	static const char *const v05[] = { "--prompts", "4096", "--prior-noise",
+		"0.05", "--hallucination", "0", "--mode", "v05",
+		"--halt-fraction", "0", "--seed", "5", NULL };
+	static const char *const stream[] = { "--prompts", "4096",
+		"--prior-noise", "0.2", "--hallucination", "0.3", "--mode",
+		"v05-eb", "--schedule", "stream", "--seed", "5", NULL };
+	struct run_result *a = run_ok(eb), *b = run_ok(v05), *c = run_ok(stream);
+
+	(void)state;
+	assert_non_null(strstr(a->out, "\"mode\": \"v05-eb\""));
+	assert_true(json_field(a->out, "max_waves") <= 2);
+	assert_true(json_field(a->out, "waves_per_batch") <= 2);
+	assert_true(json_field(a->out, "halts") == 0);
+	assert_true(json_field(a->out, "rollouts_per_prompt") >= 4);
+	assert_true(json_field(a->out, "max_k") <= 16);
+	assert_true(json_field(a->out, "mse") < json_field(b->out, "mse"));
+	/* The paper's rule without the halt takes more waves. */
+	assert_true(json_field(b->out, "max_waves") > 2);
+	assert_true(json_field(b->out, "waves_per_batch") ==
+		    1 + json_field(b->out, "rounds") / 8);
+	/* The stream schedule changes nothing for v05-eb: one barrier. */
+	assert_non_null(strstr(c->out, "\"schedule\": \"stream\""));
+	assert_true(json_field(c->out, "max_waves") == 2);
+	assert_true(json_field(c->out, "rollouts_per_prompt") > 4);
+	free(a);
+	free(b);
+	free(c);
+}
+
+/* The normalisers: rms keeps |A| <= sqrt(16) = 4 (mean A^2 <= 1); the
+ * paper's reaches 200 when priors at +-1 survive (noise 0.2 clips some). */
+static void test_advantage_bounds(void **state)
+{
+	static const char *const rms[] = { "--prompts", "4096", "--prior-noise",
+		"0.2", "--mode", "v05", "--seed", "2", NULL };
+	static const char *const paper[] = { "--prompts", "4096",
+		"--prior-noise", "0.2", "--mode", "v05", "--sigma", "paper",
+		"--seed", "2", NULL };
+	struct run_result *a = run_ok(rms), *b = run_ok(paper);
+
+	(void)state;
+	assert_non_null(strstr(a->out, "\"sigma\": \"rms\""));
+	assert_true(json_sub(a->out, "adv", "max") <= 4.0);
+	assert_true(json_sub(a->out, "adv", "mean_sq") <= 1.0);
+	assert_true(json_sub(a->out, "adv", "p99") <= json_sub(a->out, "adv", "p999"));
+	assert_true(json_sub(b->out, "adv", "max") >= 199.0);
+	assert_true(json_sub(b->out, "adv", "mean_sq") > 1.0);
+	/* Same groups either way: the grpo column and the MSE agree. */
+	assert_true(json_sub(a->out, "adv_grpo", "mean_sq") ==
+		    json_sub(b->out, "adv_grpo", "mean_sq"));
+	assert_true(json_field(a->out, "mse") == json_field(b->out, "mse"));
+	free(a);
+	free(b);
+}
+
 static void test_bad_arguments(void **state)
 {
 	static const struct {
@@ -193,6 +268,8 @@ static void test_bad_arguments(void **state)
 		{ { "--prior-noise", "nan" }, "--prior-noise" },
 		{ { "--hallucination", "1.5" }, "--hallucination" },
 		{ { "--mode", "ppo" }, "--mode" },
+		{ { "--sigma", "floor" }, "--sigma" },
+		{ { "--schedule", "waves" }, "--schedule" },
 		{ { "--k", "0" }, "--k" },
 		{ { "--k", "65" }, "--k" },
 		{ { "--k", "20", "--mode", "v05" }, "--k" },
@@ -224,7 +301,7 @@ static void test_help(void **state)
 	static const char *const options[] = { "--prompts", "--prior-noise",
 		"--hallucination", "--mode", "--k", "--k-max", "--cost",
 		"--halt-fraction", "--pad", "--batch", "--p", "--seed",
-		"--false-rejection", "--prior" };
+		"--false-rejection", "--prior", "--sigma", "--schedule", "--paper" };
 	struct run_result *r = run_sim(a);
 
 	(void)state;
@@ -241,6 +318,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_keys_and_determinism),
 		cmocka_unit_test(test_mse_matches_expectation),
 		cmocka_unit_test(test_false_rejection),
+		cmocka_unit_test(test_eb_two_waves),
+		cmocka_unit_test(test_advantage_bounds),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_help),
 	};

@@ -452,8 +452,15 @@ static void test_outputs_finite(void **state)
 				for (int vi = -4; vi <= 4; vi++) {
 					struct v05_estimate e;
 
-					assert_int_equal(v05_estimate(&p, vi / 4.0, r,
-							k, &e, adv), 0);
+					struct v05_eb_fit fit = { 10.0, 0.1 };
+
+					int rc = mode == V05_MODE_V05_EB ?
+						 v05_eb_estimate(&p, &fit, vi / 4.0,
+								 r, k, &e, adv) :
+						 v05_estimate(&p, vi / 4.0, r, k,
+							      &e, adv);
+
+					assert_int_equal(rc, 0);
 					assert_true(isfinite(e.mean) &&
 						    isfinite(e.delta2) &&
 						    isfinite(e.weight) &&

@@ -13,7 +13,7 @@ stopping) inside an LLM rollout engine. Pure Python over libv05 (ctypes).
 """
 
 import ctypes
-from typing import Sequence
+from typing import Optional, Sequence, Tuple
 
 from . import _lib
 from ._lib import V05Error, check, lib
@@ -62,21 +62,37 @@ def reward_from_binary(r) -> float:
 
 
 def estimate(prior: float, rewards: Sequence[float], *, cost: float = 0.0039,
-             k_step: int = 2, k_max: int = 16, mode: str = "v05") -> dict:
-    """The statistics core on one group (as `v05ctl estimate`)."""
-    from .plugin import MODES
+             k_step: int = 2, k_max: int = 16, mode: str = "v05",
+             sigma: str = "rms", fit: Optional[Tuple[float, float]] = None
+             ) -> dict:
+    """The statistics core on one group (as `v05ctl estimate`). `sigma`:
+    the advantage normaliser, "rms" (bounded, |A| <= sqrt(k)) or "paper".
+    Mode "v05-eb" needs `fit=(n0, h)`, its batch's fitted prior."""
+    from .plugin import MODES, SIGMAS
     p = _lib.Params()
     lib.v05_params_default(ctypes.byref(p))
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not one of {sorted(MODES)}")
+    if sigma not in SIGMAS:
+        raise ValueError(f"sigma {sigma!r} is not rms or paper")
+    if (mode == "v05-eb") != (fit is not None):
+        raise ValueError("fit=(n0, h) is required for mode v05-eb, "
+                         "and only applies there")
     p.cost, p.k_step, p.k_max, p.mode = cost, k_step, k_max, MODES[mode]
+    p.sigma = SIGMAS[sigma]
     k = len(rewards)
     p.k_init = max(1, min(k, k_max))
     r = (ctypes.c_double * max(1, k))(*rewards)
     adv = (ctypes.c_double * max(1, k))()
     e = _lib.Estimate()
-    check(lib.v05_estimate(ctypes.byref(p), float(prior), r, k,
-                           ctypes.byref(e), adv), "estimate")
+    if fit is not None:
+        f = _lib.EbFit(float(fit[0]), float(fit[1]))
+        check(lib.v05_eb_estimate(ctypes.byref(p), ctypes.byref(f),
+                                  float(prior), r, k, ctypes.byref(e), adv),
+              "estimate")
+    else:
+        check(lib.v05_estimate(ctypes.byref(p), float(prior), r, k,
+                               ctypes.byref(e), adv), "estimate")
     return {"k": e.k, "mean": e.mean, "delta2": e.delta2, "weight": e.weight,
             "baseline": e.baseline, "sigma": e.sigma,
             "k_target": e.k_target if e.has_target else None,

@@ -24,7 +24,8 @@ class V05Error(OSError):
 class Params(ctypes.Structure):
     _fields_ = [("cost", ctypes.c_double), ("k_init", ctypes.c_uint32),
                 ("k_step", ctypes.c_uint32), ("k_max", ctypes.c_uint32),
-                ("mode", ctypes.c_uint32)]
+                ("mode", ctypes.c_uint32), ("sigma", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32)]
 
 
 class Estimate(ctypes.Structure):
@@ -33,6 +34,10 @@ class Estimate(ctypes.Structure):
                 ("delta2", ctypes.c_double), ("weight", ctypes.c_double),
                 ("baseline", ctypes.c_double), ("sigma", ctypes.c_double),
                 ("k_target", ctypes.c_double)]
+
+
+class EbFit(ctypes.Structure):
+    _fields_ = [("n0", ctypes.c_double), ("h", ctypes.c_double)]
 
 
 class Config(ctypes.Structure):
@@ -115,7 +120,7 @@ path_loaded = None  # the libv05 this process uses (set by _load)
 
 
 def _check_abi():
-    expect = {Params: 24, Estimate: 64, Config: 88, PromptIn: 24,
+    expect = {Params: 32, Estimate: 64, Config: 96, PromptIn: 24,
               Decision_: 56, Group_: 104, Support: 16, Reward: 16,
               ObserverInfo: 776, LaneStat: 32}
     for struct, size in expect.items():
@@ -123,7 +128,7 @@ def _check_abi():
             raise ImportError(f"v05: ctypes {struct.__name__} is "
                               f"{ctypes.sizeof(struct)} bytes, the C ABI "
                               f"says {size}")
-    if Config.journal_path.offset != 80 or ObserverInfo.journal_error.offset != 136:
+    if Config.journal_path.offset != 88 or ObserverInfo.journal_error.offset != 136:
         raise ImportError("v05: ctypes layout drifted from the C ABI")
 
 
@@ -186,6 +191,9 @@ _sig("v05_params_default", None, ctypes.POINTER(Params))
 _sig("v05_estimate", _int, ctypes.POINTER(Params), ctypes.c_double,
      ctypes.POINTER(ctypes.c_double), _u32, ctypes.POINTER(Estimate),
      ctypes.POINTER(ctypes.c_double))
+_sig("v05_eb_estimate", _int, ctypes.POINTER(Params), ctypes.POINTER(EbFit),
+     ctypes.c_double, ctypes.POINTER(ctypes.c_double), _u32,
+     ctypes.POINTER(Estimate), ctypes.POINTER(ctypes.c_double))
 _sig("v05_mode_from_name", _int, ctypes.c_char_p)
 _sig("v05_prior_from_p", _int, ctypes.c_double, ctypes.POINTER(ctypes.c_double))
 _sig("v05_reward_from_binary", _int, _int, ctypes.POINTER(ctypes.c_double))

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The v05 demo: one batch through the simulated engine, per mode.
 
-    python3 -m v05.demo [--prompts 512] [--seed 0] [--modes v05,v05-fixed,grpo,dapo]
+    python3 -m v05.demo [--prompts 512] [--seed 0]
+                        [--modes v05,v05-eb,v05-fixed,grpo,dapo]
                         [--schedule rounds|stream] [--workers 4] ...
 
 Each mode gets a real segment and real reward-worker processes; the table
@@ -22,6 +23,8 @@ from .sim import Latency, Progress, SimEngine, make_prompts
 # mode -> (label, plugin parameters): the paper's comparison.
 MODES = {
     "v05": ("v05 (OSLA)", dict(mode="v05", k_init=4, k_step=2, k_max=16)),
+    "v05-eb": ("v05-eb (two waves)", dict(mode="v05-eb", k_init=4, k_step=2,
+                                          k_max=16)),
     "v05-fixed": ("v05-fixed k=4", dict(mode="v05-fixed", k_init=4, k_max=4)),
     "grpo": ("grpo G=16", dict(mode="grpo", k_init=16, k_max=16)),
     "dapo": ("dapo G=16", dict(mode="dapo", k_init=16, k_max=16)),
@@ -36,8 +39,8 @@ def parse_args(argv):
     ap.add_argument("--prompts", type=int, default=512,
                     help="prompts in the batch (default 512)")
     ap.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    ap.add_argument("--modes", default="v05,v05-fixed,grpo,dapo",
-                    help="comma-separated: v05, v05-fixed, grpo, dapo")
+    ap.add_argument("--modes", default="v05,v05-eb,v05-fixed,grpo,dapo",
+                    help="comma-separated: v05, v05-eb, v05-fixed, grpo, dapo")
     ap.add_argument("--schedule", choices=["rounds", "stream"], default="rounds",
                     help="batch policy (default rounds, the paper's)")
     ap.add_argument("--workers", type=int, default=4,

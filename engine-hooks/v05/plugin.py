@@ -14,7 +14,9 @@ from ._lib import V05Error, check, lib
 
 __all__ = ["Plugin", "Decision", "Group", "SubmitError", "key_of"]
 
-MODES = {"v05": 0, "v05-fixed": 1, "grpo": 2, "dapo": 3}
+MODES = {"v05": 0, "v05-fixed": 1, "grpo": 2, "dapo": 3, "v05-eb": 4}
+# Advantage normaliser of the fused modes (docs/STATISTICS.md).
+SIGMAS = {"rms": 0, "paper": 1}
 SCHEDULES = {"rounds": 0, "stream": 1}
 KINDS = {1: "sample", 2: "final", 3: "drop", 4: "barrier"}
 ACTIONS = {0: "stop", 1: "more", 2: "drop"}
@@ -144,19 +146,29 @@ class Plugin:
     @classmethod
     def create(cls, name: str, *, cost: float = 0.0039, k_init: int = 4,
                k_step: int = 2, k_max: int = 16, halt_fraction: float = 0.25,
-               pad_multiple: int = 32, mode: str = "v05",
+               pad_multiple: int = 32, mode: Optional[str] = None,
                schedule: str = "rounds", max_prompts: int = 4096,
                max_producers: int = 16, lane_capacity: int = 4096,
                max_batches: int = 64, stream_deadline_us: int = 2000,
                journal: Optional[str] = None, journal_sync: bool = False,
                file_mode: int = 0o600, wait: str = "auto",
-               external_halt: bool = False) -> "Plugin":
+               external_halt: bool = False, sigma: Optional[str] = None,
+               paper: bool = False) -> "Plugin":
         """Create segment `name` and own it. Parameters as in
-        include/v05/plugin.h (struct v05_config); every one is checked."""
+        include/v05/plugin.h (struct v05_config); every one is checked.
+        mode defaults to "v05-eb" and sigma to "rms"; paper=True makes them
+        "v05" and "paper" (with halt_fraction 0.25, the paper's exact
+        behaviour; explicit mode/sigma still win)."""
+        if mode is None:
+            mode = "v05" if paper else "v05-eb"
+        if sigma is None:
+            sigma = "paper" if paper else "rms"
         c = _lib.Config()
         lib.v05_config_default(ctypes.byref(c))
         if mode not in MODES:
             raise ValueError(f"mode {mode!r} is not one of {sorted(MODES)}")
+        if sigma not in SIGMAS:
+            raise ValueError(f"sigma {sigma!r} is not rms or paper")
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule {schedule!r} is not rounds or stream")
         if wait not in ("auto", "thread"):
@@ -166,6 +178,7 @@ class Plugin:
         c.params.k_step = k_step
         c.params.k_max = k_max
         c.params.mode = MODES[mode]
+        c.params.sigma = SIGMAS[sigma]
         c.halt_fraction = halt_fraction
         c.pad_multiple = pad_multiple
         c.schedule = SCHEDULES[schedule]

@@ -67,10 +67,14 @@ struct v05_config {
 	const char *journal_path;   /* NULL: no journal                       */
 };
 
-/* Defaults: v05 params (c 0.0039, k 4/2/16), halt 0.25, pad 32, rounds,
- * deadline 2000 us, 4096 prompts, 16 producers, lanes of 4096, 64 batches,
- * mode 0600, no journal. */
+/* Defaults: mode v05-eb (two waves, no halt; docs/STATISTICS.md explains
+ * the choice) with the rms normaliser, c 0.0039, k 4/2/16, halt 0.25 (used
+ * by mode v05 only), pad 32, rounds, deadline 2000 us, 4096 prompts, 16
+ * producers, lanes of 4096, 64 batches, file mode 0600, no journal. */
 V05_API void v05_config_default(struct v05_config *c);
+/* The defaults, then the paper's exact behaviour: mode v05 (fusion + OSLA)
+ * with its 25% batch halt and the paper's normaliser sqrt(1 - mu^2). */
+V05_API void v05_config_paper(struct v05_config *c);
 /* 0, or -EINVAL naming the field in v05_errmsg(). */
 V05_API int v05_config_check(const struct v05_config *c);
 

@@ -27,10 +27,11 @@ extern "C" {
 #define V05_K_LIMIT 64u
 
 /*
- * Floor of sigma* = sqrt(1 - mu^2). sigma* reaches 0 when the baseline is
- * exactly -1 or 1 (a prior of +-1 that the rewards did not reject). The floor
- * keeps advantages finite: with rewards in [-1, 1], |A| <= 2 / 0.01 = 200.
- * Where r_i == mu the advantage is exactly 0 whatever the floor.
+ * Floor of the paper's sigma* = sqrt(1 - mu^2) (normaliser V05_SIGMA_PAPER).
+ * sigma* reaches 0 when the baseline is exactly -1 or 1 (a prior of +-1 that
+ * the rewards did not reject). The floor keeps advantages finite, but only
+ * just: with rewards in [-1, 1], |A| <= 2 / 0.01 = 200. The default
+ * normaliser (V05_SIGMA_RMS) bounds |A| by sqrt(k) instead.
  */
 #define V05_SIGMA_FLOOR 0.01
 
@@ -48,7 +49,22 @@ enum v05_mode {
 	V05_MODE_V05_FIXED, /* fusion, fixed group size k_init        */
 	V05_MODE_GRPO,      /* group mean / group std, fixed G=k_init */
 	V05_MODE_DAPO,      /* grpo + drop of zero-variance groups    */
+	V05_MODE_V05_EB,    /* empirical-Bayes baseline, two waves    */
 	V05_MODE_COUNT
+};
+
+/*
+ * Advantage normaliser of the fused modes (v05, v05-fixed, v05-eb).
+ * rms:   sigma^2 = max(1 - mu^2, (1/k) sum_j (r_j - mu)^2). Then
+ *        (1/k) sum_i A_i^2 <= 1, so |A_i| <= sqrt(k); sigma == 0 only when
+ *        every reward equals mu, and then every advantage is exactly 0.
+ * paper: sigma = max(sqrt(1 - mu^2), V05_SIGMA_FLOOR) (|A| up to 200).
+ * grpo and dapo ignore it (group std, as verl).
+ */
+enum v05_sigma {
+	V05_SIGMA_RMS = 0,
+	V05_SIGMA_PAPER = 1,
+	V05_SIGMA_COUNT
 };
 
 enum v05_action {
@@ -63,6 +79,8 @@ struct v05_params {
 	uint32_t k_step; /* samples added per "more", >= 1                 */
 	uint32_t k_max;  /* hard cap, k_init <= k_max <= V05_K_LIMIT       */
 	uint32_t mode;   /* enum v05_mode                                  */
+	uint32_t sigma;  /* enum v05_sigma (0: rms, the default)           */
+	uint32_t reserved; /* 0                                            */
 };
 
 struct v05_estimate {
@@ -83,10 +101,13 @@ V05_API void v05_params_default(struct v05_params *p);
 /* 0 if *p is valid, else -EINVAL (see v05_errmsg() for which field). */
 V05_API int v05_params_check(const struct v05_params *p);
 
-/* Mode name ("v05", "v05-fixed", "grpo", "dapo") or NULL. */
+/* Mode name ("v05", "v05-fixed", "grpo", "dapo", "v05-eb") or NULL. */
 V05_API const char *v05_mode_name(uint32_t mode);
 /* Mode by name; returns the mode or -EINVAL. */
 V05_API int v05_mode_from_name(const char *name);
+/* Normaliser name ("rms", "paper") or NULL; by name: the value or -EINVAL. */
+V05_API const char *v05_sigma_name(uint32_t sigma);
+V05_API int v05_sigma_from_name(const char *name);
 /* "stop", "more", "drop" or NULL. */
 V05_API const char *v05_action_name(uint32_t action);
 
@@ -104,10 +125,16 @@ V05_API int v05_weight(double delta2, uint32_t k, double *weight);
 /* mu = w * vbar + (1 - w) * V, clamped to [-1, 1] against rounding. */
 V05_API int v05_baseline(double weight, double mean, double prior, double *mu);
 
-/* sigma* = max(sqrt(1 - mu^2), V05_SIGMA_FLOOR). */
+/* sigma* = max(sqrt(1 - mu^2), V05_SIGMA_FLOOR) (the paper's normaliser). */
 V05_API int v05_sigma_star(double mu, double *sigma);
 
-/* A_i = (r_i - mu) / sigma, in input order; sigma > 0. */
+/* sigma = sqrt(max(1 - mu^2, (1/k) sum (r_j - mu)^2)) (the rms normaliser);
+ * may be 0 (every reward equals mu). */
+V05_API int v05_sigma_rms(double mu, const double *rewards, uint32_t k,
+			  double *sigma);
+
+/* A_i = (r_i - mu) / sigma, in input order; sigma > 0, or sigma == 0 when
+ * every r_i == mu (then every A_i is 0). */
 V05_API int v05_advantages(const double *rewards, uint32_t k, double mu,
 			   double sigma, double *adv);
 
@@ -127,14 +154,84 @@ V05_API int v05_decide(const struct v05_params *p, uint32_t k, bool has_target,
 		       double k_target);
 
 /*
- * Everything at once, for any mode. rewards[0..k) in sample order; adv (may
- * be NULL) receives k advantages in the same order. Returns 0 or -EINVAL
- * (bad params), -EDOM (a reward or the prior not finite or outside [-1, 1]),
- * -ERANGE (k == 0 or k > k_max).
+ * Everything at once, for any mode but v05-eb (which needs its batch's fit:
+ * v05_eb_estimate). rewards[0..k) in sample order; adv (may be NULL)
+ * receives k advantages in the same order. Returns 0 or -EINVAL (bad params,
+ * or mode v05-eb), -EDOM (a reward or the prior not finite or outside
+ * [-1, 1]), -ERANGE (k == 0 or k > k_max).
  */
 V05_API int v05_estimate(const struct v05_params *p, double prior,
 			 const double *rewards, uint32_t k,
 			 struct v05_estimate *out, double *adv);
+
+/* ---- v05-eb: empirical-Bayes baseline (docs/STATISTICS.md) ------------
+ *
+ * Per batch, a two-component prior on each prompt's success probability p:
+ * with q = (1 + V)/2, Beta(n0 q + 1, n0 (1 - q) + 1) with weight 1 - h (the
+ * prior is right up to a concentration n0) and Beta(1, 1) with weight h (the
+ * prior is a hallucination). A group of k rewards counts as s = sum (1+r)/2
+ * successes: for rewards in {-1, 1} this is the binomial likelihood; a
+ * reward strictly inside (-1, 1) is a fractional observation ((1+r)/2 of a
+ * success and (1-r)/2 of a failure), so continuous rewards have a defined,
+ * bounded effect rather than an error. (n0, h) is the maximum-likelihood
+ * point of the grid n0 = 10^(j/10), j = 0..30, times V05_EB_H_GRID values
+ * of h, log-spaced from 0.005 to 0.9.
+ */
+#define V05_EB_N0_GRID 31u
+#define V05_EB_H_GRID 24u
+#define V05_EB_H_MIN 0.005
+#define V05_EB_H_MAX 0.9
+
+struct v05_eb_fit {
+	double n0; /* concentration of the "prior right" component, >= 1 */
+	double h;  /* weight of the hallucination component, in (0, 1)   */
+};
+
+/* n0 of grid index j (0..30) and h of grid index j (0..V05_EB_H_GRID-1). */
+V05_API double v05_eb_n0_at(uint32_t j);
+V05_API double v05_eb_h_at(uint32_t j);
+
+/* Log marginal likelihood of n groups (prior[i], k[i] rewards, s[i]
+ * successes with 0 <= s <= k <= 64) under *fit: sum_i log[(1-h) m1 + h m2]
+ * with m the beta-binomial probability of the observed sequence. */
+V05_API int v05_eb_loglik(const struct v05_eb_fit *fit, const double *prior,
+			  const uint32_t *k, const double *s, uint32_t n,
+			  double *ll);
+
+/* The grid point with the largest v05_eb_loglik (first on ties); n >= 1. */
+V05_API int v05_eb_fit(const double *prior, const uint32_t *k, const double *s,
+		       uint32_t n, struct v05_eb_fit *fit);
+
+/* Posterior mean and variance of mu = 2p - 1 after k rewards with s
+ * successes, and the posterior probability of the hallucination component. */
+V05_API int v05_eb_posterior(const struct v05_eb_fit *fit, double prior,
+			     uint32_t k, double s, double *mean, double *var,
+			     double *p_halluc);
+
+/* Expected posterior variance of mu after m more binary rewards: the sum
+ * over t = 0..m successes of the mixture's beta-binomial predictive times
+ * the posterior variance at (k + m, s + t). m = 0: the current variance. */
+V05_API int v05_eb_expected_var(const struct v05_eb_fit *fit, double prior,
+				uint32_t k, double s, uint32_t m, double *ev);
+
+/* The m in {0, k_step, 2 k_step, ...}, k + m <= k_max, minimising
+ * v05_eb_expected_var + cost * m (the smaller m on ties). Returns m >= 0 or
+ * a negative errno. */
+V05_API int v05_eb_choose(const struct v05_params *p,
+			  const struct v05_eb_fit *fit, double prior,
+			  uint32_t k, double s);
+
+/*
+ * One group in mode v05-eb under the batch's fit: baseline = posterior mean
+ * (weight = posterior probability that the prior is right, delta2 = 0),
+ * advantages with p->sigma's normaliser. At k == k_init the action is
+ * "more" with k_target = k + m when v05_eb_choose gives m > 0; otherwise
+ * "stop" (the second wave always finalizes).
+ */
+V05_API int v05_eb_estimate(const struct v05_params *p,
+			    const struct v05_eb_fit *fit, double prior,
+			    const double *rewards, uint32_t k,
+			    struct v05_estimate *out, double *adv);
 
 /* Scale helpers: V = 2p - 1 for p in [0, 1]; r = 2b - 1 for b in {0, 1}. */
 V05_API int v05_prior_from_p(double p, double *prior);

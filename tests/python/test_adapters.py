@@ -68,7 +68,7 @@ class AsyncLLM:
 
 def run_rollout(segname, make, items, **kw):
     async def main():
-        with v05.Plugin.create(segname, max_prompts=64, pad_multiple=1,
+        with v05.Plugin.create(segname, max_prompts=64, pad_multiple=1, mode="v05",
                                **kw) as plugin:
             ro = make(plugin)
             results = await ro.generate(items)

@@ -30,7 +30,8 @@ def drive(plugin, writer, decisions, reward=lambda uid, s: 1.0):
 
 
 def test_submit_poll_release(segname):
-    with v05.Plugin.create(segname, max_prompts=64, max_producers=4) as p:
+    with v05.Plugin.create(segname, max_prompts=64, max_producers=4,
+                           mode="v05") as p:
         ds = p.submit([("a", 0.8), (b"b", -0.8), ("c", 0.0)])
         assert [d.kind for d in ds] == ["sample"] * 3
         assert all(d.samples == [0, 1, 2, 3] for d in ds)
@@ -126,7 +127,7 @@ def test_close_refuses_live_views(segname):
 
 
 def test_attach_recover(segname):
-    p = v05.Plugin.create(segname, max_prompts=8, pad_multiple=1)
+    p = v05.Plugin.create(segname, max_prompts=8, pad_multiple=1, mode="v05")
     ds = p.submit([("a", 0.8), ("b", 0.8)])
     with v05.RewardWriter.attach(segname) as w:
         for s in ds[0].samples:

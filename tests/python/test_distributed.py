@@ -33,7 +33,7 @@ def rank_main(rank, port, prefix, out):
     coord = HaltCoordinator(halt_fraction=0.25)
     mine = prompts()[rank::WORLD]
     with v05.Plugin.create(f"{prefix}-{rank}", max_prompts=64, pad_multiple=1,
-                           external_halt=True) as p:
+                           external_halt=True, mode="v05") as p:
         with SimEngine(p, mine, workers=1, latency="uniform:0:2", seed=SEED,
                        on_barrier=coord.barrier,
                        on_done=lambda pl, batch, n: coord.finish(batch, n)) as eng:
@@ -52,7 +52,8 @@ def free_port():
 
 def test_three_engines_halt_together(segname, tmp_path):
     # The reference: one engine, the whole batch, the local halt rule.
-    with v05.Plugin.create(segname, max_prompts=128, pad_multiple=1) as p:
+    with v05.Plugin.create(segname, max_prompts=128, pad_multiple=1,
+                           mode="v05") as p:
         with SimEngine(p, prompts(), workers=2, latency="uniform:0:2",
                        seed=SEED) as eng:
             res = eng.run(keep_groups=True)

@@ -48,8 +48,9 @@ def test_latency():
 @pytest.mark.parametrize("schedule", ["rounds", "stream"])
 def test_sim_engine_run(segname, schedule):
     prompts = make_prompts(96, seed=3, noise=0.2, hallucination=0.3)
+    # mode v05: every group is checked against the per-group core below.
     with v05.Plugin.create(segname, max_prompts=128, schedule=schedule,
-                           pad_multiple=8) as p:
+                           pad_multiple=8, mode="v05") as p:
         with SimEngine(p, prompts, workers=3, latency="uniform:0:1",
                        seed=3) as eng:
             res = eng.run(keep_groups=True)

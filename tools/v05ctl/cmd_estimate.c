@@ -15,6 +15,7 @@ void help_estimate(FILE *f)
 	fprintf(f,
 		"usage: v05ctl estimate --prior V --rewards R1,R2,... [--cost C]\n"
 		"                       [--k-step N] [--k-max N] [--mode MODE]\n"
+		"                       [--sigma rms|paper] [--fit N0,H]\n"
 		"\n"
 		"Fuses the prior V with the rewards of one group (in sample order)\n"
 		"and prints exactly one JSON object on stdout: k, mode, mean,\n"
@@ -31,12 +32,23 @@ void help_estimate(FILE *f)
 		"  --k-step N      samples added per \"more\", >= 1 (default %u)\n"
 		"  --k-max N       cap on the group size, <= %u (default %u)\n"
 		"  --mode MODE     v05 (fusion + OSLA), v05-fixed (fusion, fixed k),\n"
-		"                  grpo (group mean/std as verl), dapo (grpo + drop of\n"
-		"                  zero-variance groups) (default v05)\n"
+		"                  v05-eb (empirical-Bayes posterior mean under a\n"
+		"                  batch's fit, see --fit), grpo (group mean/std as\n"
+		"                  verl), dapo (grpo + drop of zero-variance groups)\n"
+		"                  (default v05)\n"
+		"  --sigma NORM    advantage normaliser of the v05 modes: rms (default;\n"
+		"                  sigma^2 = max(1 - baseline^2, mean (r - baseline)^2),\n"
+		"                  so |A| <= sqrt(k)) or paper (sqrt(1 - baseline^2)\n"
+		"                  floored at %g)\n"
+		"  --fit N0,H      v05-eb only, required there: the batch's fitted\n"
+		"                  concentration n0 >= 0 and hallucination weight H in\n"
+		"                  (0, 1); the group is taken at its first stage\n"
+		"                  (k_init = k), so action/k_target give the\n"
+		"                  two-stage choice of extra samples\n"
 		"  -h, --help      this text\n"
 		"\n"
-		"sigma is sqrt(1 - baseline^2) floored at %g (v05 modes), or the\n"
-		"group's std (grpo/dapo; advantages divide by std + %g as verl).\n"
+		"grpo/dapo's sigma is the group's std (advantages divide by\n"
+		"std + %g as verl).\n"
 		"\n"
 		"Bad input: one line on stderr naming the argument, exit status 2,\n"
 		"nothing on stdout.\n"
@@ -61,10 +73,12 @@ static int parse_uint_opt(const char *opt, const char *arg, uint32_t *out)
 }
 
 static void print_estimate(const struct v05_estimate *e, uint32_t mode,
-			   const double *adv)
+			   uint32_t sigma, const double *adv)
 {
 	printf("{\"k\": %u, \"mode\": ", e->k);
 	json_str(stdout, v05_mode_name(mode));
+	printf(", \"sigma_mode\": ");
+	json_str(stdout, v05_sigma_name(sigma));
 	printf(", \"mean\": ");
 	json_num(stdout, e->mean);
 	printf(", \"delta2\": ");
@@ -100,6 +114,8 @@ int cmd_estimate(int argc, char **argv)
 		{ "k-step", required_argument, NULL, 's' },
 		{ "k-max", required_argument, NULL, 'm' },
 		{ "mode", required_argument, NULL, 'M' },
+		{ "sigma", required_argument, NULL, 'g' },
+		{ "fit", required_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -107,7 +123,8 @@ int cmd_estimate(int argc, char **argv)
 	const char *rewards_arg = NULL;
 	struct v05_params params;
 	struct v05_estimate e;
-	bool have_prior = false;
+	struct v05_eb_fit fit = { 0.0, 0.0 };
+	bool have_prior = false, have_fit = false;
 	double prior = 0.0;
 	unsigned bad = 0;
 	int opt, k, ret;
@@ -145,10 +162,32 @@ int cmd_estimate(int argc, char **argv)
 			ret = v05_mode_from_name(optarg);
 			if (ret < 0)
 				return v05ctl_usage_error("estimate",
-					"--mode: '%s' is not one of v05, v05-fixed, grpo, dapo",
+					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo",
 					optarg);
 			params.mode = (uint32_t)ret;
 			break;
+		case 'g':
+			ret = v05_sigma_from_name(optarg);
+			if (ret < 0)
+				return v05ctl_usage_error("estimate",
+					"--sigma: '%s' is not rms or paper", optarg);
+			params.sigma = (uint32_t)ret;
+			break;
+		case 'f': {
+			double v[2];
+			unsigned b2 = 0;
+
+			if (v05ctl_parse_double_list(optarg, v, 2, &b2) != 2 ||
+			    !(v[0] >= 0.0 && v[0] <= 1e9) ||
+			    !(v[1] > 0.0 && v[1] < 1.0))
+				return v05ctl_usage_error("estimate",
+					"--fit: '%s' is not N0,H with N0 >= 0 and H in (0, 1)",
+					optarg);
+			fit.n0 = v[0];
+			fit.h = v[1];
+			have_fit = true;
+			break;
+		}
 		case 'h':
 			help_estimate(stdout);
 			return EXIT_OK;
@@ -166,8 +205,15 @@ int cmd_estimate(int argc, char **argv)
 					  argv[optind]);
 	if (!rewards_arg)
 		return v05ctl_usage_error("estimate", "--rewards is required");
+	if (params.mode == V05_MODE_V05_EB && !have_fit)
+		return v05ctl_usage_error("estimate",
+					  "--fit N0,H is required for mode v05-eb");
+	if (params.mode != V05_MODE_V05_EB && have_fit)
+		return v05ctl_usage_error("estimate",
+					  "--fit only applies to mode v05-eb");
 	if (!have_prior && (params.mode == V05_MODE_V05 ||
-			    params.mode == V05_MODE_V05_FIXED))
+			    params.mode == V05_MODE_V05_FIXED ||
+			    params.mode == V05_MODE_V05_EB))
 		return v05ctl_usage_error("estimate",
 					  "--prior is required for mode %s",
 					  v05_mode_name(params.mode));
@@ -198,13 +244,16 @@ int cmd_estimate(int argc, char **argv)
 		return v05ctl_usage_error("estimate",
 					  "--rewards: %d rewards exceed --k-max %u",
 					  k, params.k_max);
-	ret = v05_estimate(&params, prior, rewards, (uint32_t)k, &e, adv);
+	ret = params.mode == V05_MODE_V05_EB ?
+		      v05_eb_estimate(&params, &fit, prior, rewards, (uint32_t)k,
+				      &e, adv) :
+		      v05_estimate(&params, prior, rewards, (uint32_t)k, &e, adv);
 	if (ret) {
 		const char *msg = v05_errmsg();
 		const char *name = !strncmp(msg, "prior", 5) ? "--prior" :
 							       "--rewards";
 		return v05ctl_usage_error("estimate", "%s: %s", name, msg);
 	}
-	print_estimate(&e, params.mode, adv);
+	print_estimate(&e, params.mode, params.sigma, adv);
 	return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
 }

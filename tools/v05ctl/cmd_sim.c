@@ -31,7 +31,11 @@ void help_sim(FILE *f)
 		"padding), in batches, and prints one JSON object: mode, k, prompts,\n"
 		"prior_noise, hallucination, seed, mse (mean over prompts of\n"
 		"(baseline - mu)^2), rollouts_per_prompt, mean_k, max_k, halts,\n"
-		"rounds, dropped, saving_vs_g16 (1 - rollouts per prompt / 16).\n"
+		"rounds, waves_per_batch (dispatches per batch, the first one\n"
+		"included), max_waves, dropped, saving_vs_g16 (1 - rollouts per\n"
+		"prompt / 16), and the advantages' distribution: adv (this mode's\n"
+		"|A| p99, p99.9, max and mean A^2 over every sample) and adv_grpo\n"
+		"(the same for verl's (r - mean) / (std + 1e-6) on the same groups).\n"
 		"\n"
 		"Each prompt's true success probability p is uniform on [0, 1]\n"
 		"(or --p); its true mean is mu = 2p - 1; its prior is\n"
@@ -42,11 +46,18 @@ void help_sim(FILE *f)
 		"  --prompts N         prompts (default 10000)\n"
 		"  --prior-noise S     prior noise std, >= 0 (default 0.1)\n"
 		"  --hallucination H   share of random priors, in [0, 1] (default 0)\n"
-		"  --mode MODE         v05 (OSLA), v05-fixed, grpo, dapo (default v05)\n"
-		"  --k K               group size: v05's k_init (default 4),\n"
+		"  --mode MODE         v05-eb (empirical Bayes, two waves; the\n"
+		"                      default), v05 (the paper's OSLA), v05-fixed,\n"
+		"                      grpo, dapo\n"
+		"  --paper             the paper's exact behaviour: mode v05, halt\n"
+		"                      0.25, --sigma paper, rounds (later options\n"
+		"                      still override)\n"
+		"  --sigma NORM        rms (bounded, default) or paper (fused modes)\n"
+		"  --schedule S        rounds (default) or stream\n"
+		"  --k K               group size: v05's and v05-eb's k_init (default 4),\n"
 		"                      v05-fixed's k (default 4), grpo/dapo's G\n"
 		"                      (default 16)\n"
-		"  --k-max N           v05's cap (default 16)\n"
+		"  --k-max N           v05's and v05-eb's cap (default 16)\n"
 		"  --cost C            OSLA cost per rollout (default %g)\n"
 		"  --halt-fraction F   batch halt (default 0.25)\n"
 		"  --pad N             dispatch multiple (default 32)\n"
@@ -89,15 +100,90 @@ static double normal(uint64_t *s)
 struct sim_opts {
 	uint64_t prompts, seed, batch;
 	double noise, hallucination, cost, halt, p_fixed;
-	uint32_t mode, k, k_max, pad;
+	uint32_t mode, k, k_max, pad, sigma, schedule;
 	int have_k, have_p;
+};
+
+/* |A| of every final sample, this mode's and grpo's on the same groups. */
+struct adv_acc {
+	double *abs;
+	uint64_t n, cap;
+	double sq;
 };
 
 struct sim_out {
 	double sq_err, k_sum;
-	uint32_t max_k;
+	uint32_t max_k, max_waves;
 	uint64_t dropped;
+	struct adv_acc adv, grpo;
 };
+
+static int adv_add(struct adv_acc *a, double x)
+{
+	if (a->n == a->cap) {
+		uint64_t cap = a->cap ? 2 * a->cap : 4096;
+		double *n = realloc(a->abs, cap * sizeof(*n));
+
+		if (!n)
+			return -1;
+		a->abs = n;
+		a->cap = cap;
+	}
+	a->abs[a->n++] = fabs(x);
+	a->sq += x * x;
+	return 0;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+
+	return (a > b) - (a < b);
+}
+
+/* Nearest-rank quantile of the sorted |A|. */
+static double quantile(const struct adv_acc *a, double q)
+{
+	uint64_t r = (uint64_t)ceil(q * (double)a->n);
+
+	return a->n ? a->abs[r ? r - 1 : 0] : 0.0;
+}
+
+static void adv_print(const char *name, struct adv_acc *a)
+{
+	qsort(a->abs, a->n, sizeof(double), cmp_double);
+	printf(", \"%s\": {\"p99\": ", name);
+	json_num(stdout, quantile(a, 0.99));
+	printf(", \"p999\": ");
+	json_num(stdout, quantile(a, 0.999));
+	printf(", \"max\": ");
+	json_num(stdout, a->n ? a->abs[a->n - 1] : 0.0);
+	printf(", \"mean_sq\": ");
+	json_num(stdout, a->n ? a->sq / (double)a->n : 0.0);
+	printf("}");
+}
+
+/* This group's advantages, and grpo's on its rewards. */
+static int adv_group(struct sim_out *out, const struct v05_group *g)
+{
+	struct v05_params gp;
+	struct v05_estimate e;
+	double r[V05_K_LIMIT], a[V05_K_LIMIT];
+
+	v05_params_default(&gp);
+	gp.mode = V05_MODE_GRPO;
+	gp.k_init = 1;
+	gp.k_max = V05_K_LIMIT;
+	for (uint32_t i = 0; i < g->k; i++)
+		r[i] = g->rewards[i];
+	if (v05_estimate(&gp, 0.0, r, g->k, &e, a))
+		return -1;
+	for (uint32_t i = 0; i < g->k; i++)
+		if (adv_add(&out->adv, g->advantages[i]) ||
+		    adv_add(&out->grpo, a[i]))
+			return -1;
+	return 0;
+}
 
 static float reward_of(uint64_t seed, uint64_t prompt, uint32_t sample, double p)
 {
@@ -148,6 +234,8 @@ static int apply_decision(struct v05_plugin *pl, struct v05_producer *w,
 	if (g.k > out->max_k)
 		out->max_k = g.k;
 	out->dropped += d->kind == V05_DECISION_DROP;
+	if (adv_group(out, &g))
+		return sim_fail("advantages");
 	if (v05_release(pl, d->slot))
 		return sim_fail("release");
 	(*finals)++;
@@ -201,14 +289,15 @@ static int run_sim(const struct sim_opts *o)
 	double *p = calloc(o->prompts, sizeof(double));
 	double *prior = calloc(o->prompts, sizeof(double));
 	struct v05_decision *d = calloc(2 * (size_t)bsz, sizeof(*d));
-	uint64_t rng = o->seed, counters[V05_COUNTER_SLOTS];
-	struct sim_out out = { 0, 0, 0, 0 };
+	uint64_t rng = o->seed, counters[V05_COUNTER_SLOTS], batches = 0;
+	struct sim_out out;
 	struct v05_producer *w = NULL;
 	struct v05_plugin *pl = NULL;
 	struct v05_config c;
 	char name[64];
 	int ret = 0;
 
+	memset(&out, 0, sizeof(out));
 	if (!p || !prior || !d)
 		return EXIT_FAILED;
 	for (uint64_t i = 0; i < o->prompts; i++) {
@@ -228,7 +317,10 @@ static int run_sim(const struct sim_opts *o)
 	c.params.cost = o->cost;
 	c.params.mode = o->mode;
 	c.params.k_init = o->k;
-	c.params.k_max = o->mode == V05_MODE_V05 ? o->k_max : o->k;
+	c.params.k_max = o->mode == V05_MODE_V05 || o->mode == V05_MODE_V05_EB ?
+				 o->k_max : o->k;
+	c.params.sigma = o->sigma;
+	c.schedule = o->schedule;
 	c.halt_fraction = o->halt;
 	c.pad_multiple = o->pad;
 	c.max_prompts = bsz;
@@ -247,7 +339,16 @@ static int run_sim(const struct sim_opts *o)
 	for (uint64_t first = 0; first < o->prompts && !ret; first += bsz) {
 		uint32_t n = (uint32_t)(o->prompts - first < bsz ? o->prompts - first : bsz);
 
+		uint64_t before;
+
+		v05_counters(pl, counters, V05_COUNTER_SLOTS);
+		before = counters[V05_C_ROUNDS];
 		ret = run_batch(pl, w, o, first, n, p + first, prior + first, &out, d);
+		v05_counters(pl, counters, V05_COUNTER_SLOTS);
+		/* Waves: the first dispatch plus every release. */
+		if (1 + counters[V05_C_ROUNDS] - before > out.max_waves)
+			out.max_waves = (uint32_t)(1 + counters[V05_C_ROUNDS] - before);
+		batches++;
 	}
 	if (!ret) {
 		double rpp;
@@ -265,6 +366,9 @@ static int run_sim(const struct sim_opts *o)
 			json_num(stdout, o->p_fixed);
 		else
 			fputs("null", stdout);
+		printf(", \"sigma\": \"%s\", \"schedule\": \"%s\"",
+		       v05_sigma_name(o->sigma),
+		       o->schedule == V05_SCHEDULE_STREAM ? "stream" : "rounds");
 		printf(", \"seed\": %llu, \"cost\": ", (unsigned long long)o->seed);
 		json_num(stdout, o->cost);
 		printf(", \"halt_fraction\": ");
@@ -276,11 +380,16 @@ static int run_sim(const struct sim_opts *o)
 		printf(", \"mean_k\": ");
 		json_num(stdout, out.k_sum / (double)o->prompts);
 		printf(", \"max_k\": %u, \"halts\": %llu, \"rounds\": %llu, "
-		       "\"dropped\": %llu, \"saving_vs_g16\": ",
+		       "\"waves_per_batch\": ",
 		       out.max_k, (unsigned long long)counters[V05_C_HALTS],
-		       (unsigned long long)counters[V05_C_ROUNDS],
-		       (unsigned long long)out.dropped);
+		       (unsigned long long)counters[V05_C_ROUNDS]);
+		json_num(stdout, (double)(batches + counters[V05_C_ROUNDS]) /
+					 (double)batches);
+		printf(", \"max_waves\": %u, \"dropped\": %llu, \"saving_vs_g16\": ",
+		       out.max_waves, (unsigned long long)out.dropped);
 		json_num(stdout, 1.0 - rpp / 16.0);
+		adv_print("adv", &out.adv);
+		adv_print("adv_grpo", &out.grpo);
 		printf("}\n");
 	}
 out:
@@ -290,6 +399,8 @@ out:
 	free(p);
 	free(prior);
 	free(d);
+	free(out.adv.abs);
+	free(out.grpo.abs);
 	return ret;
 }
 
@@ -357,6 +468,9 @@ int cmd_sim(int argc, char **argv)
 		{ "prior-noise", required_argument, NULL, 's' },
 		{ "hallucination", required_argument, NULL, 'H' },
 		{ "mode", required_argument, NULL, 'M' },
+		{ "sigma", required_argument, NULL, 'g' },
+		{ "paper", no_argument, NULL, 'A' },
+		{ "schedule", required_argument, NULL, 'T' },
 		{ "k", required_argument, NULL, 'k' },
 		{ "k-max", required_argument, NULL, 'K' },
 		{ "cost", required_argument, NULL, 'c' },
@@ -373,7 +487,7 @@ int cmd_sim(int argc, char **argv)
 	struct sim_opts o = { .prompts = 10000, .seed = 0, .batch = 512,
 			      .noise = 0.1, .hallucination = 0.0,
 			      .cost = V05_DEFAULT_COST, .halt = 0.25,
-			      .mode = V05_MODE_V05, .k_max = 16, .pad = 32 };
+			      .mode = V05_MODE_V05_EB, .k_max = 16, .pad = 32 };
 	double prior = 0.8;
 	uint64_t v;
 	int opt, fr = 0, ret, have_kmax = 0;
@@ -398,9 +512,31 @@ int cmd_sim(int argc, char **argv)
 			ret = v05_mode_from_name(optarg);
 			if (ret < 0)
 				return v05ctl_usage_error("sim",
-					"--mode: '%s' is not one of v05, v05-fixed, grpo, dapo",
+					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo",
 					optarg);
 			o.mode = (uint32_t)ret;
+			break;
+		case 'A':
+			o.mode = V05_MODE_V05;
+			o.halt = 0.25;
+			o.sigma = V05_SIGMA_PAPER;
+			o.schedule = V05_SCHEDULE_ROUNDS;
+			break;
+		case 'g':
+			ret = v05_sigma_from_name(optarg);
+			if (ret < 0)
+				return v05ctl_usage_error("sim",
+					"--sigma: '%s' is not rms or paper", optarg);
+			o.sigma = (uint32_t)ret;
+			break;
+		case 'T':
+			if (strcmp(optarg, "rounds") == 0)
+				o.schedule = V05_SCHEDULE_ROUNDS;
+			else if (strcmp(optarg, "stream") == 0)
+				o.schedule = V05_SCHEDULE_STREAM;
+			else
+				return v05ctl_usage_error("sim",
+					"--schedule: '%s' is not rounds or stream", optarg);
 			break;
 		case 'k':
 			if (opt_u64("--k", optarg, 1, V05_K_LIMIT, &v))
@@ -468,7 +604,7 @@ int cmd_sim(int argc, char **argv)
 		return false_rejection(prior, have_kmax ? o.k_max : 8);
 	if (!o.have_k)
 		o.k = o.mode == V05_MODE_GRPO || o.mode == V05_MODE_DAPO ? 16 : 4;
-	if (o.mode == V05_MODE_V05 && o.k > o.k_max)
+	if ((o.mode == V05_MODE_V05 || o.mode == V05_MODE_V05_EB) && o.k > o.k_max)
 		return v05ctl_usage_error("sim", "--k: %u is above --k-max %u",
 					  o.k, o.k_max);
 	return run_sim(&o);

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * v05-eb's batch barrier: when every open prompt of a batch has its k_init
+ * rewards, fit the batch's prior (eb.c), choose each prompt's extra samples
+ * m, finalize the prompts with m = 0 and release the rest in one wave,
+ * padded as configured. The second wave's groups finalize as they come in
+ * (decide.c), so a batch takes at most two waves. No halt applies.
+ *
+ * Crash consistency: the fit is stored in the batch record before anything
+ * is finalized or planned, and a stored fit is reused; m is a pure function
+ * of the fit and the prompt's rewards. A takeover that finds the barrier
+ * half done therefore computes the same plan for the prompts still held.
+ */
+#include <math.h>
+
+#include "plugin/internal.h"
+#include "plugin/stats_core.h"
+
+/* The successes in the prompt's received rewards, in sample order. */
+static double successes(struct v05_plugin *p, const struct v05_prompt *e,
+			uint32_t k)
+{
+	const float *rw = v05__slot_rewards(v05__slot(&p->seg, e->slot));
+	double r[V05_K_LIMIT];
+
+	for (uint32_t i = 0; i < k; i++)
+		r[i] = (double)rw[i];
+	return v05__eb_successes(r, k);
+}
+
+static void fit_batch(struct v05_plugin *p, uint32_t b, const uint64_t *keys,
+		      uint32_t n)
+{
+	struct v05_batch_rec *rec = &p->batch_recs[b];
+	struct v05_eb_fit fit;
+	uint32_t m = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct v05_prompt *e = v05__table_find(&p->table, keys[i]);
+
+		if (!e || e->state != V05_P_HELD)
+			continue;
+		p->eb_k[m] = v05__group_k(e);
+		p->eb_prior[m] = e->prior;
+		p->eb_s[m] = successes(p, e, p->eb_k[m]);
+		m++;
+	}
+	if (m == 0)
+		return;
+	v05__eb_fit_u(p->eb_prior, p->eb_k, p->eb_s, m, &fit);
+	/* n0 >= 1 on the grid: a non-zero n0 marks the record fitted, so it
+	 * is written last. */
+	rec->eb_h = fit.h;
+	rec->eb_n0 = fit.n0;
+}
+
+bool v05__eb_fit_of(const struct v05_plugin *p, uint32_t b,
+		    struct v05_eb_fit *fit)
+{
+	/* One read of each field; the grid's bounds with rounding room. */
+	double n0 = p->batch_recs[b].eb_n0, h = p->batch_recs[b].eb_h;
+
+	if (!(n0 >= 0.999 && n0 <= 1000.001 && h >= V05_EB_H_MIN * 0.999 &&
+	      h <= V05_EB_H_MAX * 1.001))
+		return false;
+	fit->n0 = n0;
+	fit->h = h;
+	return true;
+}
+
+void v05__eb_barrier(struct v05_plugin *p, uint32_t b)
+{
+	struct batch_local *bl = &p->batches[b];
+	struct v05_batch_rec *rec = &p->batch_recs[b];
+	struct v05_eb_fit fit;
+	uint64_t *keys, total = 0, id = rec->id;
+	uint32_t n;
+
+	if (!id || bl->n_collecting || !bl->n_held)
+		return;
+	n = v05__held_keys(p, b, &keys);
+	if (!v05__eb_fit_of(p, b, &fit)) {
+		fit_batch(p, b, keys, n);
+		if (!v05__eb_fit_of(p, b, &fit))
+			return;
+	}
+	/* Plans first, finals after: finalizing the last open prompt frees
+	 * the batch record, and the held list must not change under us. */
+	for (uint32_t i = 0; i < n; i++) {
+		struct v05_prompt *e = v05__table_find(&p->table, keys[i]);
+		uint32_t k, m;
+		double s;
+
+		if (!e || e->state != V05_P_HELD)
+			continue;
+		k = v05__group_k(e);
+		s = successes(p, e, k);
+		m = v05__eb_choose_u(&p->params, &fit, e->prior, k, s);
+		e->k_planned = (uint8_t)(k + m);
+		/* Padding priority: the posterior variance (<= 1) over the
+		 * plan, so padding goes to the most uncertain prompts. */
+		if (m) {
+			double mean, var, w2;
+
+			(void)v05_eb_posterior(&fit, e->prior, k, s, &mean, &var, &w2);
+			e->gap = (float)((double)m + var);
+			total += m;
+		}
+	}
+	for (uint32_t i = 0; i < n && rec->id == id; i++) {
+		struct v05_prompt *e = v05__table_find(&p->table, keys[i]);
+
+		if (e && e->state == V05_P_HELD &&
+		    e->k_planned == v05__group_k(e))
+			v05__finalize(p, e, 0, 0);
+	}
+	if (rec->id == id && total)
+		v05__pad_and_issue(p, b, total);
+}
