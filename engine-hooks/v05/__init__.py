@@ -22,7 +22,7 @@ from .writer import Reader, RewardWriter
 
 __all__ = ["__version__", "Plugin", "RewardWriter", "Reader", "Decision", "Group",
            "V05Error", "SubmitError", "prior_from_p", "reward_from_binary",
-           "estimate", "key_of", "version", "unlink", "reclaim"]
+           "estimate", "eb_fit", "key_of", "version", "unlink", "reclaim"]
 
 
 def version() -> str:
@@ -98,6 +98,27 @@ def estimate(prior: float, rewards: Sequence[float], *, cost: float = 0.0039,
             "k_target": e.k_target if e.has_target else None,
             "action": {0: "stop", 1: "more", 2: "drop"}[e.action],
             "advantages": list(adv[:k])}
+
+
+def eb_fit(groups: Sequence[Tuple[float, Sequence[float]]]
+           ) -> Tuple[float, float]:
+    """Mode v05-eb's fitted prior (n0, h) for a batch of (prior, rewards)
+    groups, as the plugin fits it after the first k_init samples (a reward
+    r counts (1 + r)/2 of a success)."""
+    n = len(groups)
+    if n == 0:
+        raise ValueError("eb_fit needs at least one group")
+    pri = (ctypes.c_double * n)()
+    ks = (ctypes.c_uint32 * n)()
+    ss = (ctypes.c_double * n)()
+    for i, (prior, rewards) in enumerate(groups):
+        if not 0 <= len(rewards) <= 64:
+            raise ValueError("a group has 0..64 rewards")
+        pri[i], ks[i] = float(prior), len(rewards)
+        ss[i] = sum((1.0 + float(r)) / 2.0 for r in rewards)
+    f = _lib.EbFit()
+    check(lib.v05_eb_fit(pri, ks, ss, n, ctypes.byref(f)), "eb_fit")
+    return f.n0, f.h
 
 
 def unlink(name: str) -> None:

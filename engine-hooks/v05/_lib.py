@@ -194,6 +194,9 @@ _sig("v05_estimate", _int, ctypes.POINTER(Params), ctypes.c_double,
 _sig("v05_eb_estimate", _int, ctypes.POINTER(Params), ctypes.POINTER(EbFit),
      ctypes.c_double, ctypes.POINTER(ctypes.c_double), _u32,
      ctypes.POINTER(Estimate), ctypes.POINTER(ctypes.c_double))
+_sig("v05_eb_fit", _int, ctypes.POINTER(ctypes.c_double),
+     ctypes.POINTER(_u32), ctypes.POINTER(ctypes.c_double), _u32,
+     ctypes.POINTER(EbFit))
 _sig("v05_mode_from_name", _int, ctypes.c_char_p)
 _sig("v05_prior_from_p", _int, ctypes.c_double, ctypes.POINTER(ctypes.c_double))
 _sig("v05_reward_from_binary", _int, _int, ctypes.POINTER(ctypes.c_double))

@@ -123,6 +123,11 @@ def check_run(out, calls, idle, seen, rewards, stats, params, mode, pad):
     for items, groups, _ in out:
         assert len(groups) == len(items)
         priors = {uid: v for uid, _, v in items}
+        fit = None
+        if mode == "v05-eb":  # the batch's prior, fitted on the first wave
+            fit = v05.eb_fit([(priors[uid], [rewards[(uid, s)] for s in
+                                             range(params["k_init"])])
+                              for uid in groups])
         for uid, (k, rw, adv, base, outputs, dropped) in groups.items():
             assert params["k_init"] <= k <= params["k_max"]
             assert all(o is not None and o.finished for o in outputs)
@@ -130,7 +135,7 @@ def check_run(out, calls, idle, seen, rewards, stats, params, mode, pad):
             assert rw.tolist() == saw
             est = v05.estimate(priors[uid], saw, mode=mode,
                                cost=params["cost"], k_step=params["k_step"],
-                               k_max=params["k_max"])
+                               k_max=params["k_max"], fit=fit)
             assert base == est["baseline"]
             np.testing.assert_array_equal(
                 adv, np.array(est["advantages"], dtype=np.float32))
@@ -150,9 +155,31 @@ def check_run(out, calls, idle, seen, rewards, stats, params, mode, pad):
             assert n % pad == 0 or capped, (n, pad)
 
 
+def waves(seen):
+    """Dispatch waves per batch: the calls that handed out its samples."""
+    n = collections.Counter()
+    for call in seen:
+        for b in {d.batch for d in call if d.kind == "sample"}:
+            n[b] += 1
+    return n
+
+
+@pytest.mark.parametrize("schedule", ["rounds", "stream"])
+def test_v05_eb_on_vllm(engine_loop, segname, schedule):
+    """The default mode: a fitted prior per batch, at most two waves."""
+    res = run_batches(engine_loop, segname, "v05-eb", schedule=schedule,
+                      pad=8)
+    check_run(*res, mode="v05-eb", pad=8)
+    assert max(waves(res[3]).values()) == 2
+    ks = [g[0] for _, groups, _ in res[0] for g in groups.values()]
+    assert max(ks) > PARAMS["k_init"], "no prompt got a second wave"
+
+
 @pytest.mark.parametrize("schedule", ["rounds", "stream"])
 def test_v05_on_vllm(engine_loop, segname, schedule):
-    res = run_batches(engine_loop, segname, "v05", schedule=schedule, pad=8)
+    """The paper's OSLA rule with its 25% batch halt."""
+    res = run_batches(engine_loop, segname, "v05", schedule=schedule, pad=8,
+                      halt_fraction=0.25)
     check_run(*res, mode="v05", pad=8)
     out = res[0]
     ks = [g[0] for _, groups, _ in out for g in groups.values()]
