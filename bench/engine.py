@@ -31,11 +31,11 @@ def main():
                                              "engine.json"))
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     v05 = MODES["v05"]
-    grpo = MODES["grpo"]
     nohalt = ("v05 (OSLA), no halt", dict(v05[1], halt_fraction=0.0))
     plan = []
     for _ in range(reps):
-        plan += [("v05", *v05), ("v05-nohalt", *nohalt), ("grpo", *grpo)]
+        plan += [("v05-eb", *MODES["v05-eb"]), ("v05", *v05),
+                 ("v05-nohalt", *nohalt), ("grpo", *MODES["grpo"])]
     demo_vllm.run(args, plan)
     with open(args.json) as f:
         rows = json.load(f)["rows"]
