@@ -41,20 +41,11 @@ static void purge_queue(struct v05_plugin *p, uint64_t id)
 /* One open prompt out: the same bookkeeping as a final, then the entry
  * before the slot. The key is cleared first (table.c), so an owner killed
  * between the two leaves an ACTIVE slot with no entry, which rebuild frees. */
-static void cancel_prompt(struct v05_plugin *p, uint32_t b,
-			  struct v05_prompt *e)
+static void cancel_prompt(struct v05_plugin *p, struct v05_prompt *e)
 {
-	struct batch_local *bl = &p->batches[b];
 	uint32_t slot = e->slot;
 
-	if (e->state == V05_P_COLLECTING) {
-		bl->n_collecting--;
-	} else if (e->state == V05_P_HELD) {
-		bl->n_held--;
-		bl->held_samples -= p->params.k_step;
-		v05__gauge(p, V05_C_PROMPTS_HELD, -1);
-	}
-	bl->n_open--;
+	v05__batch_leave(p, e);
 	v05__gauge(p, V05_C_PROMPTS_OPEN, -1);
 	v05__count(p, V05_C_PROMPTS_CANCELLED, 1);
 	v05__table_delete(&p->table, e);
@@ -80,7 +71,7 @@ V05_API int v05_cancel(struct v05_plugin *p, uint64_t batch)
 			continue;
 		}
 		/* Deleting shifts a later entry into i: look at i again. */
-		cancel_prompt(p, b, e);
+		cancel_prompt(p, e);
 		n++;
 	}
 	/* Nothing of it is open: its record is free for the next batch. */

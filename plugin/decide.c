@@ -183,6 +183,20 @@ int v05__journal_slot(struct v05_plugin *p, uint32_t slot)
 	return ret;
 }
 
+void v05__batch_leave(struct v05_plugin *p, const struct v05_prompt *e)
+{
+	struct batch_local *bl = &p->batches[e->batch];
+
+	if (e->state == V05_P_COLLECTING) {
+		bl->n_collecting--;
+	} else if (e->state == V05_P_HELD) {
+		bl->n_held--;
+		bl->held_samples -= p->params.k_step;
+		v05__gauge(p, V05_C_PROMPTS_HELD, -1);
+	}
+	bl->n_open--;
+}
+
 static void finalize_with(struct v05_plugin *p, struct v05_prompt *e,
 			  const struct v05_estimate *est, const double *adv,
 			  uint32_t flags, uint64_t latency)
@@ -209,15 +223,8 @@ static void finalize_with(struct v05_plugin *p, struct v05_prompt *e,
 	 * the reader (directly, or through the completion's R2/A2). */
 	v05_store_release(&h->state, (uint32_t)V05_S_FINAL);
 
-	if (e->state == V05_P_COLLECTING) {
-		bl->n_collecting--;
-	} else if (e->state == V05_P_HELD) {
-		bl->n_held--;
-		bl->held_samples -= p->params.k_step;
-		v05__gauge(p, V05_C_PROMPTS_HELD, -1);
-	}
+	v05__batch_leave(p, e);
 	e->state = V05_P_FINAL;
-	bl->n_open--;
 
 	v05__count(p, action == V05_ACTION_DROP ? V05_C_DEC_DROP : V05_C_DEC_FINAL, 1);
 	v05__count(p, V05_C_K_HIST + (int)k, 1);

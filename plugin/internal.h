@@ -149,6 +149,8 @@ void v05__decide(struct v05_plugin *p, struct v05_prompt *e);
 void v05__finalize(struct v05_plugin *p, struct v05_prompt *e, uint32_t flags,
 		   uint64_t latency_ns);
 uint32_t v05__group_k(const struct v05_prompt *e);
+/* An open prompt leaves its batch's counts (final or cancelled). */
+void v05__batch_leave(struct v05_plugin *p, const struct v05_prompt *e);
 /* Append a final slot's group to the journal (if any): 0 or -errno. */
 int v05__journal_slot(struct v05_plugin *p, uint32_t slot);
 void v05__record_latency(struct v05_plugin *p, uint64_t ns);

@@ -138,6 +138,11 @@ def table(results):
         rows.append((r.mode, str(r.samples), f"{r.k.mean():.2f}",
                      str(int(r.k.max())), f"{r.mse:.4f}", str(r.halts),
                      str(r.dropped), f"{r.wall_s:.2f}", p50, p99))
+    return format_table(head, rows)
+
+
+def format_table(head, rows):
+    """Columns padded to their widest cell; the first left-aligned."""
     width = [max(len(h), *(len(row[i]) for row in rows))
              for i, h in enumerate(head)]
     out = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w)

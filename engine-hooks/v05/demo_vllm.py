@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from .demo import format_table
 from .plugin import Plugin
 from .rollout import GroupRollout
 from .sim import Progress
@@ -154,14 +155,7 @@ def table(rows):
               str(r["max_k"]), f"{r['mse']:.4f}", str(r["halts"]),
               str(r["dropped"]), f"{r['wall_s']:.2f}", str(r["tokens"]),
               f"{r['v05_s']:.3f}", f"{r['barrier_s']:.3f}") for r in rows]
-    width = [max(len(h), *(len(c[i]) for c in cells))
-             for i, h in enumerate(head)]
-    out = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w)
-                     for i, (h, w) in enumerate(zip(head, width)))]
-    for c in cells:
-        out.append("  ".join(x.ljust(w) if i == 0 else x.rjust(w)
-                             for i, (x, w) in enumerate(zip(c, width))))
-    return "\n".join(out)
+    return format_table(head, cells)
 
 
 def run(args, modes) -> int:
