@@ -36,7 +36,7 @@ import threading
 from typing import (Any, Awaitable, Callable, Dict, List, Optional, Sequence,
                     Tuple, Union)
 
-from .plugin import Decision, Group, Plugin, Uid
+from .plugin import Decision, Group, Plugin, SubmitError, Uid
 from .writer import RewardWriter
 
 __all__ = ["GroupResult", "GroupRollout", "EngineRollout", "sample_seed"]
@@ -72,8 +72,8 @@ class GroupRollout:
     """Drive prompts through `plugin` with `generate`.
 
     score: compute each sample's reward in this process and push it (a sync
-    function runs in a pool of `score_threads` threads; an async def is
-    awaited); None when reward workers elsewhere push rewards themselves
+    function runs in a pool of `score_threads` threads, so with more than
+    one it must be thread-safe; an async def is awaited); None when reward workers elsewhere push rewards themselves
     (then on_output(uid, sample, output) hands them each finished
     sequence; it must not block). release: release slots after collecting
     the results (advantages are then copied out); False keeps the
@@ -194,7 +194,12 @@ class GroupRollout:
                 t.add_done_callback(tasks.discard)
 
         try:
-            first = self.plugin.submit([(uid, prior) for uid, _, prior in items])
+            try:
+                first = self.plugin.submit(
+                    [(uid, prior) for uid, _, prior in items])
+            except SubmitError as e:  # the accepted prompts are live
+                batch = e.decisions[0].batch if e.decisions else 0
+                raise
             if first:
                 batch = first[0].batch
             for d in first:

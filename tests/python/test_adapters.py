@@ -8,6 +8,7 @@ these stand-ins keep the driver's rules checked under Debian's Python too."""
 import asyncio
 import copy
 import os
+import types
 import zlib
 
 import numpy as np
@@ -232,6 +233,65 @@ def test_score_error_cancels_the_batch(segname, is_async):
         assert st["prompts_cancelled"] == 24
         assert len(res) == len(items)
         assert plugin.stats()["prompts_final"] == 0  # released
+
+
+def test_refused_submit_leaves_nothing(segname):
+    """A batch the plugin refuses in part (here: a uid twice) raises, and
+    the prompts it did accept are cancelled, not left open."""
+    from v05.vllm import VLLMRollout
+
+    items = [(f"r{i}", "p", 0.0) for i in range(4)] + [("r0", "p", 0.0)]
+    with v05.Plugin.create(segname, max_prompts=16, pad_multiple=1) as plugin:
+        with VLLMRollout(AsyncLLM(), plugin, SamplingParams(),
+                         score=lambda u, s, o: outcome(u, s)) as ro:
+            with pytest.raises(v05.SubmitError):
+                asyncio.run(ro.generate(items))
+        st = plugin.stats()
+        assert st["prompts_open"] == 0 and st["prompts_cancelled"] == 4
+
+
+class GatedSGLang(SGLangEngine):
+    """async_generate that finishes only for `fast` uids; the tokenizer
+    manager records the rids aborted."""
+
+    def __init__(self, fast):
+        super().__init__()
+        self.fast, self.gate = fast, None
+        self.aborted = []
+        self.tokenizer_manager = types.SimpleNamespace(
+            abort_request=self.aborted.append)
+
+    async def async_generate(self, prompt=None, sampling_params=None,
+                             rid=None, stream=False, **kw):
+        if self.gate is None:
+            self.gate = asyncio.Event()
+        if rid.split("-")[2] not in self.fast:
+            await self.gate.wait()
+        return await super().async_generate(prompt=prompt,
+                                            sampling_params=sampling_params,
+                                            rid=rid, stream=stream)
+
+
+def test_sglang_score_error_aborts_requests(segname):
+    from v05.sglang import SGLangRollout
+
+    engine = GatedSGLang(fast={"g1"})
+
+    def score(uid, s, out):
+        if uid == "g1" and s == 0:
+            raise ValueError("verifier crashed")
+        return outcome(uid, s)
+
+    items = [(f"g{i}", f"p{i}", 0.0) for i in range(8)]
+    with v05.Plugin.create(segname, max_prompts=16, pad_multiple=1) as plugin:
+        with SGLangRollout(engine, plugin, {"temperature": 1.0},
+                           score=score) as ro:
+            with pytest.raises(ValueError, match="verifier crashed"):
+                asyncio.run(ro.generate(items))
+        # Every request still waiting (all but g1's 4) was aborted by rid.
+        assert len(engine.aborted) == 7 * 4
+        assert all(rid.split("-")[2] != "g1" for rid in engine.aborted)
+        assert plugin.stats()["prompts_open"] == 0
 
 
 def test_full_lane_does_not_stall_the_loop(segname):
