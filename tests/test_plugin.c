@@ -111,6 +111,10 @@ static void test_config_rejects(void **state)
 	BAD(c.size = 8);
 	BAD(c.params.cost = 1.0);
 	BAD(c.params.k_max = 2);
+	/* A step larger than k_max can never be taken; 2^32 - 1 used to wrap
+	 * k + k_step and open a prompt for good. */
+	BAD(c.params.k_step = UINT32_MAX);
+	BAD(c.params.k_step = 17);
 	BAD(c.halt_fraction = 1.5);
 	BAD(c.halt_fraction = NAN);
 	BAD(c.pad_multiple = 0);
@@ -126,6 +130,9 @@ static void test_config_rejects(void **state)
 	BAD(c.journal_sync = 9);
 	BAD(c.journal_path = "");
 #undef BAD
+	v05_config_default(&c);
+	c.params.k_step = c.params.k_max; /* the largest step that fits */
+	assert_int_equal(v05_config_check(&c), 0);
 	v05_config_default(&c);
 	assert_int_equal(v05_config_check(&c), 0);
 	assert_int_equal(v05_config_check(NULL), -EINVAL);
