@@ -50,10 +50,12 @@ fail:
 V05_API int v05_reader_next(struct v05_reader *r, struct v05_group *g)
 {
 	struct v05_completion c;
+	int ret;
 
+	v05__clear_error();
 	if (!r || !g)
 		return v05__fail(-EINVAL, "reader_next: NULL argument");
-	while (v05__reader_next(&r->rings, &c) == 1) {
+	while ((ret = v05__reader_next(&r->rings, &c)) == 1) {
 		struct v05_slot_hdr *h;
 
 		/* The entry comes from shared memory: check the slot index
@@ -72,7 +74,7 @@ V05_API int v05_reader_next(struct v05_reader *r, struct v05_group *g)
 		v05__fill_group(&r->seg, c.slot, h, g);
 		return 1;
 	}
-	return 0;
+	return ret; /* 0, or -EIO: the ring's indices are impossible */
 }
 
 V05_API int v05_reader_release(struct v05_reader *r, const struct v05_group *g)

@@ -208,7 +208,9 @@ V05_API int v05_slot_offsets(struct v05_plugin *p, uint32_t slot,
 struct v05_reader;
 V05_API int v05_reader_open(const char *name, unsigned flags,
 			    struct v05_reader **out);
-/* 1 and *g, or 0 when no new final group is there. */
+/* 1 and *g, 0 when no new final group is there, -EIO when the completion
+ * ring's indices are impossible even after a fresh read (a stray write;
+ * the plugin restores them when it resets a dead reader's claim). */
 V05_API int v05_reader_next(struct v05_reader *r, struct v05_group *g);
 V05_API int v05_reader_release(struct v05_reader *r, const struct v05_group *g);
 V05_API int v05_reader_close(struct v05_reader *r);
