@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "plugin/internal.h"
@@ -262,6 +263,23 @@ static int journal_abs(const char *path, char *out, size_t len)
 	return 0;
 }
 
+/*
+ * Slot generations start at one random value per segment: a decision of
+ * another plugin (same slot number, maybe the same uid) then carries a
+ * generation this segment's slot does not have, and v05_release refuses
+ * it. Without randomness the creation time serves; it differs too.
+ */
+static void seed_generations(struct v05_plugin *p)
+{
+	uint32_t base;
+
+	if (getrandom(&base, sizeof(base), GRND_NONBLOCK) != sizeof(base))
+		base = (uint32_t)(p->seg.hdr.created_ns ^ (p->seg.hdr.created_ns >> 32) ^
+				  (uint64_t)getpid());
+	for (uint32_t s = 0; s < p->seg.hdr.geo.slot_count; s++)
+		v05__slot(&p->seg, s)->gen = base;
+}
+
 V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
 			      struct v05_plugin **out)
 {
@@ -301,6 +319,7 @@ V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
 		free(p);
 		return ret;
 	}
+	seed_generations(p);
 	ret = init_local(p);
 	if (!ret)
 		ret = open_journal(p);
@@ -529,7 +548,7 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 
 	if (!p)
 		return 0;
-	if (flags & ~V05_CLOSE_UNLINK)
+	if (flags & ~(V05_CLOSE_UNLINK | V05_CLOSE_KEEP_READABLE))
 		return v05__fail(-EINVAL, "unknown close flags 0x%x", flags);
 	if (p->armed)
 		v05__waiter_disarm(&p->waiter);
@@ -544,7 +563,10 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 	/* R5: every store of ours before the segment is free to take over. */
 	v05_store_release(&p->seg.ctl->owner, 0);
 	free_local(p);
-	v05__segment_detach(&p->seg);
+	if (flags & V05_CLOSE_KEEP_READABLE)
+		v05__segment_detach_readable(&p->seg);
+	else
+		v05__segment_detach(&p->seg);
 	free(p);
 	if (flags & V05_CLOSE_UNLINK) {
 		int r = v05_segment_unlink(name);
@@ -636,6 +658,8 @@ V05_API int v05_recover(struct v05_plugin *p, struct v05_decision *out,
 		memset(&d, 0, sizeof(d));
 		d.key = e->key;
 		d.slot = e->slot;
+		d.gen = e->slot < p->seg.hdr.geo.slot_count ?
+				v05__slot(&p->seg, e->slot)->gen : 0;
 		d.batch = p->batch_recs[e->batch].id;
 		d.flags = V05_DF_RECOVERED;
 		if (e->state == V05_P_COLLECTING && e->issued != e->received) {

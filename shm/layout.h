@@ -256,7 +256,8 @@ struct v05_prompt {
 	uint8_t pad8;
 	float gap;         /* k_target - k at the last decision (padding)  */
 	uint64_t last_ts;  /* producer timestamp of the last applied reward */
-	uint64_t pad;
+	uint64_t born_ns;  /* CLOCK_MONOTONIC at submit: a reward pushed
+			    * before it belongs to an earlier instance    */
 };
 static_assert(sizeof(struct v05_prompt) == 64, "prompt entry is one line");
 

@@ -408,6 +408,17 @@ void v05__segment_detach(struct v05_segment *seg)
 		seg->region[i] = NULL;
 }
 
+void v05__segment_detach_readable(struct v05_segment *seg)
+{
+	/* MAP_FIXED replaces the old mapping in one step: no moment in which
+	 * the range is unmapped and another mapping could land there. */
+	if (seg->base &&
+	    mmap(seg->base, seg->size, PROT_READ,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
+		seg->base = NULL; /* not ours to unmap any more */
+	v05__segment_detach(seg);
+}
+
 V05_API int v05_segment_unlink(const char *name)
 {
 	char path[PATH_MAX];

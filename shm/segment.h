@@ -70,6 +70,9 @@ int v05__header_validate(const struct v05_shm_header *h, uint64_t st_size);
 uint64_t v05__header_checksum(const struct v05_shm_header *h);
 
 void v05__segment_detach(struct v05_segment *seg);
+/* Detach, but put private anonymous read-only memory in place of the
+ * mapping (one atomic mmap MAP_FIXED) so stale views read zeros. */
+void v05__segment_detach_readable(struct v05_segment *seg);
 
 static inline struct v05_ring_hdr *v05__lane(const struct v05_segment *s,
 					     uint32_t i)

@@ -309,7 +309,7 @@ handle:
 			}
 			k_sum += d[j].k;
 			finals++;
-			if (v05_release(p, d[j].slot))
+			if (v05_release(p, d[j].slot, d[j].gen, d[j].key))
 				die("release");
 		}
 		v05_counters(p, c, V05_COUNTER_SLOTS);

@@ -99,7 +99,7 @@ static int run_limited(const char *name, const char *journal, uint32_t n,
 			memcpy(kept[*nkept].adv, g.advantages, 4 * g.k);
 			(*nkept)++;
 			finals++;
-			v05_release(p, d[i].slot);
+			v05_release(p, d[i].slot, d[i].gen, d[i].key);
 		}
 	}
 	for (int spins = 0; spins < 3; spins++) {

@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import _lib
+from . import _checks, _lib
 from ._lib import V05Error, check, lib
 from .plugin import Uid, key_of
 
@@ -62,16 +62,17 @@ class RewardWriter:
         (v05.reward_from_binary maps 0/1)."""
         p = self._handle()
         key = self._key(uid)
-        r = lib.v05_producer_push(p, key, int(sample), float(reward))
+        sample = _checks.u32("sample", sample)
+        r = lib.v05_producer_push(p, key, sample, float(reward))
         if r == -_lib.EAGAIN:
-            rec = _lib.Reward(key, int(sample), float(reward))
+            rec = _lib.Reward(key, sample, float(reward))
             r = lib.v05_producer_push_wait(p, ctypes.byref(rec), 1,
                                            int(self.timeout * 1000))
         check(r, "push")
 
     def push_many(self, uids: Sequence[Uid], samples, rewards) -> None:
         """Many rewards, published with one store (waits for room)."""
-        samples = np.asarray(samples, dtype=np.uint32)
+        samples = [_checks.u32("sample", s) for s in samples]
         rewards = np.asarray(rewards, dtype=np.float32)
         n = len(uids)
         if len(samples) != n or len(rewards) != n:
@@ -79,7 +80,7 @@ class RewardWriter:
         recs = (_lib.Reward * n)()
         for i in range(n):
             recs[i].key = self._key(uids[i])
-            recs[i].sample = int(samples[i])
+            recs[i].sample = samples[i]
             recs[i].reward = float(rewards[i])
         check(lib.v05_producer_push_wait(self._handle(), recs, n,
                                          int(self.timeout * 1000)),
@@ -134,7 +135,7 @@ class Reader:
         if check(lib.v05_reader_next(self._p, ctypes.byref(g)), "reader next") == 0:
             return None
         uid = ctypes.string_at(g.uid, g.uid_len).decode("utf-8", "surrogateescape")
-        grp = Group(g, uid, self)
+        grp = Group(g, uid, self, readonly=True)
         return grp
 
     def release(self, group) -> None:
@@ -144,7 +145,15 @@ class Reader:
         check(lib.v05_reader_release(self._p, ctypes.byref(g)), "reader release")
 
     def close(self) -> None:
+        """Give up the reader's claim and unmap. Refused while numpy views
+        of its groups are alive: they would point at unmapped memory."""
         if self._p is not None:
+            from .plugin import live_views
+            alive = live_views(self._views)
+            if alive:
+                raise V05Error(16, f"close reader of {self.name}: {alive} "
+                                   "views of groups are still alive; drop "
+                                   "them first")
             p, self._p = self._p, None
             check(lib.v05_reader_close(p), "close reader")
 

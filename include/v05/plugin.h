@@ -90,6 +90,14 @@ V05_API int v05_plugin_attach(const char *name, unsigned flags,
 			      struct v05_plugin **out);
 
 #define V05_CLOSE_UNLINK (1u << 0)
+/*
+ * Leave the segment's address range readable after close: the mapping is
+ * replaced, atomically (mmap MAP_FIXED), by private anonymous read-only
+ * memory of the same size, so a view still held into a slot (zero-copy
+ * bindings) reads zeros instead of faulting. The range stays reserved for
+ * the life of the process; the segment itself is released as usual.
+ */
+#define V05_CLOSE_KEEP_READABLE (1u << 1)
 
 /* Flush the journal, give up ownership, unmap (and unlink if asked). */
 V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags);
@@ -127,6 +135,9 @@ struct v05_decision {
 	uint32_t slot;       /* the prompt's slot (also for SAMPLE)         */
 	uint32_t k;          /* FINAL/DROP: group size; SAMPLE: new samples */
 	uint32_t flags;      /* V05_DF_*                                    */
+	uint32_t gen;        /* the slot's generation for this prompt: with
+			      * key and slot, what v05_release checks     */
+	uint32_t reserved;   /* 0                                           */
 };
 
 /*
@@ -191,8 +202,15 @@ struct v05_group {
 
 /* The final group in slot: -EINVAL (bad slot), -EAGAIN (not final yet). */
 V05_API int v05_group(struct v05_plugin *p, uint32_t slot, struct v05_group *g);
-/* Let the slot be reused (after the journal has it). -EALREADY if free. */
-V05_API int v05_release(struct v05_plugin *p, uint32_t slot);
+/*
+ * Let the slot be reused (after the journal has it). slot, gen and key come
+ * from the decision (or group) being released: a stale one, whose slot now
+ * holds another prompt, or one from another plugin is refused with
+ * -ESTALE and frees nothing. -EALREADY if already released; -EBUSY if the
+ * group is still collecting.
+ */
+V05_API int v05_release(struct v05_plugin *p, uint32_t slot, uint32_t gen,
+			uint64_t key);
 /* The uid of the prompt in slot (active or final): copies up to len bytes
  * into buf and returns the uid's length; -EINVAL for a free slot. */
 V05_API int v05_slot_uid(struct v05_plugin *p, uint32_t slot, void *buf,

@@ -64,7 +64,7 @@ static void consume(struct v05_plugin *p, const struct v05_decision *d, int n)
 		for (uint32_t j = 0; j < g.k; j++)
 			check(isfinite(g.advantages[j]) && isfinite(g.rewards[j]),
 			      "finite advantages and rewards");
-		check(v05_release(p, d[i].slot) == 0, "release");
+		check(v05_release(p, d[i].slot, d[i].gen, d[i].key) == 0, "release");
 	}
 }
 

@@ -127,7 +127,7 @@ static uint8_t *real_journal(size_t *len)
 	while (m >= 0 && finals < 4) {
 		for (int j = 0; j < m; j++) {
 			if (d[j].kind != V05_DECISION_SAMPLE) {
-				v05_release(p, d[j].slot);
+				v05_release(p, d[j].slot, d[j].gen, d[j].key);
 				finals++;
 				continue;
 			}

@@ -367,7 +367,7 @@ void eng_handle(struct eng *e, const struct v05_decision *d)
 			e->dirt.sent_late++;
 		}
 		if (e->release_finals)
-			v05_release(e->p, d->slot);
+			v05_release(e->p, d->slot, d->gen, d->key);
 	}
 	if (e->on_decision)
 		e->on_decision(e, d);

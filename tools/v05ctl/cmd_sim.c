@@ -148,7 +148,7 @@ static int apply_decision(struct v05_plugin *pl, struct v05_producer *w,
 	if (g.k > out->max_k)
 		out->max_k = g.k;
 	out->dropped += d->kind == V05_DECISION_DROP;
-	if (v05_release(pl, d->slot))
+	if (v05_release(pl, d->slot, d->gen, d->key))
 		return sim_fail("release");
 	(*finals)++;
 	return 0;
