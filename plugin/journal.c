@@ -72,8 +72,9 @@ static int write_header(int fd, const char *segment)
 }
 
 /* Validate an existing journal; truncate a torn tail. */
-static int recover_file(int fd, const char *path, uint64_t size,
-			uint64_t *valid, uint64_t *last_seq, uint64_t *truncated)
+static int recover_file(int fd, const char *path, const char *segment,
+			uint64_t size, uint64_t *valid, uint64_t *last_seq,
+			uint64_t *truncated)
 {
 	struct v05_jscan res;
 	void *map;
@@ -95,14 +96,24 @@ static int recover_file(int fd, const char *path, uint64_t size,
 	if (*truncated && ftruncate(fd, (off_t)res.valid_bytes))
 		return v05__fail(-errno, "truncate torn tail of %s: %s", path,
 				 strerror(errno));
+	if (res.valid_bytes == 0) {
+		/* The first header itself was torn (scan checked that what
+		 * is there is a prefix of one): start over with a whole one,
+		 * never leave a headerless file that nothing could read. */
+		ret = write_header(fd, segment);
+		if (ret)
+			return v05__fail(ret, "write journal header %s: %s", path,
+					 strerror(-ret));
+		res.valid_bytes = sizeof(struct v05_journal_hdr);
+	}
 	*valid = res.valid_bytes;
 	*last_seq = res.last_seq;
 	return 0;
 }
 
 int v05__journal_open(const char *path, uint32_t sync, const char *segment,
-		      struct v05_journal **out, uint64_t *last_seq,
-		      uint64_t *truncated)
+		      unsigned mode, struct v05_journal **out,
+		      uint64_t *last_seq, uint64_t *truncated)
 {
 	struct v05_journal *j;
 	struct stat st;
@@ -115,15 +126,37 @@ int v05__journal_open(const char *path, uint32_t sync, const char *segment,
 		return v05__fail(-ENOMEM, "journal: out of memory");
 	j->inflight = -1;
 	j->sync = sync;
-	j->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	/* No link followed (a planted link would aim the owner's writes at
+	 * any file it can write); O_NONBLOCK so that a FIFO does not block
+	 * the open (it is refused below); cleared again before writing. */
+	j->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+		     0600);
 	if (j->fd < 0) {
-		ret = v05__fail(-errno, "open journal %s: %s", path,
-				strerror(errno));
+		ret = v05__fail(-errno, "open journal %s: %s%s", path,
+				strerror(errno),
+				errno == ELOOP ? " (a symbolic link is not followed)" : "");
 		free(j);
 		return ret;
 	}
 	if (fstat(j->fd, &st) || !S_ISREG(st.st_mode)) {
 		ret = v05__fail(-EINVAL, "journal %s is not a regular file", path);
+		goto fail;
+	}
+	if (st.st_uid != geteuid()) {
+		ret = v05__fail(-EACCES,
+				"journal %s belongs to uid %u, not to this process's uid %u",
+				path, (unsigned)st.st_uid, (unsigned)geteuid());
+		goto fail;
+	}
+	if ((unsigned)st.st_mode & 0777u & ~(mode | 0600u)) {
+		ret = v05__fail(-EACCES,
+				"journal %s has mode %03o, wider than the segment's %03o",
+				path, (unsigned)st.st_mode & 0777u, mode | 0600u);
+		goto fail;
+	}
+	if (fcntl(j->fd, F_SETFL, 0)) {
+		ret = v05__fail(-errno, "fcntl journal %s: %s", path,
+				strerror(errno));
 		goto fail;
 	}
 	if (st.st_size == 0) {
@@ -135,8 +168,8 @@ int v05__journal_open(const char *path, uint32_t sync, const char *segment,
 		}
 		j->offset = sizeof(struct v05_journal_hdr);
 	} else {
-		ret = recover_file(j->fd, path, (uint64_t)st.st_size, &j->offset,
-				   last_seq, truncated);
+		ret = recover_file(j->fd, path, segment, (uint64_t)st.st_size,
+				   &j->offset, last_seq, truncated);
 		if (ret)
 			goto fail;
 	}

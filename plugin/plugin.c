@@ -229,7 +229,8 @@ static int open_journal(struct v05_plugin *p)
 		return 0;
 	}
 	ret = v05__journal_open(p->cfg.journal_path, p->cfg.journal_sync,
-				p->seg.name, &p->journal, &last_seq, &truncated);
+				p->seg.name, p->seg.mode, &p->journal, &last_seq,
+				&truncated);
 	if (ret)
 		return ret;
 	if (truncated)

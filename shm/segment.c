@@ -294,6 +294,7 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 	seg->fd = fd;
 	seg->role = V05_ROLE_OWNER;
 	seg->st_uid = h.creator_uid;
+	seg->mode = mode;
 	snprintf(seg->name, sizeof(seg->name), "%s", name);
 	/* The checksum covers the magic as stored: compute with the final
 	 * magic, write everything but the magic, then publish the magic. */
@@ -383,6 +384,7 @@ int v05__segment_attach(const char *name, enum v05_role role, unsigned flags,
 	seg->fd = fd;
 	seg->role = role;
 	seg->st_uid = (uint32_t)st.st_uid;
+	seg->mode = (uint32_t)st.st_mode & 0777u;
 	snprintf(seg->name, sizeof(seg->name), "%s", name);
 	ret = map_role(seg);
 	if (ret) {

@@ -33,6 +33,7 @@ struct v05_segment {
 	struct v05_shm_state *state; /* NULL for producers */
 	uint8_t *region[V05_REGION_COUNT]; /* NULL where not mapped */
 	uint32_t st_uid;
+	uint32_t mode; /* the object's permission bits */
 	char name[V05_NAME_MAX + 1];
 	char path[PATH_MAX];
 };

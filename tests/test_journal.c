@@ -257,6 +257,111 @@ static void test_torn_and_corrupt(void **state)
 	free(r);
 }
 
+static int create_with_journal(const char *name, const char *path)
+{
+	struct v05_config c;
+	struct v05_plugin *p;
+	int ret;
+
+	v05_config_default(&c);
+	c.max_prompts = 8;
+	c.journal_path = path;
+	ret = v05_plugin_create(name, &c, &p);
+	if (ret == 0)
+		assert_int_equal(v05_plugin_close(p, V05_CLOSE_UNLINK), 0);
+	return ret;
+}
+
+static void write_file(const char *path, const void *data, size_t n,
+		       mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+
+	assert_true(fd >= 0);
+	assert_int_equal(fchmod(fd, mode), 0);
+	assert_int_equal(write(fd, data, n), (ssize_t)n);
+	close(fd);
+}
+
+static void assert_file_is(const char *path, const void *data, size_t n)
+{
+	char buf[512];
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, buf, sizeof(buf)), (ssize_t)n);
+	assert_memory_equal(buf, data, n);
+	close(fd);
+}
+
+/*
+ * The journal is opened only if it is, or is becoming, a v05 journal this
+ * user owns: a short unrelated file is refused, not emptied; a torn first
+ * header is rewritten whole; a link is not followed; a file open to others
+ * beyond the segment's mode, or another user's, is refused.
+ */
+static void test_open_path(void **state)
+{
+	static const char junk[12] = "hello world";
+	struct v05_journal_hdr h;
+	struct v05_jscan res;
+	char path[256], link[300], good[256], name[64];
+	struct run_result *r = malloc(sizeof(*r));
+
+	(void)state;
+	test_name(name, sizeof(name), "jopen");
+	snprintf(path, sizeof(path), "%s/open.v05j", tmpdir);
+	snprintf(good, sizeof(good), "%s/good.v05j", tmpdir);
+
+	/* A 12-byte unrelated file: refused, left as it was. */
+	write_file(path, junk, sizeof(junk), 0600);
+	assert_int_equal(create_with_journal(name, path), -EBADMSG);
+	assert_non_null(strstr(v05_errmsg(), "not a v05 journal"));
+	assert_file_is(path, junk, sizeof(junk));
+	/* v05ctl says so too (exit 1, not "torn", exit 3). */
+	assert_int_equal(v05ctl_journal(path, r), 1);
+	assert_non_null(strstr(r->err, "not a v05 journal"));
+
+	/* A torn first header (a prefix of a real one): rewritten whole. */
+	unlink(good);
+	assert_int_equal(create_with_journal(name, good), 0);
+	{
+		int fd = open(good, O_RDONLY);
+
+		assert_true(fd >= 0);
+		assert_int_equal(read(fd, &h, sizeof(h)), (ssize_t)sizeof(h));
+		close(fd);
+	}
+	write_file(path, &h, 100, 0600);
+	assert_int_equal(create_with_journal(name, path), 0);
+	scan_file(path, &res, NULL, 0, NULL);
+	assert_int_equal(res.tail, V05_JTAIL_CLEAN);
+	assert_int_equal(res.valid_bytes, sizeof(h));
+
+	/* A symbolic link, even to a good journal: not followed. */
+	snprintf(link, sizeof(link), "%s/link.v05j", tmpdir);
+	unlink(link);
+	assert_int_equal(symlink(good, link), 0);
+	assert_int_equal(create_with_journal(name, link), -ELOOP);
+	unlink(link);
+
+	/* Readable by others while the segment is 0600: refused. */
+	assert_int_equal(chmod(good, 0644), 0);
+	assert_int_equal(create_with_journal(name, good), -EACCES);
+	assert_int_equal(chmod(good, 0600), 0);
+	assert_int_equal(create_with_journal(name, good), 0);
+
+	/* Another user's file (needs root to make one). */
+	if (geteuid() == 0) {
+		assert_int_equal(chown(good, 65534, 65534), 0);
+		assert_int_equal(create_with_journal(name, good), -EACCES);
+		assert_int_equal(chown(good, 0, 0), 0);
+	}
+	unlink(path);
+	unlink(good);
+	free(r);
+}
+
 /* A file size limit makes the journal's write fail: v05_poll reports it
  * once, journaling stops, everything else goes on. Runs in a child so the
  * limit does not outlive the test. */
@@ -335,6 +440,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_torn_and_corrupt),
+		cmocka_unit_test(test_open_path),
 		cmocka_unit_test(test_write_error_fsize),
 		cmocka_unit_test(test_write_error_full_tmpfs),
 	};
