@@ -622,6 +622,9 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 	v05__clear_error();
 	if (!p || (max && !out))
 		return v05__fail(-EINVAL, "poll: NULL argument");
+	if (p->queue_error)
+		return v05__fail(p->queue_error,
+				 "a decision could not be queued (out of memory); call v05_recover for the whole state");
 	disarm(p);
 	v05__clock_refresh(p);
 	now = p->now_ns;
@@ -634,6 +637,9 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 	journal_progress(p);
 	/* Relaxed: a display value. */
 	v05_store_relaxed(&p->seg.ctl->heartbeat_ns, now);
+	if (p->queue_error)
+		return v05__fail(p->queue_error,
+				 "a decision could not be queued (out of memory); call v05_recover for the whole state");
 	err = p->journal_error_pending;
 	if (err) {
 		p->journal_error_pending = 0;
@@ -649,6 +655,14 @@ V05_API int v05_recover(struct v05_plugin *p, struct v05_decision *out,
 	v05__clear_error();
 	if (!p || (max && !out))
 		return v05__fail(-EINVAL, "recover: NULL argument");
+	if (p->queue_error) {
+		/* A decision was lost to a failed allocation: drop the queue
+		 * and hand out the whole state again, as after a takeover. */
+		p->queue_error = 0;
+		p->qlen = 0;
+		p->qhead = 0;
+		p->recovered = false;
+	}
 	/* The state is queued once; later calls hand out the rest. */
 	for (uint32_t i = 0; !p->recovered && i <= p->table.mask; i++) {
 		struct v05_prompt *e = &p->table.e[i];
@@ -690,6 +704,9 @@ V05_API int v05_recover(struct v05_plugin *p, struct v05_decision *out,
 		}
 	}
 	p->recovered = true;
+	if (p->queue_error)
+		return v05__fail(p->queue_error,
+				 "recover: out of memory for the decision queue");
 	return (int)v05__dequeue(p, out, max);
 }
 
@@ -709,7 +726,7 @@ V05_API int v05_arm(struct v05_plugin *p, int timeout_ms)
 	if (!p)
 		return -EINVAL;
 	disarm(p);
-	if (p->qlen || p->journal_error_pending)
+	if (p->qlen || p->journal_error_pending || p->queue_error)
 		return 1;
 	dl = v05__policy_next_deadline_ns(p, v05__now_ns());
 	if (dl == 0)
@@ -757,7 +774,7 @@ V05_API int v05_pending(struct v05_plugin *p)
 {
 	if (!p)
 		return -EINVAL;
-	return p->qlen || p->journal_error_pending ||
+	return p->qlen || p->journal_error_pending || p->queue_error ||
 	       v05__lanes_pending(&p->lanes) ||
 	       v05__policy_next_deadline_ns(p, v05__now_ns()) == 0;
 }

@@ -770,6 +770,70 @@ static void test_late_reward_not_credited_to_new_instance(void **state)
 	free(f);
 }
 
+static void *no_memory(size_t n)
+{
+	(void)n;
+	return NULL;
+}
+
+/*
+ * The decision queue's growth fails: the decision that did not fit is not
+ * silently lost. v05_poll answers -ENOMEM, on every call, until
+ * v05_recover hands out the whole state again.
+ */
+static void test_queue_alloc_failure(void **state)
+{
+	static const float r[64] = { 1, -1, 1, 1 };
+	struct fx *f = calloc(1, sizeof(*f));
+	uint32_t finals = 0;
+	int n;
+
+	(void)state;
+	fx_config(f);
+	f->c.params.mode = V05_MODE_V05_FIXED;
+	f->c.max_prompts = 1; /* queue of 2 preallocated */
+	fx_open(f);
+	for (uint32_t round = 0; round < 3; round++) {
+		char uid[8];
+		struct v05_prompt_in in = { uid, 0, 0.0 };
+		struct v05_group g;
+
+		snprintf(uid, sizeof(uid), "q%u", round);
+		in.uid_len = (uint32_t)strlen(uid);
+		assert_int_equal(v05_submit(f->p, &in, 1, f->d, NULL), 1);
+		push_samples(f, f->d[0].key, 0xf, r);
+		if (round == 2)
+			v05__queue_malloc = no_memory;
+		/* Take no decision out: the queue fills. */
+		n = v05_poll(f->p, NULL, 0);
+		if (round < 2) {
+			assert_int_equal(n, 0);
+			/* Release through the group (the decision waits). */
+			assert_int_equal(v05_group(f->p, 0, &g), 0);
+			assert_int_equal(v05_release(f->p, 0, g.gen, g.key), 0);
+		}
+	}
+	v05__queue_malloc = malloc;
+	assert_int_equal(n, -ENOMEM);
+	/* Sticky: still -ENOMEM, with memory back, until recovered. */
+	assert_int_equal(v05_poll(f->p, f->d, MAXD), -ENOMEM);
+	assert_int_equal(v05_pending(f->p), 1);
+	n = v05_recover(f->p, f->d, MAXD);
+	assert_true(n >= 1);
+	for (int i = 0; i < n; i++) {
+		assert_true(f->d[i].flags & V05_DF_RECOVERED);
+		if (f->d[i].kind == V05_DECISION_FINAL) {
+			finals++;
+			assert_int_equal(v05_release(f->p, f->d[i].slot,
+						     f->d[i].gen, f->d[i].key), 0);
+		}
+	}
+	assert_int_equal(finals, 1); /* the third group, the one not queued */
+	assert_int_equal(v05_poll(f->p, f->d, MAXD), 0);
+	fx_close(f);
+	free(f);
+}
+
 static int reader_child(const char *name, uint32_t want, const double *priors,
 			const uint64_t *keys)
 {
@@ -1059,6 +1123,7 @@ int main(void)
 		cmocka_unit_test(test_bad_input_counted),
 		cmocka_unit_test(test_zero_copy_views),
 		cmocka_unit_test(test_release_identity),
+		cmocka_unit_test(test_queue_alloc_failure),
 		cmocka_unit_test(test_late_reward_not_credited_to_new_instance),
 		cmocka_unit_test(test_reader_other_process),
 		cmocka_unit_test(test_dead_reader_republish),

@@ -152,7 +152,9 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 /*
  * Drain rewards, decide, and return up to max decisions. A journal failure
  * is returned once as its negative errno (journaling stops; polling goes
- * on). Decisions not returned stay queued for the next call.
+ * on). Decisions not returned stay queued for the next call. -ENOMEM: a
+ * decision could not be queued; sticky (every call answers it) until
+ * v05_recover() hands out the whole state again.
  */
 V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 		     uint32_t max);
@@ -164,10 +166,11 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
  */
 V05_API int v05_resolve(struct v05_plugin *p, uint64_t batch, int halt);
 
-/* After attach: SAMPLE decisions for every issued sample without a reward,
- * FINAL/DROP for every final slot not yet released (flag RECOVERED). The
- * set is taken once; call until it returns 0 (v05_poll also hands out
- * what is left). */
+/* After attach, or after v05_poll answered -ENOMEM: SAMPLE decisions for
+ * every issued sample without a reward, FINAL/DROP for every final slot
+ * not yet released, BARRIER for every batch waiting at one (flag
+ * RECOVERED). The set is taken once; call until it returns 0 (v05_poll
+ * also hands out what is left). */
 V05_API int v05_recover(struct v05_plugin *p, struct v05_decision *out,
 			uint32_t max);
 
