@@ -192,6 +192,29 @@ fail:
 	return ret;
 }
 
+/*
+ * Write what is left of buffer b from byte done on, synchronously. A short
+ * write is not an error in itself (a full disk takes what fits, then says
+ * ENOSPC on the next write): go on until everything is written or a write
+ * fails, and report that write's errno.
+ */
+static int write_rest(struct v05_journal *j, int b, size_t done)
+{
+	while (done < j->len[b]) {
+		ssize_t n = pwrite(j->fd, j->buf[b] + done, j->len[b] - done,
+				   (off_t)(j->offset + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return fail(j, -errno, "write");
+		if (n == 0)
+			return fail(j, -EIO, "write (no progress)");
+		done += (size_t)n;
+	}
+	return 0;
+}
+
 static void written(struct v05_journal *j, int b)
 {
 	j->offset += j->len[b];
@@ -211,12 +234,8 @@ static int submit(struct v05_journal *j)
 	if (j->len[b] == 0 || j->inflight >= 0 || j->error)
 		return j->error;
 	if (!j->ring_ok) {
-		ssize_t n = pwrite(j->fd, j->buf[b], j->len[b], (off_t)j->offset);
-
-		if (n < 0)
-			return fail(j, -errno, "write");
-		if ((size_t)n != j->len[b])
-			return fail(j, -EIO, "short write");
+		if (write_rest(j, b, 0))
+			return j->error;
 		if (j->sync == V05_JOURNAL_SYNC_BATCH && fdatasync(j->fd))
 			return fail(j, -errno, "fdatasync");
 		written(j, b);
@@ -267,7 +286,13 @@ static int reap(struct v05_journal *j, int wait)
 			if (cqe->res < 0)
 				fail(j, cqe->res, "write");
 			else if ((size_t)cqe->res != j->len[b])
-				fail(j, -EIO, "short write");
+				/* The rest, synchronously: it either fits
+				 * or names the real error (ENOSPC). A linked
+				 * fdatasync was cancelled: sync again. */
+				if (!write_rest(j, b, (size_t)cqe->res) &&
+				    j->sync == V05_JOURNAL_SYNC_BATCH &&
+				    fdatasync(j->fd))
+					fail(j, -errno, "fdatasync");
 		} else if (cqe->user_data == TAG_SYNC && cqe->res < 0 &&
 			   !j->error) {
 			fail(j, cqe->res, "fdatasync");

@@ -555,6 +555,11 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 		v05__waiter_disarm(&p->waiter);
 	if (p->journal) {
 		ret = v05__journal_pump(p->journal, 1);
+		/* A failure v05_poll already reported is not raised again:
+		 * close answers only what is new. */
+		if (ret && p->st->journal_status == V05_JOURNAL_FAILED &&
+		    !p->journal_error_pending)
+			ret = 0;
 		p->st->journal_durable_seq = v05__journal_durable(p->journal);
 		v05__journal_close(p->journal);
 	}
