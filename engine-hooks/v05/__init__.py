@@ -15,6 +15,7 @@ stopping) inside an LLM rollout engine. Pure Python over libv05 (ctypes).
 import ctypes
 from typing import Sequence
 
+from . import _checks
 from . import _lib
 from ._lib import V05Error, check, lib
 from .plugin import Decision, Group, Plugin, SubmitError, key_of
@@ -75,9 +76,9 @@ def estimate(prior: float, rewards: Sequence[float], *, cost: float = 0.0039,
 
 def unlink(name: str) -> None:
     """Remove segment `name` (mappings stay valid until closed)."""
-    check(lib.v05_segment_unlink(name.encode()), f"unlink {name}")
+    check(lib.v05_segment_unlink(_checks.cstr("name", name)), f"unlink {name}")
 
 
 def reclaim(name: str) -> None:
     """Remove the segment of a dead owner; V05Error(EBUSY) if it lives."""
-    check(lib.v05_segment_reclaim(name.encode(), 0), f"reclaim {name}")
+    check(lib.v05_segment_reclaim(_checks.cstr("name", name), 0), f"reclaim {name}")

@@ -31,3 +31,18 @@ def u32(name: str, value, lo: int = 0, hi: int = U32_MAX) -> int:
 
 def u64(name: str, value, lo: int = 0, hi: int = U64_MAX) -> int:
     return integer(name, value, lo, hi, U64_MAX)
+
+
+def cstr(name: str, value) -> bytes:
+    """A str (or bytes) for a C string: a NUL inside would end it early in
+    C, naming something else than the caller said (a segment "a\\0b" is
+    segment "a"), so it is refused."""
+    if isinstance(value, str):
+        b = value.encode("utf-8", "surrogateescape")
+    elif isinstance(value, (bytes, bytearray)):
+        b = bytes(value)
+    else:
+        raise TypeError(f"{name} must be str, not {type(value).__name__}")
+    if b"\0" in b:
+        raise ValueError(f"{name} {value!r} contains a NUL character")
+    return b

@@ -195,9 +195,9 @@ class Plugin:
         c.flags = ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
                    (CONFIG_EXTERNAL_HALT if external_halt else 0))
         c.journal_sync = 1 if journal_sync else 0
-        c.journal_path = journal.encode() if journal else None
+        c.journal_path = _checks.cstr("journal", journal) if journal else None
         h = ctypes.c_void_p()
-        check(lib.v05_plugin_create(name.encode(), ctypes.byref(c),
+        check(lib.v05_plugin_create(_checks.cstr("name", name), ctypes.byref(c),
                                     ctypes.byref(h)), f"create {name}")
         return cls(h.value, name)
 
@@ -206,7 +206,7 @@ class Plugin:
         """Take over segment `name` whose owner is gone; then call
         recover() for what it had handed out."""
         h = ctypes.c_void_p()
-        check(lib.v05_plugin_attach(name.encode(), 1 if any_uid else 0,
+        check(lib.v05_plugin_attach(_checks.cstr("name", name), 1 if any_uid else 0,
                                     ctypes.byref(h)), f"attach {name}")
         return cls(h.value, name)
 

@@ -39,7 +39,7 @@ class RewardWriter:
         h = ctypes.c_void_p()
         flags = (PRODUCER_DEFER if defer else 0) | \
             (PRODUCER_ANY_UID if any_uid else 0)
-        check(lib.v05_producer_open(name.encode(), flags, ctypes.byref(h)),
+        check(lib.v05_producer_open(_checks.cstr("name", name), flags, ctypes.byref(h)),
               f"open a reward lane of {name}")
         return cls(h.value, name, timeout)
 
@@ -118,7 +118,7 @@ class Reader:
     @classmethod
     def open(cls, name: str, *, any_uid: bool = False) -> "Reader":
         h = ctypes.c_void_p()
-        check(lib.v05_reader_open(name.encode(), 1 if any_uid else 0,
+        check(lib.v05_reader_open(_checks.cstr("name", name), 1 if any_uid else 0,
                                   ctypes.byref(h)), f"open a reader of {name}")
         return cls(h.value, name)
 
