@@ -207,7 +207,7 @@ static int init_local(struct v05_plugin *p)
 	if (!ret)
 		ret = v05__arena_init(&p->arena, &p->seg);
 	if (!ret) {
-		ret = v05__waiter_init(&p->waiter, &p->seg.ctl->doorbell,
+		ret = v05__waiter_init(&p->waiter, &p->seg.bell->doorbell,
 				       (p->cfg.flags & V05_CONFIG_WAIT_THREAD) ?
 					       V05_WAIT_THREAD : 0);
 	}
@@ -614,7 +614,7 @@ static void disarm(struct v05_plugin *p)
 	if (!p->armed)
 		return;
 	v05__waiter_disarm(&p->waiter);
-	v05__doorbell_done(p->seg.ctl);
+	v05__doorbell_done(p->seg.bell);
 	p->armed = false;
 }
 
@@ -742,14 +742,14 @@ V05_API int v05_arm(struct v05_plugin *p, int timeout_ms)
 		if (timeout_ms < 0 || ms < timeout_ms)
 			timeout_ms = ms;
 	}
-	word = v05__doorbell_prepare(p->seg.ctl, v05__segment_asym(&p->seg));
+	word = v05__doorbell_prepare(p->seg.bell, v05__segment_asym(&p->seg));
 	if (v05__lanes_pending(&p->lanes)) {
-		v05__doorbell_done(p->seg.ctl);
+		v05__doorbell_done(p->seg.bell);
 		return 1;
 	}
 	ret = v05__waiter_arm(&p->waiter, word, timeout_ms);
 	if (ret) {
-		v05__doorbell_done(p->seg.ctl);
+		v05__doorbell_done(p->seg.bell);
 		return v05__fail(ret, "arm the doorbell wait: %s", strerror(-ret));
 	}
 	p->armed = true;

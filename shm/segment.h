@@ -18,18 +18,23 @@
 /* Which regions a role maps, and how (everything else is PROT_NONE). */
 enum v05_role {
 	V05_ROLE_OWNER,    /* plugin: all regions read-write             */
-	V05_ROLE_PRODUCER, /* control + lanes read-write, nothing else   */
+	V05_ROLE_PRODUCER, /* the doorbell page only; its lane is mapped
+			    * by producer.c once claimed (nothing else)  */
 	V05_ROLE_READER,   /* control, state, arena read; rings r/w      */
 	V05_ROLE_INSPECT,  /* everything but the arena, read-only        */
 };
 
 struct v05_segment {
-	uint8_t *base;   /* the whole object, PROT_NONE where not mapped */
+	uint8_t *base;   /* the whole object, PROT_NONE where not mapped;
+			  * NULL for a producer, which maps no whole view */
 	size_t size;
 	int fd;
 	enum v05_role role;
 	struct v05_shm_header hdr; /* validated private copy */
-	struct v05_shm_control *ctl;
+	struct v05_shm_control *ctl; /* NULL for producers */
+	struct v05_shm_doorbell *bell;
+	struct v05_lane_own *lane_own; /* owner and inspect only */
+	uint8_t *bell_map; /* a producer's own mapping of the doorbell page */
 	struct v05_shm_state *state; /* NULL for producers */
 	uint8_t *region[V05_REGION_COUNT]; /* NULL where not mapped */
 	uint32_t st_uid;
@@ -75,14 +80,19 @@ void v05__segment_detach(struct v05_segment *seg);
  * mapping (one atomic mmap MAP_FIXED) so stale views read zeros. */
 void v05__segment_detach_readable(struct v05_segment *seg);
 
+/* Lane i in a whole view (owner, inspect); producers map theirs alone. */
 static inline struct v05_ring_hdr *v05__lane(const struct v05_segment *s,
 					     uint32_t i)
 {
-	uint64_t stride = sizeof(struct v05_ring_hdr) +
-			  (uint64_t)s->hdr.geo.lane_capacity *
-				  sizeof(struct v05_record);
+	return V05_AT(struct v05_ring_hdr, s->region[V05_REGION_LANES],
+		      i * v05__lane_stride(s->hdr.geo.lane_capacity));
+}
 
-	return V05_AT(struct v05_ring_hdr, s->region[V05_REGION_LANES], i * stride);
+/* File offset of lane i. */
+static inline uint64_t v05__lane_offset(const struct v05_segment *s, uint32_t i)
+{
+	return s->hdr.regions[V05_REGION_LANES].offset +
+	       i * v05__lane_stride(s->hdr.geo.lane_capacity);
 }
 
 static inline struct v05_record *v05__lane_records(struct v05_ring_hdr *lane)

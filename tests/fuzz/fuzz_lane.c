@@ -144,12 +144,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check(v05_counters(p, c, V05_COUNTER_SLOTS) > V05_C_REJ_CORRUPT, "counters");
 	for (int r = V05_C_REJ_NONFINITE; r <= V05_C_REJ_CORRUPT; r++)
 		rejected += c[r];
-	check(lane->consumed == c[V05_C_REWARDS_APPLIED] + rejected,
+	check(p->seg.lane_own[0].consumed == c[V05_C_REWARDS_APPLIED] + rejected,
 	      "each record handed over applied or rejected once");
 	if (getenv("V05_FUZZ_VERBOSE"))
 		fprintf(stderr, "fuzz_lane: consumed %llu applied %llu rejected "
 			"%llu (corrupt %llu) overruns %llu finals %llu\n",
-			(unsigned long long)lane->consumed,
+			(unsigned long long)p->seg.lane_own[0].consumed,
 			(unsigned long long)c[V05_C_REWARDS_APPLIED],
 			(unsigned long long)rejected,
 			(unsigned long long)c[V05_C_REJ_CORRUPT],

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,14 +92,24 @@ static int push_corrupt(struct v05_segment *seg, struct v05_ring_hdr **lane,
 	if (!*lane) {
 		uint64_t me = v05__owner_self();
 
+		/* A producer's attach maps no lanes: map each, by offset,
+		 * as the library does, and keep the one claimed. */
 		for (uint32_t i = 0; i < seg->hdr.geo.lane_count && !*lane; i++) {
-			struct v05_ring_hdr *h = v05__lane(seg, i);
+			size_t len = v05__lane_stride(seg->hdr.geo.lane_capacity);
+			struct v05_ring_hdr *h = mmap(NULL, len,
+						      PROT_READ | PROT_WRITE,
+						      MAP_SHARED, seg->fd,
+						      (off_t)v05__lane_offset(seg, i));
 			uint64_t zero = 0;
 
+			if (h == MAP_FAILED)
+				return -errno;
 			if (__atomic_compare_exchange_n(&h->owner, &zero, me, 0,
 							__ATOMIC_ACQ_REL,
 							__ATOMIC_ACQUIRE))
 				*lane = h;
+			else
+				munmap(h, len);
 		}
 		if (!*lane)
 			return -EBUSY;
