@@ -174,6 +174,24 @@ static void free_local(struct v05_plugin *p)
 	p->pad_items = NULL;
 }
 
+/*
+ * Slot generations start, at a slot's first allocation, at a random value
+ * drawn per process that owns the segment: a decision of another plugin
+ * (same slot number, maybe the same uid) then carries a generation this
+ * segment's slot does not have, and v05_release refuses it. Drawn lazily
+ * per slot (arena.c), so create does not touch every slot's page. Without
+ * randomness the clock and pid serve; they differ too.
+ */
+static uint32_t random_gen_base(const struct v05_plugin *p)
+{
+	uint32_t base;
+
+	if (getrandom(&base, sizeof(base), GRND_NONBLOCK) != sizeof(base))
+		base = (uint32_t)(v05__now_ns() ^ p->seg.hdr.created_ns ^
+				  (uint64_t)getpid());
+	return base;
+}
+
 /* Local structures over a mapped segment (create and attach). */
 static int init_local(struct v05_plugin *p)
 {
@@ -206,6 +224,8 @@ static int init_local(struct v05_plugin *p)
 	p->lanes.prefetch = v05__prefetch_key;
 	if (!ret)
 		ret = v05__arena_init(&p->arena, &p->seg);
+	if (!ret)
+		p->arena.gen_base = random_gen_base(p);
 	if (!ret) {
 		ret = v05__waiter_init(&p->waiter, &p->seg.bell->doorbell,
 				       (p->cfg.flags & V05_CONFIG_WAIT_THREAD) ?
@@ -264,23 +284,6 @@ static int journal_abs(const char *path, char *out, size_t len)
 	return 0;
 }
 
-/*
- * Slot generations start at one random value per segment: a decision of
- * another plugin (same slot number, maybe the same uid) then carries a
- * generation this segment's slot does not have, and v05_release refuses
- * it. Without randomness the creation time serves; it differs too.
- */
-static void seed_generations(struct v05_plugin *p)
-{
-	uint32_t base;
-
-	if (getrandom(&base, sizeof(base), GRND_NONBLOCK) != sizeof(base))
-		base = (uint32_t)(p->seg.hdr.created_ns ^ (p->seg.hdr.created_ns >> 32) ^
-				  (uint64_t)getpid());
-	for (uint32_t s = 0; s < p->seg.hdr.geo.slot_count; s++)
-		v05__slot(&p->seg, s)->gen = base;
-}
-
 V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
 			      struct v05_plugin **out)
 {
@@ -320,7 +323,6 @@ V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
 		free(p);
 		return ret;
 	}
-	seed_generations(p);
 	ret = init_local(p);
 	if (!ret)
 		ret = open_journal(p);

@@ -150,9 +150,9 @@ V05_API int v05_release(struct v05_plugin *p, uint32_t slot, uint32_t gen,
 	 * generation on a free slot is a second release of this group. */
 	if (h->gen == gen && (state == V05_S_FREE || state == V05_S_RELEASED))
 		return v05__fail(-EALREADY, "slot %u is already released", slot);
-	/* Generations start at a random value per segment (plugin.c), so a
-	 * decision of another plugin matches with odds of 2^-32 at most,
-	 * and then its key must match too. */
+	/* A slot's generation starts at a random value at its first
+	 * allocation (plugin.c, arena.c), so a decision of another plugin
+	 * matches with odds of about 2^-32, and then its key must match. */
 	if (h->gen != gen || h->key != key)
 		return v05__fail(-ESTALE,
 				 "release: slot %u now holds generation %u, not %u (a stale decision or another plugin's)",

@@ -228,11 +228,26 @@ static_assert(sizeof(struct v05_ring_hdr) == 3 * V05_LINE, "ring header");
 static_assert(offsetof(struct v05_ring_hdr, tail) == V05_LINE, "ring header");
 static_assert(offsetof(struct v05_ring_hdr, head) == 2 * V05_LINE, "ring hdr");
 
-/* A lane's stride: ring header and records, rounded up to whole pages so
- * that a producer maps exactly its lane. */
+/*
+ * Where lane i's ring starts within its first page. Lanes start on pages
+ * (a producer maps exactly its own), so without a skew the same record
+ * index of every lane would share its low 12 address bits: the consumer,
+ * draining lanes in turn, would meet 4 KiB aliasing and L1 set conflicts.
+ * 16 skews of 256 bytes keep them apart.
+ */
+#define V05_LANE_SKEWS 16u
+#define V05_LANE_SKEW 256u
+static inline uint32_t v05__lane_skew(uint32_t i)
+{
+	return (i % V05_LANE_SKEWS) * V05_LANE_SKEW;
+}
+
+/* A lane's stride: the largest skew, the ring header and the records,
+ * rounded up to whole pages so that a producer maps exactly its lane. */
 static inline uint64_t v05__lane_stride(uint32_t capacity)
 {
-	uint64_t b = sizeof(struct v05_ring_hdr) + (uint64_t)capacity * 32u;
+	uint64_t b = (V05_LANE_SKEWS - 1) * V05_LANE_SKEW +
+		     sizeof(struct v05_ring_hdr) + (uint64_t)capacity * 32u;
 
 	return (b + V05_PAGE - 1) & ~(uint64_t)(V05_PAGE - 1);
 }

@@ -68,15 +68,19 @@ static struct v05_ring_hdr *lane_hdr_map(struct v05_producer *p, uint32_t i)
 
 	if (seg->base)
 		return v05__lane(seg, i);
+	/* The owner word is the header's first line, within the first page
+	 * whatever the skew (at most 3840 bytes in). */
 	m = mmap(NULL, V05_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, seg->fd,
 		 (off_t)v05__lane_offset(seg, i));
-	return m == MAP_FAILED ? NULL : m;
+	return m == MAP_FAILED ? NULL :
+	       V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
 }
 
 static void lane_hdr_unmap(struct v05_producer *p, struct v05_ring_hdr *r)
 {
 	if (!p->seg->base && r)
-		munmap(r, V05_PAGE);
+		munmap((void *)((uintptr_t)r & ~(uintptr_t)(V05_PAGE - 1)),
+		       V05_PAGE);
 }
 
 /* Map the whole claimed lane i (own mapping) or point into the view. */
@@ -95,7 +99,7 @@ static int lane_map(struct v05_producer *p, uint32_t i)
 	if (m == MAP_FAILED)
 		return v05__fail(-errno, "mmap lane %u of %s: %s", i, seg->name,
 				 strerror(errno));
-	p->lane = m;
+	p->lane = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
 	p->lane_map = m;
 	p->lane_len = len;
 	return 0;

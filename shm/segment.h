@@ -85,10 +85,12 @@ static inline struct v05_ring_hdr *v05__lane(const struct v05_segment *s,
 					     uint32_t i)
 {
 	return V05_AT(struct v05_ring_hdr, s->region[V05_REGION_LANES],
-		      i * v05__lane_stride(s->hdr.geo.lane_capacity));
+		      i * v05__lane_stride(s->hdr.geo.lane_capacity) +
+			      v05__lane_skew(i));
 }
 
-/* File offset of lane i. */
+/* File offset of lane i's first page (its ring starts v05__lane_skew(i)
+ * bytes into it). */
 static inline uint64_t v05__lane_offset(const struct v05_segment *s, uint32_t i)
 {
 	return s->hdr.regions[V05_REGION_LANES].offset +

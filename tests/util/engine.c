@@ -96,20 +96,21 @@ static int push_corrupt(struct v05_segment *seg, struct v05_ring_hdr **lane,
 		 * as the library does, and keep the one claimed. */
 		for (uint32_t i = 0; i < seg->hdr.geo.lane_count && !*lane; i++) {
 			size_t len = v05__lane_stride(seg->hdr.geo.lane_capacity);
-			struct v05_ring_hdr *h = mmap(NULL, len,
-						      PROT_READ | PROT_WRITE,
-						      MAP_SHARED, seg->fd,
-						      (off_t)v05__lane_offset(seg, i));
+			uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+					  MAP_SHARED, seg->fd,
+					  (off_t)v05__lane_offset(seg, i));
+			struct v05_ring_hdr *h;
 			uint64_t zero = 0;
 
-			if (h == MAP_FAILED)
+			if (m == MAP_FAILED)
 				return -errno;
+			h = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
 			if (__atomic_compare_exchange_n(&h->owner, &zero, me, 0,
 							__ATOMIC_ACQ_REL,
 							__ATOMIC_ACQUIRE))
 				*lane = h;
 			else
-				munmap(h, len);
+				munmap(m, len);
 		}
 		if (!*lane)
 			return -EBUSY;
