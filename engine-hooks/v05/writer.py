@@ -161,4 +161,10 @@ class Reader:
         return self
 
     def __exit__(self, *exc):
+        # Leaving on an exception with views still alive: keep the reader
+        # (and its mapping) rather than raise over the exception or leave
+        # the views dangling; it is closed when the process ends.
+        from .plugin import live_views
+        if exc[0] is not None and live_views(self._views):
+            return
         self.close()
