@@ -46,6 +46,8 @@ def reward_from_binary(r) -> float:
         r = int(r)
     if not isinstance(r, int):
         raise TypeError(f"binary reward must be 0 or 1, not {r!r}")
+    r = _checks.integer("binary reward", r, -_checks.INT_MAX - 1,
+                        _checks.INT_MAX, _checks.INT_MAX)
     out = ctypes.c_double()
     check(lib.v05_reward_from_binary(r, ctypes.byref(out)), "reward_from_binary")
     return out.value
@@ -59,7 +61,9 @@ def estimate(prior: float, rewards: Sequence[float], *, cost: float = 0.0039,
     lib.v05_params_default(ctypes.byref(p))
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not one of {sorted(MODES)}")
-    p.cost, p.k_step, p.k_max, p.mode = cost, k_step, k_max, MODES[mode]
+    p.cost, p.mode = cost, MODES[mode]
+    p.k_step = _checks.u32("k_step", k_step, 1)
+    p.k_max = _checks.u32("k_max", k_max, 1)
     k = len(rewards)
     p.k_init = max(1, min(k, k_max))
     r = (ctypes.c_double * max(1, k))(*rewards)

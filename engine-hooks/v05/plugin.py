@@ -370,7 +370,8 @@ class Plugin:
     def wait_blocking(self, timeout: Optional[float] = None) -> bool:
         """Block until rewards (or a stream deadline) arrive: True, or
         False at the timeout."""
-        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        ms = -1 if timeout is None else \
+            min(max(0, int(timeout * 1000)), _checks.INT_MAX)
         while True:
             r = lib.v05_wait(self._handle(), ms)
             if r == -4:  # EINTR: retried, as PEP 475 does
@@ -380,7 +381,8 @@ class Plugin:
     async def wait(self, timeout: Optional[float] = None) -> bool:
         """asyncio: wait for rewards through the loop (add_reader on the
         plugin's fd). True: there is work, poll now; False: timed out."""
-        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        ms = -1 if timeout is None else \
+            min(max(0, int(timeout * 1000)), _checks.INT_MAX)
         if check(lib.v05_arm(self._handle(), ms), "arm") == 1:
             return True
         loop = asyncio.get_running_loop()

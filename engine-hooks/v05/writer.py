@@ -48,6 +48,13 @@ class RewardWriter:
             raise V05Error(9, "reward writer is closed")
         return self._p
 
+    def _timeout_ms(self) -> int:
+        """The wait for room in ms, as the C int takes it (a negative
+        timeout waits for ever; a huge one is the longest C can say)."""
+        if self.timeout is None or self.timeout < 0:
+            return -1
+        return min(int(self.timeout * 1000), _checks.INT_MAX)
+
     def _key(self, uid: Uid) -> int:
         k = self._keys.get(uid)
         if k is None:
@@ -67,7 +74,7 @@ class RewardWriter:
         if r == -_lib.EAGAIN:
             rec = _lib.Reward(key, sample, float(reward))
             r = lib.v05_producer_push_wait(p, ctypes.byref(rec), 1,
-                                           int(self.timeout * 1000))
+                                           self._timeout_ms())
         check(r, "push")
 
     def push_many(self, uids: Sequence[Uid], samples, rewards) -> None:
@@ -83,7 +90,7 @@ class RewardWriter:
             recs[i].sample = samples[i]
             recs[i].reward = float(rewards[i])
         check(lib.v05_producer_push_wait(self._handle(), recs, n,
-                                         int(self.timeout * 1000)),
+                                         self._timeout_ms()),
               "push_many")
 
     def flush(self) -> int:

@@ -45,6 +45,11 @@ def test_counts_checked_before_c(segname):
             p.resolve(2**64, True)
         with pytest.raises(TypeError):
             p.poll(max_decisions=1.5)
+        assert p.wait_blocking(timeout=1e-3) in (True, False)
+        with pytest.raises(OverflowError):
+            v05.reward_from_binary(2**32)
+        with pytest.raises(OverflowError):
+            v05.estimate(0.0, [1.0], k_max=2**32 + 16)
         assert p.poll(max_decisions=0) == []
 
 
