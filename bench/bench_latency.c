@@ -107,7 +107,7 @@ static void run(const char *name, int m, int wait_path, uint64_t n, int last)
 	lat = calloc(n, sizeof(*lat));
 	if (m)
 		v05__lanes_init(&lanes, &seg);
-	if (m == 2 && v05__waiter_init(&w, &seg.ctl->doorbell, wait_path)) {
+	if (m == 2 && v05__waiter_init(&w, &seg.bell->doorbell, wait_path)) {
 		printf("  \"%s\": null%s\n", name, last ? "" : ",");
 		free(lat);
 		return;
@@ -125,7 +125,7 @@ static void run(const char *name, int m, int wait_path, uint64_t n, int last)
 			}
 		} else if (!v05__lanes_drain(&lanes, 16, 16, on_record, NULL) &&
 			   m == 2) {
-			uint32_t word = v05__doorbell_prepare(seg.ctl, v05__segment_asym(&seg));
+			uint32_t word = v05__doorbell_prepare(seg.bell, v05__segment_asym(&seg));
 
 			if (!v05__lanes_pending(&lanes)) {
 				__atomic_store_n(&L.committed, got + 1, __ATOMIC_RELEASE);
@@ -133,7 +133,7 @@ static void run(const char *name, int m, int wait_path, uint64_t n, int last)
 				v05__waiter_block(&w);
 				v05__waiter_disarm(&w);
 			}
-			v05__doorbell_done(seg.ctl);
+			v05__doorbell_done(seg.bell);
 		}
 	}
 	pthread_join(t, NULL);

@@ -18,7 +18,7 @@ static_assert(sizeof(struct v05_estimate) == 64, "v05_estimate ABI");
 static_assert(sizeof(struct v05_config) == 96, "v05_config ABI");
 static_assert(offsetof(struct v05_config, journal_path) == 88, "v05_config ABI");
 static_assert(sizeof(struct v05_prompt_in) == 24, "v05_prompt_in ABI");
-static_assert(sizeof(struct v05_decision) == 56, "v05_decision ABI");
+static_assert(sizeof(struct v05_decision) == 64, "v05_decision ABI");
 static_assert(sizeof(struct v05_group) == 104, "v05_group ABI");
 static_assert(sizeof(struct v05_support) == 16, "v05_support ABI");
 static_assert(sizeof(struct v05_reward) == 16, "v05_reward ABI");

@@ -117,7 +117,10 @@ void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane)
 		reject(p, rec, V05_C_REJ_UNKNOWN);
 		return;
 	}
-	if (e->state == V05_P_FINAL) {
+	/* Pushed before this prompt was submitted: a late reward for an
+	 * earlier instance of the same uid (released, then submitted again),
+	 * never one for this instance, whose samples did not exist yet. */
+	if (e->state == V05_P_FINAL || rec->timestamp_ns < e->born_ns) {
 		reject(p, rec, V05_C_REJ_LATE);
 		return;
 	}
@@ -241,6 +244,7 @@ static void finalize_with(struct v05_plugin *p, struct v05_prompt *e,
 						     V05_DECISION_FINAL;
 		d.key = e->key;
 		d.slot = e->slot;
+		d.gen = h->gen;
 		d.k = k;
 		d.baseline = est->baseline;
 		d.batch = p->batch_recs[b].id;

@@ -108,6 +108,10 @@ struct v05_plugin {
 	/* decision queue (ring buffer) */
 	struct v05_decision *q;
 	uint32_t qhead, qlen, qcap;
+	/* A decision could not be queued (growth failed): sticky; v05_poll
+	 * answers it until v05_recover re-derives the queue from the
+	 * segment's state. */
+	int queue_error;
 	/* slots released before the journal had them */
 	uint32_t *pending_free;
 	uint32_t npending_free;
@@ -137,7 +141,9 @@ static inline void v05__gauge(struct v05_plugin *p, int c, int64_t d)
  * records, and whenever a record carries a later timestamp. */
 void v05__clock_refresh(struct v05_plugin *p);
 
-/* queue.c: the decision queue. */
+/* queue.c: the decision queue. Its growth allocates through this hook
+ * (malloc; a test injects failures). */
+extern void *(*v05__queue_malloc)(size_t n);
 int v05__enqueue(struct v05_plugin *p, const struct v05_decision *d);
 uint32_t v05__dequeue(struct v05_plugin *p, struct v05_decision *out,
 		      uint32_t max);

@@ -72,8 +72,9 @@ static int write_header(int fd, const char *segment)
 }
 
 /* Validate an existing journal; truncate a torn tail. */
-static int recover_file(int fd, const char *path, uint64_t size,
-			uint64_t *valid, uint64_t *last_seq, uint64_t *truncated)
+static int recover_file(int fd, const char *path, const char *segment,
+			uint64_t size, uint64_t *valid, uint64_t *last_seq,
+			uint64_t *truncated)
 {
 	struct v05_jscan res;
 	void *map;
@@ -95,14 +96,24 @@ static int recover_file(int fd, const char *path, uint64_t size,
 	if (*truncated && ftruncate(fd, (off_t)res.valid_bytes))
 		return v05__fail(-errno, "truncate torn tail of %s: %s", path,
 				 strerror(errno));
+	if (res.valid_bytes == 0) {
+		/* The first header itself was torn (scan checked that what
+		 * is there is a prefix of one): start over with a whole one,
+		 * never leave a headerless file that nothing could read. */
+		ret = write_header(fd, segment);
+		if (ret)
+			return v05__fail(ret, "write journal header %s: %s", path,
+					 strerror(-ret));
+		res.valid_bytes = sizeof(struct v05_journal_hdr);
+	}
 	*valid = res.valid_bytes;
 	*last_seq = res.last_seq;
 	return 0;
 }
 
 int v05__journal_open(const char *path, uint32_t sync, const char *segment,
-		      struct v05_journal **out, uint64_t *last_seq,
-		      uint64_t *truncated)
+		      unsigned mode, struct v05_journal **out,
+		      uint64_t *last_seq, uint64_t *truncated)
 {
 	struct v05_journal *j;
 	struct stat st;
@@ -115,15 +126,37 @@ int v05__journal_open(const char *path, uint32_t sync, const char *segment,
 		return v05__fail(-ENOMEM, "journal: out of memory");
 	j->inflight = -1;
 	j->sync = sync;
-	j->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	/* No link followed (a planted link would aim the owner's writes at
+	 * any file it can write); O_NONBLOCK so that a FIFO does not block
+	 * the open (it is refused below); cleared again before writing. */
+	j->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+		     0600);
 	if (j->fd < 0) {
-		ret = v05__fail(-errno, "open journal %s: %s", path,
-				strerror(errno));
+		ret = v05__fail(-errno, "open journal %s: %s%s", path,
+				strerror(errno),
+				errno == ELOOP ? " (a symbolic link is not followed)" : "");
 		free(j);
 		return ret;
 	}
 	if (fstat(j->fd, &st) || !S_ISREG(st.st_mode)) {
 		ret = v05__fail(-EINVAL, "journal %s is not a regular file", path);
+		goto fail;
+	}
+	if (st.st_uid != geteuid()) {
+		ret = v05__fail(-EACCES,
+				"journal %s belongs to uid %u, not to this process's uid %u",
+				path, (unsigned)st.st_uid, (unsigned)geteuid());
+		goto fail;
+	}
+	if ((unsigned)st.st_mode & 0777u & ~(mode | 0600u)) {
+		ret = v05__fail(-EACCES,
+				"journal %s has mode %03o, wider than the segment's %03o",
+				path, (unsigned)st.st_mode & 0777u, mode | 0600u);
+		goto fail;
+	}
+	if (fcntl(j->fd, F_SETFL, 0)) {
+		ret = v05__fail(-errno, "fcntl journal %s: %s", path,
+				strerror(errno));
 		goto fail;
 	}
 	if (st.st_size == 0) {
@@ -135,8 +168,8 @@ int v05__journal_open(const char *path, uint32_t sync, const char *segment,
 		}
 		j->offset = sizeof(struct v05_journal_hdr);
 	} else {
-		ret = recover_file(j->fd, path, (uint64_t)st.st_size, &j->offset,
-				   last_seq, truncated);
+		ret = recover_file(j->fd, path, segment, (uint64_t)st.st_size,
+				   &j->offset, last_seq, truncated);
 		if (ret)
 			goto fail;
 	}
@@ -159,6 +192,29 @@ fail:
 	return ret;
 }
 
+/*
+ * Write what is left of buffer b from byte done on, synchronously. A short
+ * write is not an error in itself (a full disk takes what fits, then says
+ * ENOSPC on the next write): go on until everything is written or a write
+ * fails, and report that write's errno.
+ */
+static int write_rest(struct v05_journal *j, int b, size_t done)
+{
+	while (done < j->len[b]) {
+		ssize_t n = pwrite(j->fd, j->buf[b] + done, j->len[b] - done,
+				   (off_t)(j->offset + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return fail(j, -errno, "write");
+		if (n == 0)
+			return fail(j, -EIO, "write (no progress)");
+		done += (size_t)n;
+	}
+	return 0;
+}
+
 static void written(struct v05_journal *j, int b)
 {
 	j->offset += j->len[b];
@@ -178,12 +234,8 @@ static int submit(struct v05_journal *j)
 	if (j->len[b] == 0 || j->inflight >= 0 || j->error)
 		return j->error;
 	if (!j->ring_ok) {
-		ssize_t n = pwrite(j->fd, j->buf[b], j->len[b], (off_t)j->offset);
-
-		if (n < 0)
-			return fail(j, -errno, "write");
-		if ((size_t)n != j->len[b])
-			return fail(j, -EIO, "short write");
+		if (write_rest(j, b, 0))
+			return j->error;
 		if (j->sync == V05_JOURNAL_SYNC_BATCH && fdatasync(j->fd))
 			return fail(j, -errno, "fdatasync");
 		written(j, b);
@@ -234,7 +286,13 @@ static int reap(struct v05_journal *j, int wait)
 			if (cqe->res < 0)
 				fail(j, cqe->res, "write");
 			else if ((size_t)cqe->res != j->len[b])
-				fail(j, -EIO, "short write");
+				/* The rest, synchronously: it either fits
+				 * or names the real error (ENOSPC). A linked
+				 * fdatasync was cancelled: sync again. */
+				if (!write_rest(j, b, (size_t)cqe->res) &&
+				    j->sync == V05_JOURNAL_SYNC_BATCH &&
+				    fdatasync(j->fd))
+					fail(j, -errno, "fdatasync");
 		} else if (cqe->user_data == TAG_SYNC && cqe->res < 0 &&
 			   !j->error) {
 			fail(j, cqe->res, "fdatasync");

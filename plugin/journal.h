@@ -97,10 +97,15 @@ struct v05_journal;
  * Open or create the journal at path. An existing file must be a v05
  * journal; a torn tail is truncated (*truncated bytes), a corrupt middle is
  * refused (-EILSEQ). *last_seq: the last record's sequence number.
+ * Only a file that is, or is becoming, a v05 journal of this user is ever
+ * written: the last component is not followed if a link (-ELOOP); a file
+ * of another uid, or with permission bits beyond mode (the segment's), is
+ * refused (-EACCES); a non-journal is refused (-EBADMSG) untouched; an
+ * empty file or a torn first header gets a fresh header.
  */
 int v05__journal_open(const char *path, uint32_t sync, const char *segment,
-		      struct v05_journal **out, uint64_t *last_seq,
-		      uint64_t *truncated);
+		      unsigned mode, struct v05_journal **out,
+		      uint64_t *last_seq, uint64_t *truncated);
 
 /* Queue one record. 0, or the journal's error once it has failed. */
 int v05__journal_append(struct v05_journal *j, const struct v05_jrec *fixed,

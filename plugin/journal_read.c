@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Journal scanning: every byte read from the file is bounds-checked. */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #define XXH_INLINE_ALL
@@ -59,8 +60,23 @@ int v05__journal_scan(const uint8_t *data, size_t size,
 
 	memset(res, 0, sizeof(*res));
 	if (size < sizeof(h)) {
-		res->tail = size == 0 ? V05_JTAIL_BAD_HEADER : V05_JTAIL_TORN;
-		return size == 0 ? -EBADMSG : 0;
+		/* Shorter than a header: a torn first header only if what is
+		 * there is the start of one (magic, version, size); any other
+		 * short file is not a journal, and nobody may truncate it. */
+		struct v05_journal_hdr want;
+		size_t n = size < offsetof(struct v05_journal_hdr, created_ns) ?
+				   size : offsetof(struct v05_journal_hdr, created_ns);
+
+		memset(&want, 0, sizeof(want));
+		want.magic = V05_JOURNAL_MAGIC;
+		want.version = V05_JOURNAL_VERSION;
+		want.hdr_size = sizeof(want);
+		if (size == 0 || memcmp(data, &want, n) != 0) {
+			res->tail = V05_JTAIL_BAD_HEADER;
+			return -EBADMSG;
+		}
+		res->tail = V05_JTAIL_TORN;
+		return 0;
 	}
 	memcpy(&h, data, sizeof(h));
 	if (h.magic != V05_JOURNAL_MAGIC || h.version != V05_JOURNAL_VERSION ||

@@ -146,18 +146,21 @@ V05_API int v05_observer_lanes(struct v05_observer *o,
 		n = lanes;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct v05_ring_hdr *r = v05__lane(&o->seg, i);
-		/* Relaxed: each field has one writer; a snapshot. */
+		const struct v05_lane_own *own = &o->seg.lane_own[i];
+		/* Relaxed: each field has one writer; a snapshot. The counts
+		 * come from the owner's memory, not from the lane's page. */
 		uint64_t owner = v05_load_relaxed(&r->owner);
-		uint32_t fill = v05_load_relaxed(&r->tail) - v05_load_relaxed(&r->head);
+		uint32_t fill = v05_load_relaxed(&r->tail) -
+				v05_load_relaxed(&own->head);
 
 		out[i].owner_pid = owner ? v05__owner_pid(owner) : 0;
 		out[i].owner_alive = owner && v05__owner_alive(owner) == 1;
 		/* A producer may claim anything: clamp to what the lane holds. */
 		out[i].fill = fill <= o->seg.hdr.geo.lane_capacity ? fill :
 			      o->seg.hdr.geo.lane_capacity;
-		out[i].high_water = v05_load_relaxed(&r->high_water);
-		out[i].consumed = v05_load_relaxed(&r->consumed);
-		out[i].claims = v05_load_relaxed(&r->claims);
+		out[i].high_water = v05_load_relaxed(&own->high_water);
+		out[i].consumed = v05_load_relaxed(&own->consumed);
+		out[i].claims = v05_load_relaxed(&own->claims);
 	}
 	return (int)n;
 }

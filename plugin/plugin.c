@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "plugin/internal.h"
@@ -194,6 +195,24 @@ static void free_local(struct v05_plugin *p)
 	p->pad_items = NULL;
 }
 
+/*
+ * Slot generations start, at a slot's first allocation, at a random value
+ * drawn per process that owns the segment: a decision of another plugin
+ * (same slot number, maybe the same uid) then carries a generation this
+ * segment's slot does not have, and v05_release refuses it. Drawn lazily
+ * per slot (arena.c), so create does not touch every slot's page. Without
+ * randomness the clock and pid serve; they differ too.
+ */
+static uint32_t random_gen_base(const struct v05_plugin *p)
+{
+	uint32_t base;
+
+	if (getrandom(&base, sizeof(base), GRND_NONBLOCK) != sizeof(base))
+		base = (uint32_t)(v05__now_ns() ^ p->seg.hdr.created_ns ^
+				  (uint64_t)getpid());
+	return base;
+}
+
 /* Local structures over a mapped segment (create and attach). */
 static int init_local(struct v05_plugin *p)
 {
@@ -233,8 +252,10 @@ static int init_local(struct v05_plugin *p)
 	p->lanes.prefetch = v05__prefetch_key;
 	if (!ret)
 		ret = v05__arena_init(&p->arena, &p->seg);
+	if (!ret)
+		p->arena.gen_base = random_gen_base(p);
 	if (!ret) {
-		ret = v05__waiter_init(&p->waiter, &p->seg.ctl->doorbell,
+		ret = v05__waiter_init(&p->waiter, &p->seg.bell->doorbell,
 				       (p->cfg.flags & V05_CONFIG_WAIT_THREAD) ?
 					       V05_WAIT_THREAD : 0);
 	}
@@ -256,7 +277,8 @@ static int open_journal(struct v05_plugin *p)
 		return 0;
 	}
 	ret = v05__journal_open(p->cfg.journal_path, p->cfg.journal_sync,
-				p->seg.name, &p->journal, &last_seq, &truncated);
+				p->seg.name, p->seg.mode, &p->journal, &last_seq,
+				&truncated);
 	if (ret)
 		return ret;
 	if (truncated)
@@ -557,12 +579,17 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 
 	if (!p)
 		return 0;
-	if (flags & ~V05_CLOSE_UNLINK)
+	if (flags & ~(V05_CLOSE_UNLINK | V05_CLOSE_KEEP_READABLE))
 		return v05__fail(-EINVAL, "unknown close flags 0x%x", flags);
 	if (p->armed)
 		v05__waiter_disarm(&p->waiter);
 	if (p->journal) {
 		ret = v05__journal_pump(p->journal, 1);
+		/* A failure v05_poll already reported is not raised again:
+		 * close answers only what is new. */
+		if (ret && p->st->journal_status == V05_JOURNAL_FAILED &&
+		    !p->journal_error_pending)
+			ret = 0;
 		p->st->journal_durable_seq = v05__journal_durable(p->journal);
 		v05__journal_close(p->journal);
 	}
@@ -572,7 +599,10 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 	/* R5: every store of ours before the segment is free to take over. */
 	v05_store_release(&p->seg.ctl->owner, 0);
 	free_local(p);
-	v05__segment_detach(&p->seg);
+	if (flags & V05_CLOSE_KEEP_READABLE)
+		v05__segment_detach_readable(&p->seg);
+	else
+		v05__segment_detach(&p->seg);
 	free(p);
 	if (flags & V05_CLOSE_UNLINK) {
 		int r = v05_segment_unlink(name);
@@ -614,7 +644,7 @@ static void disarm(struct v05_plugin *p)
 	if (!p->armed)
 		return;
 	v05__waiter_disarm(&p->waiter);
-	v05__doorbell_done(p->seg.ctl);
+	v05__doorbell_done(p->seg.bell);
 	p->armed = false;
 }
 
@@ -627,6 +657,9 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 	v05__clear_error();
 	if (!p || (max && !out))
 		return v05__fail(-EINVAL, "poll: NULL argument");
+	if (p->queue_error)
+		return v05__fail(p->queue_error,
+				 "a decision could not be queued (out of memory); call v05_recover for the whole state");
 	disarm(p);
 	v05__clock_refresh(p);
 	now = p->now_ns;
@@ -639,6 +672,9 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 	journal_progress(p);
 	/* Relaxed: a display value. */
 	v05_store_relaxed(&p->seg.ctl->heartbeat_ns, now);
+	if (p->queue_error)
+		return v05__fail(p->queue_error,
+				 "a decision could not be queued (out of memory); call v05_recover for the whole state");
 	err = p->journal_error_pending;
 	if (err) {
 		p->journal_error_pending = 0;
@@ -654,6 +690,14 @@ V05_API int v05_recover(struct v05_plugin *p, struct v05_decision *out,
 	v05__clear_error();
 	if (!p || (max && !out))
 		return v05__fail(-EINVAL, "recover: NULL argument");
+	if (p->queue_error) {
+		/* A decision was lost to a failed allocation: drop the queue
+		 * and hand out the whole state again, as after a takeover. */
+		p->queue_error = 0;
+		p->qlen = 0;
+		p->qhead = 0;
+		p->recovered = false;
+	}
 	/* The state is queued once; later calls hand out the rest. */
 	for (uint32_t i = 0; !p->recovered && i <= p->table.mask; i++) {
 		struct v05_prompt *e = &p->table.e[i];
@@ -664,6 +708,8 @@ V05_API int v05_recover(struct v05_plugin *p, struct v05_decision *out,
 		memset(&d, 0, sizeof(d));
 		d.key = e->key;
 		d.slot = e->slot;
+		d.gen = e->slot < p->seg.hdr.geo.slot_count ?
+				v05__slot(&p->seg, e->slot)->gen : 0;
 		d.batch = p->batch_recs[e->batch].id;
 		d.flags = V05_DF_RECOVERED;
 		if (e->state == V05_P_COLLECTING && e->issued != e->received) {
@@ -693,6 +739,9 @@ V05_API int v05_recover(struct v05_plugin *p, struct v05_decision *out,
 		}
 	}
 	p->recovered = true;
+	if (p->queue_error)
+		return v05__fail(p->queue_error,
+				 "recover: out of memory for the decision queue");
 	return (int)v05__dequeue(p, out, max);
 }
 
@@ -712,7 +761,7 @@ V05_API int v05_arm(struct v05_plugin *p, int timeout_ms)
 	if (!p)
 		return -EINVAL;
 	disarm(p);
-	if (p->qlen || p->journal_error_pending)
+	if (p->qlen || p->journal_error_pending || p->queue_error)
 		return 1;
 	dl = v05__policy_next_deadline_ns(p, v05__now_ns());
 	if (dl == 0)
@@ -723,14 +772,14 @@ V05_API int v05_arm(struct v05_plugin *p, int timeout_ms)
 		if (timeout_ms < 0 || ms < timeout_ms)
 			timeout_ms = ms;
 	}
-	word = v05__doorbell_prepare(p->seg.ctl, v05__segment_asym(&p->seg));
+	word = v05__doorbell_prepare(p->seg.bell, v05__segment_asym(&p->seg));
 	if (v05__lanes_pending(&p->lanes)) {
-		v05__doorbell_done(p->seg.ctl);
+		v05__doorbell_done(p->seg.bell);
 		return 1;
 	}
 	ret = v05__waiter_arm(&p->waiter, word, timeout_ms);
 	if (ret) {
-		v05__doorbell_done(p->seg.ctl);
+		v05__doorbell_done(p->seg.bell);
 		return v05__fail(ret, "arm the doorbell wait: %s", strerror(-ret));
 	}
 	p->armed = true;
@@ -760,7 +809,7 @@ V05_API int v05_pending(struct v05_plugin *p)
 {
 	if (!p)
 		return -EINVAL;
-	return p->qlen || p->journal_error_pending ||
+	return p->qlen || p->journal_error_pending || p->queue_error ||
 	       v05__lanes_pending(&p->lanes) ||
 	       v05__policy_next_deadline_ns(p, v05__now_ns()) == 0;
 }

@@ -193,6 +193,7 @@ static void issue(struct v05_plugin *p, uint32_t b)
 			d.kind = V05_DECISION_SAMPLE;
 			d.key = e->key;
 			d.slot = e->slot;
+			d.gen = v05__slot(&p->seg, e->slot)->gen;
 			d.samples = newbits;
 			d.k = add;
 			d.batch = p->batch_recs[b].id;

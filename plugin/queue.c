@@ -9,15 +9,25 @@
 #include "plugin/probes.h"
 #include "shm/error.h"
 
+void *(*v05__queue_malloc)(size_t n) = malloc;
+
 int v05__enqueue(struct v05_plugin *p, const struct v05_decision *d)
 {
 	V05_PROBE4(decision, d->key, d->kind, d->k, d->latency_ns);
+	if (p->queue_error)
+		return p->queue_error; /* the queue is re-derived as a whole */
 	if (p->qlen == p->qcap) {
 		uint32_t cap = p->qcap ? 2 * p->qcap : 1024;
-		struct v05_decision *n = malloc((size_t)cap * sizeof(*n));
+		struct v05_decision *n = cap > p->qcap ?
+			v05__queue_malloc((size_t)cap * sizeof(*n)) : NULL;
 
-		if (!n)
+		if (!n) {
+			/* The decision is not lost for good: the state it
+			 * came from is in the segment. Sticky until
+			 * v05_recover re-derives every decision from it. */
+			p->queue_error = -ENOMEM;
 			return v05__fail(-ENOMEM, "decision queue: out of memory");
+		}
 		/* Unwrap the ring into the new array. */
 		for (uint32_t i = 0; i < p->qlen; i++)
 			n[i] = p->q[(p->qhead + i) % p->qcap];

@@ -11,7 +11,8 @@
 struct v05_reader {
 	struct v05_segment seg;
 	struct v05_reader_rings rings;
-	uint32_t *delivered; /* generation last delivered per slot, +1 */
+	uint64_t *delivered; /* generation last delivered per slot, +1 (64-bit:
+			      * generations use all 32 bits) */
 };
 
 V05_API int v05_reader_open(const char *name, unsigned flags,
@@ -50,10 +51,12 @@ fail:
 V05_API int v05_reader_next(struct v05_reader *r, struct v05_group *g)
 {
 	struct v05_completion c;
+	int ret;
 
+	v05__clear_error();
 	if (!r || !g)
 		return v05__fail(-EINVAL, "reader_next: NULL argument");
-	while (v05__reader_next(&r->rings, &c) == 1) {
+	while ((ret = v05__reader_next(&r->rings, &c)) == 1) {
 		struct v05_slot_hdr *h;
 
 		/* The entry comes from shared memory: check the slot index
@@ -66,13 +69,13 @@ V05_API int v05_reader_next(struct v05_reader *r, struct v05_group *g)
 		if (v05_load_acquire(&h->state) != V05_S_FINAL ||
 		    h->gen != c.gen || h->key != c.key)
 			continue; /* stale: released in process meanwhile */
-		if (r->delivered[c.slot] == c.gen + 1)
+		if (r->delivered[c.slot] == (uint64_t)c.gen + 1)
 			continue; /* republished after a takeover: seen */
-		r->delivered[c.slot] = c.gen + 1;
+		r->delivered[c.slot] = (uint64_t)c.gen + 1;
 		v05__fill_group(&r->seg, c.slot, h, g);
 		return 1;
 	}
-	return 0;
+	return ret; /* 0, or -EIO: the ring's indices are impossible */
 }
 
 V05_API int v05_reader_release(struct v05_reader *r, const struct v05_group *g)

@@ -135,16 +135,28 @@ void v05__slot_release(struct v05_plugin *p, uint32_t slot)
 	v05__arena_free(&p->arena, slot);
 }
 
-V05_API int v05_release(struct v05_plugin *p, uint32_t slot)
+V05_API int v05_release(struct v05_plugin *p, uint32_t slot, uint32_t gen,
+			uint64_t key)
 {
+	struct v05_slot_hdr *h;
 	uint32_t state;
 
 	v05__clear_error();
 	if (!p || !slot_ok(p, slot))
 		return v05__fail(-EINVAL, "release: bad slot %u", slot);
-	state = v05__slot(&p->seg, slot)->state;
-	if (state == V05_S_FREE || state == V05_S_RELEASED)
+	h = v05__slot(&p->seg, slot);
+	state = h->state;
+	/* A slot keeps its generation until it is allocated again: the same
+	 * generation on a free slot is a second release of this group. */
+	if (h->gen == gen && (state == V05_S_FREE || state == V05_S_RELEASED))
 		return v05__fail(-EALREADY, "slot %u is already released", slot);
+	/* A slot's generation starts at a random value at its first
+	 * allocation (plugin.c, arena.c), so a decision of another plugin
+	 * matches with odds of about 2^-32, and then its key must match. */
+	if (h->gen != gen || h->key != key)
+		return v05__fail(-ESTALE,
+				 "release: slot %u now holds generation %u, not %u (a stale decision or another plugin's)",
+				 slot, h->gen, gen);
 	if (state != V05_S_FINAL)
 		return v05__fail(-EBUSY, "slot %u is still collecting", slot);
 	v05__slot_release(p, slot);

@@ -67,6 +67,11 @@ V05_API int v05_params_check(const struct v05_params *p)
 	if (p->k_init > p->k_max)
 		return v05__fail(-EINVAL, "k_init %u is above k_max %u",
 				 p->k_init, p->k_max);
+	/* A step past k_max can never be taken, and a huge one would wrap
+	 * the u32 sum k + k_step that the stopping rule compares. */
+	if (p->k_step > p->k_max)
+		return v05__fail(-EINVAL, "k_step %u is above k_max %u",
+				 p->k_step, p->k_max);
 	if (p->mode >= V05_MODE_COUNT)
 		return v05__fail(-EINVAL, "mode %u is unknown", p->mode);
 	if (p->sigma >= V05_SIGMA_COUNT)

@@ -53,6 +53,7 @@ static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
 	h->batch_id = batch_id;
 	h->seq = 0;
 	e->prior = in->prior;
+	e->born_ns = v05__now_ns();
 	e->slot = slot;
 	e->batch = b;
 	e->round = 0;
@@ -100,6 +101,7 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 		d->kind = V05_DECISION_SAMPLE;
 		d->key = e->key;
 		d->slot = e->slot;
+		d->gen = v05__slot(&p->seg, e->slot)->gen;
 		d->samples = e->issued;
 		d->k = p->params.k_init;
 		d->batch = id;

@@ -42,6 +42,10 @@ int v05__arena_alloc(struct v05_arena *a, uint32_t *slot)
 		return -ENOSPC;
 	i = a->free[--a->nfree];
 	h = v05__slot(a->seg, i);
+	/* A slot never allocated (gen 0) starts at the base; later uses
+	 * count on from wherever it is. */
+	if (h->gen == 0)
+		h->gen = a->gen_base;
 	h->gen++;
 	h->k = 0;
 	h->flags = 0;

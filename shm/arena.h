@@ -41,6 +41,10 @@ struct v05_arena {
 	struct v05_segment *seg;
 	uint32_t *free; /* stack of free slot indices */
 	uint32_t nfree;
+	/* Where a slot's generation starts at its first allocation (the
+	 * plugin draws it at random, so that two segments' generations do
+	 * not match: plugin.c); 0 if not set. */
+	uint32_t gen_base;
 };
 
 /* Free list from the slots' states (all FREE in a new segment). */

@@ -87,10 +87,22 @@ uint32_t v05__completions_reset(struct v05_completions *c, v05_release_fn fn,
 	uint64_t owner = v05__completions_reader(c);
 	uint32_t n = v05__releases_drain(c, fn, ctx);
 
-	/* The dead reader was the completion ring's consumer; with it gone
-	 * this process may move the head: everything unread is dropped. */
+	/*
+	 * The dead reader mapped both rings writable, so any of their four
+	 * indices may hold a stray value it stored. With it gone this process
+	 * is the only writer, and it knows the true values: its own tail of
+	 * the completion ring (everything unread is dropped, head = tail) and
+	 * its own head of the release ring (all of it was just applied).
+	 * Both indices of both rings are restored, so the next reader's
+	 * cached copies start right (ring_cons_init / ring_prod_init).
+	 */
+	v05_store_release(&c->ch->tail, c->out.tail); /* R2 */
 	v05_store_release(&c->ch->head, c->out.tail); /* R1 */
 	c->out.head_cache = c->out.tail;
+	c->out.published = c->out.tail;
+	v05_store_release(&c->rh->head, c->back.head); /* R1 */
+	v05_store_release(&c->rh->tail, c->back.head);
+	c->back.tail_cache = c->back.head;
 	if (owner)
 		v05_cas_acq_rel(&c->ch->owner, &owner, 0); /* R3 */
 	return n;
@@ -139,8 +151,24 @@ int v05__reader_next(struct v05_reader_rings *r, struct v05_completion *out)
 	int64_t avail = v05__ring_cons_avail(&r->in);
 	const struct v05_completion *e;
 
-	if (avail <= 0)
-		return 0; /* an overrun cannot come from the plugin */
+	if (avail < 0) {
+		/* An impossible fill: the cached tail may be a stray value
+		 * (the plugin rewrites the shared one at each publish and at
+		 * a reset); read it again before giving up. A2. */
+		r->in.tail_cache = v05_load_acquire(&r->ch->tail);
+		avail = v05__ring_cons_avail(&r->in);
+		if (avail < 0) {
+			/* Do not keep a bad value cached: the next call reads
+			 * the shared tail afresh. */
+			r->in.tail_cache = r->in.head;
+			return v05__fail(-EIO,
+					 "completion ring: tail %u is more than %u ahead of head %u",
+					 v05_load_relaxed(&r->ch->tail),
+					 r->in.mask + 1, r->in.head);
+		}
+	}
+	if (avail == 0)
+		return 0;
 	e = v05__ring_cons_slot(&r->in, 0);
 	out->key = e->key;
 	out->slot = e->slot;

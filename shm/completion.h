@@ -54,7 +54,8 @@ struct v05_reader_rings {
 /* Claim the rings for this process: -EBUSY if another live reader has. */
 int v05__reader_claim(struct v05_segment *seg, struct v05_reader_rings *r);
 void v05__reader_unclaim(struct v05_reader_rings *r);
-/* 1 and *out, or 0 when nothing is pending. */
+/* 1 and *out, 0 when nothing is pending, -EIO when the ring's indices
+ * stay impossible after a fresh read (v05_errmsg says which). */
 int v05__reader_next(struct v05_reader_rings *r, struct v05_completion *out);
 /* 0, or -EAGAIN when the release ring is full. */
 int v05__reader_release(struct v05_reader_rings *r, uint32_t slot, uint32_t gen);

@@ -30,17 +30,17 @@ int v05__futex_wake(uint32_t *word)
 	return n < 0 ? -errno : (int)n;
 }
 
-void v05__doorbell_ring(struct v05_shm_control *ctl)
+void v05__doorbell_ring(struct v05_shm_doorbell *bell)
 {
 	uint32_t one = 1;
 
 	/* Only the producer that clears the flag rings; the others know the
 	 * consumer is being woken and will drain their lanes too. */
-	if (!v05_cas_acq_rel(&ctl->sleeping, &one, 0u))
+	if (!v05_cas_acq_rel(&bell->sleeping, &one, 0u))
 		return;
 	/* Release: pairs with the acquire load in v05__doorbell_prepare. */
-	v05_fetch_add_release(&ctl->doorbell, 1u);
-	v05__futex_wake(&ctl->doorbell);
+	v05_fetch_add_release(&bell->doorbell, 1u);
+	v05__futex_wake(&bell->doorbell);
 }
 
 static int membarrier(int cmd)

@@ -39,7 +39,7 @@
 #include "shm/atomics.h"
 #include "shm/layout.h"
 
-void v05__doorbell_ring(struct v05_shm_control *ctl);
+void v05__doorbell_ring(struct v05_shm_doorbell *bell);
 
 /* membarrier(GLOBAL_EXPEDITED) works here (creator), and registration
  * for it (producers). 1/0, and 0 on success for register. */
@@ -50,7 +50,7 @@ int v05__membarrier_global(void);
 
 /* Producer: call after every publish. light: this process is registered
  * and the segment's consumer issues F2' (see above). */
-static inline void v05__doorbell_after_publish(struct v05_shm_control *ctl,
+static inline void v05__doorbell_after_publish(struct v05_shm_doorbell *bell,
 					       bool light)
 {
 	if (light)
@@ -59,35 +59,35 @@ static inline void v05__doorbell_after_publish(struct v05_shm_control *ctl,
 		v05_fence_seq_cst(); /* F1, pairs with F2 */
 	/* Relaxed: ordered by F1; a stale 0 is impossible when it matters
 	 * (see above), a stale 1 only costs a failed CAS. */
-	if (v05_load_relaxed(&ctl->sleeping))
-		v05__doorbell_ring(ctl);
+	if (v05_load_relaxed(&bell->sleeping))
+		v05__doorbell_ring(bell);
 }
 
 /* Consumer: announce the sleep; returns the word to wait on. The caller
  * must then re-check every lane before waiting. */
-static inline uint32_t v05__doorbell_prepare(struct v05_shm_control *ctl,
+static inline uint32_t v05__doorbell_prepare(struct v05_shm_doorbell *bell,
 					     bool asym)
 {
 	/* Acquire: a ring's release increment orders its publish before. */
-	uint32_t w = v05_load_acquire(&ctl->doorbell);
+	uint32_t w = v05_load_acquire(&bell->doorbell);
 
 	/* Relaxed: F2 orders it before the lane re-check. */
-	v05_store_relaxed(&ctl->sleeping, 1u);
+	v05_store_relaxed(&bell->sleeping, 1u);
 	v05_fence_seq_cst(); /* F2, pairs with F1 */
 	/* asym: the header's flag (fixed at create, checksummed; no producer
 	 * can change it under us). If F2' fails (it passed at create, so it
 	 * should not), the caller's re-check below may race a light
 	 * producer: ring ourselves so the wait cannot block for good. */
 	if (asym && v05__membarrier_global())
-		v05_fetch_add_release(&ctl->doorbell, 1u);
+		v05_fetch_add_release(&bell->doorbell, 1u);
 	return w;
 }
 
 /* Consumer: awake again. Relaxed: a producer seeing a stale 1 rings once
  * needlessly; nothing depends on it. */
-static inline void v05__doorbell_done(struct v05_shm_control *ctl)
+static inline void v05__doorbell_done(struct v05_shm_doorbell *bell)
 {
-	v05_store_relaxed(&ctl->sleeping, 0u);
+	v05_store_relaxed(&bell->sleeping, 0u);
 }
 
 /* futex(2) on a shared word (no FUTEX_PRIVATE_FLAG: several processes). */

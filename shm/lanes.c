@@ -29,10 +29,18 @@ int v05__lanes_init(struct v05_lanes *l, struct v05_segment *seg)
 	l->n = n;
 	for (uint32_t i = 0; i < n; i++) {
 		struct v05_ring_hdr *r = v05__lane(seg, i);
+		struct v05_ring_cons *c = &l->cons[i];
 
-		v05__ring_cons_init(&l->cons[i], r, v05__lane_records(r),
+		v05__ring_cons_init(c, r, v05__lane_records(r),
 				    seg->hdr.geo.lane_capacity,
 				    sizeof(struct v05_record));
+		/* The head in the lane is the producer's to write (it is its
+		 * page): resume from the owner's own copy, and publish it
+		 * again for the producer. Relaxed: the owner is the only
+		 * writer of lane_own; R1 orders the published copy. */
+		c->head = v05_load_relaxed(&seg->lane_own[i].head);
+		c->tail_cache = c->head;
+		v05_store_release(&r->head, c->head); /* R1 */
 	}
 	return 0;
 }
@@ -68,6 +76,22 @@ static inline void record_copy(struct v05_record *dst,
 	dst->seq = src->seq;
 }
 
+/*
+ * Claims are counted by the owner, as observed: a lane's owner word that
+ * differs from the one seen last (a producer that comes and goes between
+ * two looks is not seen). Looked at once per drained batch and at each
+ * reclaim check. Relaxed: the owner is the only writer of lane_own, and
+ * the word is only compared.
+ */
+static inline void observe_owner(struct v05_lane_own *own, uint64_t owner)
+{
+	if (owner == v05_load_relaxed(&own->owner_seen))
+		return;
+	if (owner)
+		v05_store_relaxed(&own->claims, v05_load_relaxed(&own->claims) + 1);
+	v05_store_relaxed(&own->owner_seen, owner);
+}
+
 /* Far enough ahead to hide a DRAM access behind the records between:
  * stage 0 (the table entry) at 8, stage 1 (the slot it names) at 4. */
 #define PREFETCH_FAR 8u
@@ -81,20 +105,24 @@ static uint32_t drain_lane(struct v05_lanes *l, uint32_t i, uint32_t max,
 	int64_t avail = v05__ring_cons_avail(c);
 	uint32_t n, fill;
 
+	struct v05_lane_own *own = &l->seg->lane_own[i];
+
 	if (avail < 0) {
 		/* The producer claims more than the lane holds: its records
 		 * are garbage. Skip them all; the lane keeps working. */
 		count(l, V05_C_LANE_OVERRUNS, 1);
+		v05_store_relaxed(&own->head, c->tail_cache);
 		v05__ring_cons_resync(c);
 		return 0;
 	}
 	if (avail == 0)
 		return 0;
 	fill = (uint32_t)avail;
-	/* Relaxed: consumer-only statistics. */
-	if (fill > v05_load_relaxed(&c->r->high_water))
-		v05_store_relaxed(&c->r->high_water, fill);
+	/* Relaxed: consumer-only statistics, in owner-only memory. */
+	if (fill > v05_load_relaxed(&own->high_water))
+		v05_store_relaxed(&own->high_water, fill);
 	n = fill < max ? fill : max;
+	observe_owner(own, v05_load_relaxed(&c->r->owner));
 	for (uint32_t j = 0; j < n; j++) {
 		struct v05_record rec;
 
@@ -117,8 +145,11 @@ static uint32_t drain_lane(struct v05_lanes *l, uint32_t i, uint32_t max,
 		}
 		fn(ctx, &rec, i);
 	}
-	v05__ring_cons_release(c, n); /* after fn: exactly once */
-	v05_store_relaxed(&c->r->consumed, v05_load_relaxed(&c->r->consumed) + n);
+	/* After fn: exactly once. The owner's copy first: a takeover
+	 * resumes from it, and the batch is applied; then the producer's. */
+	v05_store_relaxed(&own->head, c->head + n);
+	v05__ring_cons_release(c, n); /* R1 */
+	v05_store_relaxed(&own->consumed, v05_load_relaxed(&own->consumed) + n);
 	return n;
 }
 
@@ -167,10 +198,15 @@ uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,
 	l->next_reclaim_ns = now + V05_RECLAIM_INTERVAL_NS;
 	for (uint32_t i = 0; i < l->n; i++) {
 		struct v05_ring_hdr *r = l->cons[i].r;
+		struct v05_lane_own *own = &l->seg->lane_own[i];
 		/* Acquire: pairs with the claim CAS (A3's release half), so a
-		 * dead owner's last tail store is visible to the drain below. */
+		 * dead owner's last tail store is visible to the drain below.
+		 * The word is in the lane's own page: only the producer that
+		 * holds the lane can write it (its peers do not map it), so
+		 * no other producer can make a live one look dead. */
 		uint64_t owner = v05_load_acquire(&r->owner);
 
+		observe_owner(own, owner);
 		if (owner == 0 || v05__owner_alive(owner))
 			continue;
 		/* Dead: its tail is final. Drain what it published, then free
@@ -180,6 +216,9 @@ uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,
 			;
 		if (v05_cas_acq_rel(&r->owner, &owner, 0)) {
 			count(l, V05_C_LANE_RECLAIMS, 1);
+			v05_store_relaxed(&own->reclaims,
+					  v05_load_relaxed(&own->reclaims) + 1);
+			v05_store_relaxed(&own->owner_seen, 0);
 			reclaimed++;
 		}
 	}
@@ -191,8 +230,8 @@ void v05__lanes_sum_claims(struct v05_lanes *l)
 {
 	uint64_t sum = 0;
 
-	/* Relaxed: statistics; each lane's claimer bumps its own count. */
+	/* Relaxed: statistics the owner keeps in its own memory. */
 	for (uint32_t i = 0; i < l->n; i++)
-		sum += v05_load_relaxed(&l->cons[i].r->claims);
+		sum += v05_load_relaxed(&l->seg->lane_own[i].claims);
 	v05_store_relaxed(&l->seg->state->counters[V05_C_LANE_CLAIMS], sum);
 }

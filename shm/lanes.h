@@ -60,8 +60,8 @@ bool v05__lanes_pending(struct v05_lanes *l);
 
 /* Drain and free the lanes of dead producers; returns lanes reclaimed.
  * Rate-limited to V05_RECLAIM_INTERVAL_NS unless force. */
-/* lane_claims: the sum of the lanes' own claim counts (a producer does not
- * map the counters; it counts its claim in its lane). */
+/* lane_claims: the sum of the claims the owner observed per lane (owner-only
+ * memory; nothing a producer writes is counted as such). */
 void v05__lanes_sum_claims(struct v05_lanes *l);
 
 uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,

@@ -66,9 +66,7 @@ void v05__layout(const struct v05_geometry *g,
 
 	size[V05_REGION_CONTROL] = sizeof(struct v05_shm_control);
 	size[V05_REGION_LANES] =
-		(uint64_t)g->lane_count *
-		(sizeof(struct v05_ring_hdr) +
-		 (uint64_t)g->lane_capacity * sizeof(struct v05_record));
+		(uint64_t)g->lane_count * v05__lane_stride(g->lane_capacity);
 	size[V05_REGION_TABLE] =
 		(uint64_t)g->table_capacity * sizeof(struct v05_prompt);
 	size[V05_REGION_ARENA] = (uint64_t)g->slot_count * g->slot_stride;
@@ -84,6 +82,9 @@ void v05__layout(const struct v05_geometry *g,
 	size[V05_REGION_BATCHES] =
 		(uint64_t)g->batch_count * sizeof(struct v05_batch_rec);
 	size[V05_REGION_STATE] = sizeof(struct v05_shm_state);
+	size[V05_REGION_DOORBELL] = sizeof(struct v05_shm_doorbell);
+	size[V05_REGION_LANE_STATS] =
+		(uint64_t)g->lane_count * sizeof(struct v05_lane_own);
 	/* All bounds are below 2^40, so none of this can overflow a u64. */
 	for (int i = 0; i < V05_REGION_COUNT; i++) {
 		r[i].offset = off;

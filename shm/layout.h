@@ -1,21 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The shared-memory layout (ABI version 1). Everything in this file lives in
+ * The shared-memory layout (ABI version 3). Everything in this file lives in
  * a segment mapped by several processes, so: fixed-width types and byte
  * offsets only, never a pointer; every struct's size and alignment checked
  * by static_assert; single-writer fields grouped on their own cache lines.
  *
+ * Protection is per page, so what one role may write and another must not
+ * never shares a page: a producer maps only its own lane (page-aligned,
+ * mapped by offset) and the doorbell page; the owner word, the other lanes
+ * and everything the owner trusts (lane statistics, counters, state) lie
+ * in pages it never maps.
+ *
  *   +----------------------+ 0
  *   | header page          |  immutable after create, xxHash-checksummed
  *   +----------------------+ regions[] (each page-aligned, disjoint):
- *   | control block        |  owner, doorbell, sleeping flag, counters
- *   | producer lanes       |  lane_count x (ring header + records)
+ *   | control block        |  owner word, epoch, heartbeat (owner only)
+ *   | producer lanes       |  lane_count x page_up(ring header + records)
  *   | prompt table         |  table_capacity x 64-byte entries
  *   | sample arena         |  slot_count x slot_stride
  *   | completion ring      |  plugin -> reader: finalized slots
  *   | release ring         |  reader -> plugin: slots done with
  *   | support buffer       |  last finalized (key, mean, k)
  *   | batches              |  batch_count x batch records
+ *   | state                |  counters, plugin state (owner only)
+ *   | doorbell             |  futex word, sleeping flag (producers too)
+ *   | lane statistics      |  per lane: head, counts (owner only)
  *   +----------------------+ total_size
  */
 #ifndef V05_SHM_LAYOUT_H
@@ -26,7 +35,8 @@
 #include <stdint.h>
 
 #define V05_SHM_MAGIC 0x01006d6873353076ull /* "v05shm\0\1" little-endian */
-#define V05_SHM_ABI 3u /* 3: batch record holds the v05-eb fit, config the normaliser */
+#define V05_SHM_ABI 3u /* 3: producers map only their lane; the batch record holds
+			* the v05-eb fit, the config the normaliser */
 #define V05_PAGE 4096u
 #define V05_LINE 128u /* two 64-byte lines: adjacent-line prefetch */
 
@@ -49,6 +59,8 @@ enum v05_region_id {
 	V05_REGION_SUPPORT,
 	V05_REGION_BATCHES,
 	V05_REGION_STATE, /* counters and plugin state: the owner's alone */
+	V05_REGION_DOORBELL,   /* the one page every producer writes      */
+	V05_REGION_LANE_STATS, /* per-lane state the owner trusts          */
 	V05_REGION_COUNT
 };
 
@@ -87,8 +99,8 @@ struct v05_shm_header {
 	uint8_t config[V05_CONFIG_BYTES]; /* the plugin's (opaque here)     */
 	uint64_t checksum;    /* XXH3_64bits of every byte before this one  */
 };
-static_assert(sizeof(struct v05_shm_header) == 1008, "header ABI");
-static_assert(offsetof(struct v05_shm_header, checksum) == 1000, "header ABI");
+static_assert(sizeof(struct v05_shm_header) == 1040, "header ABI");
+static_assert(offsetof(struct v05_shm_header, checksum) == 1032, "header ABI");
 
 /* Header flags: fixed at create, covered by the checksum, so no process
  * that maps the segment writable can change them. */
@@ -155,26 +167,32 @@ enum v05_wait_path_id {
 	V05_WAIT_THREAD = 2,
 };
 
+/* Ownership, in a page only the owner writes (readers and inspectors map
+ * it read-only, producers not at all). */
 struct v05_shm_control {
-	/* Line 0: ownership. Written at create, attach, close. */
 	uint64_t owner;        /* owner word (proc.h) of the plugin; 0 none */
 	uint64_t owner_epoch;  /* incremented at each takeover              */
 	uint64_t heartbeat_ns; /* CLOCK_MONOTONIC at the owner's last poll  */
 	uint32_t owner_pid;    /* for display                               */
 	uint32_t wait_path;    /* enum v05_wait_path_id, for display        */
 	uint8_t pad0[V05_LINE - 32];
-	/* Line 1: the futex word, bumped by a producer that rings. */
+};
+static_assert(sizeof(struct v05_shm_control) == V05_LINE, "ctl");
+
+/* The doorbell page: the only page every producer maps writable. Any
+ * value a producer stores here costs at most a wake-up (docs/SHM.md). */
+struct v05_shm_doorbell {
+	/* Line 0: the futex word, bumped by a producer that rings. */
 	uint32_t doorbell;
-	uint32_t pad1a;
-	uint8_t pad1[V05_LINE - 8];
-	/* Line 2: set by a consumer about to sleep, read by every producer
+	uint32_t pad0a;
+	uint8_t pad0[V05_LINE - 8];
+	/* Line 1: set by a consumer about to sleep, read by every producer
 	 * on every publish: kept alone so no other write invalidates it. */
 	uint32_t sleeping;
-	uint8_t pad2[V05_LINE - 4];
+	uint8_t pad1[V05_LINE - 4];
 };
-static_assert(offsetof(struct v05_shm_control, doorbell) == V05_LINE, "ctl");
-static_assert(offsetof(struct v05_shm_control, sleeping) == 2 * V05_LINE, "ctl");
-static_assert(sizeof(struct v05_shm_control) == 3 * V05_LINE, "ctl");
+static_assert(offsetof(struct v05_shm_doorbell, sleeping) == V05_LINE, "bell");
+static_assert(sizeof(struct v05_shm_doorbell) == 2 * V05_LINE, "bell");
 
 /*
  * The owner's state, in its own region: producers do not map it, readers
@@ -198,20 +216,59 @@ static_assert(sizeof(struct v05_shm_state) == 2048 + 1024, "state");
 struct v05_ring_hdr {
 	/* Line 0: the claiming peer (a producer, or the reader). */
 	uint64_t owner;  /* owner word; 0 = free                       */
-	uint64_t claims; /* times claimed                              */
-	uint8_t pad0[V05_LINE - 16];
+	uint8_t pad0[V05_LINE - 8];
 	/* Line 1: written by the ring's producer only. */
 	uint32_t tail;   /* entries published                          */
 	uint8_t pad1[V05_LINE - 4];
-	/* Line 2: written by the ring's consumer only. */
+	/* Line 2: written by the ring's consumer only. In a lane, a copy
+	 * published for the producer; the consumer's own is in the lane
+	 * statistics (owner-only memory), which a takeover trusts. */
 	uint32_t head;       /* entries consumed                       */
-	uint32_t high_water; /* largest tail - head the consumer saw   */
-	uint64_t consumed;   /* total consumed, across reclaims        */
-	uint8_t pad2[V05_LINE - 16];
+	uint8_t pad2[V05_LINE - 4];
 };
 static_assert(sizeof(struct v05_ring_hdr) == 3 * V05_LINE, "ring header");
 static_assert(offsetof(struct v05_ring_hdr, tail) == V05_LINE, "ring header");
 static_assert(offsetof(struct v05_ring_hdr, head) == 2 * V05_LINE, "ring hdr");
+
+/*
+ * Where lane i's ring starts within its first page. Lanes start on pages
+ * (a producer maps exactly its own), so without a skew the same record
+ * index of every lane would share its low 12 address bits: the consumer,
+ * draining lanes in turn, would meet 4 KiB aliasing and L1 set conflicts.
+ * 16 skews of 256 bytes keep them apart.
+ */
+#define V05_LANE_SKEWS 16u
+#define V05_LANE_SKEW 256u
+static inline uint32_t v05__lane_skew(uint32_t i)
+{
+	return (i % V05_LANE_SKEWS) * V05_LANE_SKEW;
+}
+
+/* A lane's stride: the largest skew, the ring header and the records,
+ * rounded up to whole pages so that a producer maps exactly its lane. */
+static inline uint64_t v05__lane_stride(uint32_t capacity)
+{
+	uint64_t b = (V05_LANE_SKEWS - 1) * V05_LANE_SKEW +
+		     sizeof(struct v05_ring_hdr) + (uint64_t)capacity * 32u;
+
+	return (b + V05_PAGE - 1) & ~(uint64_t)(V05_PAGE - 1);
+}
+
+/*
+ * Per lane, in owner-only memory: what the consumer knows of the lane and
+ * trusts. Nothing here is read from a page a producer can write, so no
+ * producer can falsify these counts or move a takeover's starting point.
+ */
+struct v05_lane_own {
+	uint32_t head;       /* entries consumed: where a takeover resumes */
+	uint32_t high_water; /* largest tail - head the consumer saw       */
+	uint64_t consumed;   /* total consumed, across reclaims            */
+	uint64_t claims;     /* claims the consumer observed (owner words) */
+	uint64_t reclaims;   /* dead producers' lanes freed                */
+	uint64_t owner_seen; /* the lane's owner word at the last check    */
+	uint8_t pad[64 - 40];
+};
+static_assert(sizeof(struct v05_lane_own) == 64, "lane statistics ABI");
 
 /* A reward record in a producer lane: 32 bytes, two per 64-byte line. */
 struct v05_record {
@@ -257,7 +314,8 @@ struct v05_prompt {
 	uint8_t pad8;
 	float gap;         /* k_target - k at the last decision (padding)  */
 	uint64_t last_ts;  /* producer timestamp of the last applied reward */
-	uint64_t pad;
+	uint64_t born_ns;  /* CLOCK_MONOTONIC at submit: a reward pushed
+			    * before it belongs to an earlier instance    */
 };
 static_assert(sizeof(struct v05_prompt) == 64, "prompt entry is one line");
 

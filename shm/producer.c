@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "shm/doorbell.h"
@@ -20,6 +21,8 @@ struct v05_producer {
 	struct v05_segment *seg; /* &own, or a mapping the caller keeps */
 	struct v05_segment own;
 	struct v05_ring_hdr *lane;
+	void *lane_map;  /* this producer's own mapping of its lane, or NULL */
+	size_t lane_len;
 	uint64_t owner;
 	uint32_t lane_index;
 	unsigned flags;
@@ -52,39 +55,103 @@ static int check_handle(const struct v05_producer *p)
 	return 0;
 }
 
+/*
+ * Lane i's ring header for a claim attempt. With a whole view (the owner's
+ * mapping, in-process producers) it is there; a producer process maps the
+ * header's page alone, by offset, and unmaps it again unless the claim
+ * succeeds: it never holds a mapping of a lane that is not its own.
+ */
+static struct v05_ring_hdr *lane_hdr_map(struct v05_producer *p, uint32_t i)
+{
+	struct v05_segment *seg = p->seg;
+	void *m;
+
+	if (seg->base)
+		return v05__lane(seg, i);
+	/* The owner word is the header's first line, within the first page
+	 * whatever the skew (at most 3840 bytes in). */
+	m = mmap(NULL, V05_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, seg->fd,
+		 (off_t)v05__lane_offset(seg, i));
+	return m == MAP_FAILED ? NULL :
+	       V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
+}
+
+static void lane_hdr_unmap(struct v05_producer *p, struct v05_ring_hdr *r)
+{
+	if (!p->seg->base && r)
+		munmap((void *)((uintptr_t)r & ~(uintptr_t)(V05_PAGE - 1)),
+		       V05_PAGE);
+}
+
+/* Map the whole claimed lane i (own mapping) or point into the view. */
+static int lane_map(struct v05_producer *p, uint32_t i)
+{
+	struct v05_segment *seg = p->seg;
+	size_t len = v05__lane_stride(seg->hdr.geo.lane_capacity);
+	void *m;
+
+	if (seg->base) {
+		p->lane = v05__lane(seg, i);
+		return 0;
+	}
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, seg->fd,
+		 (off_t)v05__lane_offset(seg, i));
+	if (m == MAP_FAILED)
+		return v05__fail(-errno, "mmap lane %u of %s: %s", i, seg->name,
+				 strerror(errno));
+	p->lane = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
+	p->lane_map = m;
+	p->lane_len = len;
+	return 0;
+}
+
 /* Claim a lane of an attached segment; p->seg is set. */
 static int claim_lane(struct v05_producer *p, unsigned flags)
 {
 	struct v05_segment *seg = p->seg;
-	uint32_t dead = 0;
+	uint32_t dead = 0, got = UINT32_MAX;
 	uint64_t me = v05__owner_self();
+	int ret;
 
 	if (!me)
 		return v05__fail(-EIO, "cannot read /proc/self/stat");
 	for (uint32_t i = 0; i < seg->hdr.geo.lane_count; i++) {
-		struct v05_ring_hdr *r = v05__lane(seg, i);
-		/* Relaxed peek; the CAS below decides. */
-		uint64_t cur = v05_load_relaxed(&r->owner);
+		struct v05_ring_hdr *r = lane_hdr_map(p, i);
+		uint64_t cur;
 
+		if (!r)
+			return v05__fail(-errno, "mmap lane %u of %s: %s", i,
+					 seg->name, strerror(errno));
+		/* Relaxed peek; the CAS below decides. */
+		cur = v05_load_relaxed(&r->owner);
 		if (cur != 0) {
 			dead += !v05__owner_alive(cur);
+			lane_hdr_unmap(p, r);
 			continue;
 		}
 		/* A3: acquire pairs with the previous holder's release (R3),
 		 * so its last tail is what ring_prod_init reads. */
-		if (v05_cas_acq_rel(&r->owner, &cur, me)) {
-			p->lane = r;
-			p->lane_index = i;
+		if (v05_cas_acq_rel(&r->owner, &cur, me))
+			got = i;
+		lane_hdr_unmap(p, r);
+		if (got != UINT32_MAX)
 			break;
-		}
 	}
-	if (!p->lane)
+	if (got == UINT32_MAX)
 		return v05__fail(-EBUSY,
 				 "segment %s: all %u lanes are held (%u by dead producers, free again once the plugin drains them)",
 				 seg->name, seg->hdr.geo.lane_count, dead);
-	/* Relaxed: we own the lane; claims is statistics, which the plugin
-	 * sums into lane_claims (producers do not map the counters). */
-	v05_store_relaxed(&p->lane->claims, v05_load_relaxed(&p->lane->claims) + 1);
+	ret = lane_map(p, got);
+	if (ret) {
+		/* Give the claim back (R3) through a header mapping. */
+		struct v05_ring_hdr *r = lane_hdr_map(p, got);
+
+		if (r)
+			v05_store_release(&r->owner, 0);
+		lane_hdr_unmap(p, r);
+		return ret;
+	}
+	p->lane_index = got;
 	v05__ring_prod_init(&p->ring, p->lane, v05__lane_records(p->lane),
 			    seg->hdr.geo.lane_capacity, sizeof(struct v05_record));
 	p->owner = me;
@@ -170,7 +237,7 @@ static uint32_t publish(struct v05_producer *p)
 	uint32_t n = v05__ring_prod_publish(&p->ring); /* R2 */
 
 	if (n)
-		v05__doorbell_after_publish(p->seg->ctl, p->light);
+		v05__doorbell_after_publish(p->seg->bell, p->light);
 	return n;
 }
 
@@ -269,6 +336,8 @@ V05_API int v05_producer_close(struct v05_producer *p)
 		/* A forked child must not touch the parent's lane. */
 		ret = -ECHILD;
 	}
+	if (p->lane_map)
+		munmap(p->lane_map, p->lane_len);
 	if (p->seg == &p->own)
 		v05__segment_detach(&p->own);
 	free(p);

@@ -22,7 +22,7 @@
 static const char *const region_names[V05_REGION_COUNT] = {
 	"control", "lanes",   "table",   "arena",
 	"completion", "release", "support", "batches",
-	"state",
+	"state", "doorbell", "lane statistics",
 };
 
 V05_API int v05_name_check(const char *name)
@@ -164,6 +164,9 @@ static void set_regions(struct v05_segment *seg)
 		seg->region[i] = seg->base + seg->hdr.regions[i].offset;
 	seg->ctl = V05_AT(struct v05_shm_control, seg->region[V05_REGION_CONTROL], 0);
 	seg->state = V05_AT(struct v05_shm_state, seg->region[V05_REGION_STATE], 0);
+	seg->bell = V05_AT(struct v05_shm_doorbell, seg->region[V05_REGION_DOORBELL], 0);
+	seg->lane_own = V05_AT(struct v05_lane_own,
+			       seg->region[V05_REGION_LANE_STATS], 0);
 }
 
 static int protect(struct v05_segment *seg, int region, int prot)
@@ -181,8 +184,9 @@ static int protect(struct v05_segment *seg, int region, int prot)
 /* Per-role protections; unmapped regions stay PROT_NONE and their pointer
  * NULL, so a stray use faults in the user's process at once. */
 static const int role_prot[][V05_REGION_COUNT] = {
-	[V05_ROLE_OWNER] = { RW, RW, RW, RW, RW, RW, RW, RW, RW },
-	[V05_ROLE_PRODUCER] = { [V05_REGION_CONTROL] = RW, [V05_REGION_LANES] = RW },
+	[V05_ROLE_OWNER] = { RW, RW, RW, RW, RW, RW, RW, RW, RW, RW, RW },
+	/* A producer maps no whole view (attach_producer below). */
+	[V05_ROLE_PRODUCER] = { 0 },
 	[V05_ROLE_READER] = { [V05_REGION_CONTROL] = RO, [V05_REGION_STATE] = RO,
 			      [V05_REGION_ARENA] = RO,
 			      [V05_REGION_COMPLETION] = RW,
@@ -193,7 +197,9 @@ static const int role_prot[][V05_REGION_COUNT] = {
 			       [V05_REGION_RELEASE] = RO,
 			       [V05_REGION_SUPPORT] = RO,
 			       [V05_REGION_BATCHES] = RO,
-			       [V05_REGION_STATE] = RO },
+			       [V05_REGION_STATE] = RO,
+			       [V05_REGION_DOORBELL] = RO,
+			       [V05_REGION_LANE_STATS] = RO },
 };
 #undef RO
 #undef RW
@@ -217,6 +223,31 @@ static int map_role(struct v05_segment *seg)
 		seg->ctl = NULL;
 	if (!prot[V05_REGION_STATE])
 		seg->state = NULL;
+	if (!prot[V05_REGION_DOORBELL])
+		seg->bell = NULL;
+	if (!prot[V05_REGION_LANE_STATS])
+		seg->lane_own = NULL;
+	return 0;
+}
+
+/*
+ * A producer maps the doorbell page, by offset, and nothing else here: no
+ * view of the whole object (not even PROT_NONE), so no stray pointer of
+ * its process can reach the owner word, another lane or the counters.
+ * Its lane is mapped by producer.c once claimed. The fd stays open for
+ * that.
+ */
+static int attach_producer(struct v05_segment *seg)
+{
+	const struct v05_region *r = &seg->hdr.regions[V05_REGION_DOORBELL];
+	void *bell = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			  seg->fd, (off_t)r->offset);
+
+	if (bell == MAP_FAILED)
+		return v05__fail(-errno, "mmap doorbell of %s: %s", seg->path,
+				 strerror(errno));
+	seg->bell_map = bell;
+	seg->bell = bell;
 	return 0;
 }
 
@@ -294,6 +325,7 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 	seg->fd = fd;
 	seg->role = V05_ROLE_OWNER;
 	seg->st_uid = h.creator_uid;
+	seg->mode = mode;
 	snprintf(seg->name, sizeof(seg->name), "%s", name);
 	/* The checksum covers the magic as stored: compute with the final
 	 * magic, write everything but the magic, then publish the magic. */
@@ -372,6 +404,19 @@ int v05__segment_attach(const char *name, enum v05_role role, unsigned flags,
 	ret = v05__header_validate(&seg->hdr, (uint64_t)st.st_size);
 	if (ret)
 		goto fail;
+	if (role == V05_ROLE_PRODUCER) {
+		seg->fd = fd;
+		seg->role = role;
+		seg->st_uid = (uint32_t)st.st_uid;
+		seg->mode = (uint32_t)st.st_mode & 0777u;
+		snprintf(seg->name, sizeof(seg->name), "%s", name);
+		ret = attach_producer(seg);
+		if (ret) {
+			seg->fd = -1;
+			goto fail;
+		}
+		return 0;
+	}
 	/* Map everything PROT_NONE, then open up what the role needs. */
 	base = mmap(NULL, (size_t)st.st_size, PROT_NONE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
@@ -383,6 +428,7 @@ int v05__segment_attach(const char *name, enum v05_role role, unsigned flags,
 	seg->fd = fd;
 	seg->role = role;
 	seg->st_uid = (uint32_t)st.st_uid;
+	seg->mode = (uint32_t)st.st_mode & 0777u;
 	snprintf(seg->name, sizeof(seg->name), "%s", name);
 	ret = map_role(seg);
 	if (ret) {
@@ -397,6 +443,11 @@ fail:
 
 void v05__segment_detach(struct v05_segment *seg)
 {
+	if (seg->bell_map)
+		munmap(seg->bell_map, seg->hdr.regions[V05_REGION_DOORBELL].size);
+	seg->bell_map = NULL;
+	seg->bell = NULL;
+	seg->lane_own = NULL;
 	if (seg->base)
 		munmap(seg->base, seg->size);
 	if (seg->fd >= 0)
@@ -406,6 +457,17 @@ void v05__segment_detach(struct v05_segment *seg)
 	seg->fd = -1;
 	for (int i = 0; i < V05_REGION_COUNT; i++)
 		seg->region[i] = NULL;
+}
+
+void v05__segment_detach_readable(struct v05_segment *seg)
+{
+	/* MAP_FIXED replaces the old mapping in one step: no moment in which
+	 * the range is unmapped and another mapping could land there. */
+	if (seg->base &&
+	    mmap(seg->base, seg->size, PROT_READ,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
+		seg->base = NULL; /* not ours to unmap any more */
+	v05__segment_detach(seg);
 }
 
 V05_API int v05_segment_unlink(const char *name)

@@ -18,21 +18,27 @@
 /* Which regions a role maps, and how (everything else is PROT_NONE). */
 enum v05_role {
 	V05_ROLE_OWNER,    /* plugin: all regions read-write             */
-	V05_ROLE_PRODUCER, /* control + lanes read-write, nothing else   */
+	V05_ROLE_PRODUCER, /* the doorbell page only; its lane is mapped
+			    * by producer.c once claimed (nothing else)  */
 	V05_ROLE_READER,   /* control, state, arena read; rings r/w      */
 	V05_ROLE_INSPECT,  /* everything but the arena, read-only        */
 };
 
 struct v05_segment {
-	uint8_t *base;   /* the whole object, PROT_NONE where not mapped */
+	uint8_t *base;   /* the whole object, PROT_NONE where not mapped;
+			  * NULL for a producer, which maps no whole view */
 	size_t size;
 	int fd;
 	enum v05_role role;
 	struct v05_shm_header hdr; /* validated private copy */
-	struct v05_shm_control *ctl;
+	struct v05_shm_control *ctl; /* NULL for producers */
+	struct v05_shm_doorbell *bell;
+	struct v05_lane_own *lane_own; /* owner and inspect only */
+	uint8_t *bell_map; /* a producer's own mapping of the doorbell page */
 	struct v05_shm_state *state; /* NULL for producers */
 	uint8_t *region[V05_REGION_COUNT]; /* NULL where not mapped */
 	uint32_t st_uid;
+	uint32_t mode; /* the object's permission bits */
 	char name[V05_NAME_MAX + 1];
 	char path[PATH_MAX];
 };
@@ -70,15 +76,25 @@ int v05__header_validate(const struct v05_shm_header *h, uint64_t st_size);
 uint64_t v05__header_checksum(const struct v05_shm_header *h);
 
 void v05__segment_detach(struct v05_segment *seg);
+/* Detach, but put private anonymous read-only memory in place of the
+ * mapping (one atomic mmap MAP_FIXED) so stale views read zeros. */
+void v05__segment_detach_readable(struct v05_segment *seg);
 
+/* Lane i in a whole view (owner, inspect); producers map theirs alone. */
 static inline struct v05_ring_hdr *v05__lane(const struct v05_segment *s,
 					     uint32_t i)
 {
-	uint64_t stride = sizeof(struct v05_ring_hdr) +
-			  (uint64_t)s->hdr.geo.lane_capacity *
-				  sizeof(struct v05_record);
+	return V05_AT(struct v05_ring_hdr, s->region[V05_REGION_LANES],
+		      i * v05__lane_stride(s->hdr.geo.lane_capacity) +
+			      v05__lane_skew(i));
+}
 
-	return V05_AT(struct v05_ring_hdr, s->region[V05_REGION_LANES], i * stride);
+/* File offset of lane i's first page (its ring starts v05__lane_skew(i)
+ * bytes into it). */
+static inline uint64_t v05__lane_offset(const struct v05_segment *s, uint32_t i)
+{
+	return s->hdr.regions[V05_REGION_LANES].offset +
+	       i * v05__lane_stride(s->hdr.geo.lane_capacity);
 }
 
 static inline struct v05_record *v05__lane_records(struct v05_ring_hdr *lane)

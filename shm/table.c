@@ -14,7 +14,9 @@
  * what a later process sees of a killed one's stores; the compiler
  * barriers keep the compiler to it). A kill then leaves, at worst, a
  * keyless hole in a probe run or a whole duplicate of a moved entry, both
- * of which v05__table_repair() undoes.
+ * of which v05__table_repair() undoes. The keyless hole may still hold the
+ * payload of a live entry (a clear killed between its key and its memset):
+ * lookups never match key 0, and repair wipes such residue.
  */
 static_assert(offsetof(struct v05_prompt, key) == 0, "key first");
 
@@ -93,9 +95,24 @@ void v05__table_delete(struct v05_table *t, struct v05_prompt *e)
 	t->count--;
 }
 
+static int entry_residue(const struct v05_prompt *e)
+{
+	static const struct v05_prompt zero;
+
+	return e->key == 0 && memcmp(e, &zero, sizeof(*e)) != 0;
+}
+
 uint32_t v05__table_repair(struct v05_table *t)
 {
 	uint32_t fixed = 0, changed;
+
+	/* Keyless residue first: nothing may read it as a prompt later. */
+	for (uint32_t i = 0; i <= t->mask; i++) {
+		if (entry_residue(&t->e[i])) {
+			entry_clear(&t->e[i]);
+			fixed++;
+		}
+	}
 
 	/* Until a whole pass finds every entry where a lookup does: each
 	 * fix moves an entry into a hole on its own probe path or drops a

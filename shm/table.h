@@ -30,6 +30,10 @@ static inline uint32_t v05__table_home(const struct v05_table *t, uint64_t key)
 static inline struct v05_prompt *v05__table_find(const struct v05_table *t,
 						 uint64_t key)
 {
+	/* Key 0 marks an empty entry, never a prompt: it must not match the
+	 * keyless residue a kill inside a clear can leave (table.c). */
+	if (key == 0)
+		return NULL;
 	/* At load <= 0.5 an empty entry always ends the probe. */
 	for (uint32_t i = v05__table_home(t, key);; i = (i + 1) & t->mask) {
 		struct v05_prompt *e = &t->e[i];
@@ -51,9 +55,10 @@ int v05__table_insert(struct v05_table *t, uint64_t key,
 void v05__table_delete(struct v05_table *t, struct v05_prompt *e);
 
 /*
- * After the owner died: make every entry reachable again and drop the
- * duplicates a move cut short may have left (table.c). Returns the number
- * of entries moved or dropped.
+ * After the owner died: make every entry reachable again, drop the
+ * duplicates a move cut short may have left and wipe the keyless residue
+ * a clear cut short may have left (table.c). Returns the number of entries
+ * moved, dropped or wiped.
  */
 uint32_t v05__table_repair(struct v05_table *t);
 

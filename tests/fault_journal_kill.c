@@ -57,7 +57,7 @@ static uint32_t handle(struct v05_plugin *p, struct v05_producer *w,
 								 reward_of(d[j].key, s)) == -EAGAIN)
 						v05_poll(p, NULL, 0);
 		} else {
-			v05_release(p, d[j].slot);
+			v05_release(p, d[j].slot, d[j].gen, d[j].key);
 			finals++;
 		}
 	}

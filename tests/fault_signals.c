@@ -279,7 +279,7 @@ static void test_stopped_producer(void **state)
 				if (buf[1] == (char)('0' + j))
 					finals[j]++;
 			}
-			v05_release(p, d[k].slot);
+			v05_release(p, d[k].slot, d[k].gen, d[k].key);
 		}
 		if (n == 0)
 			assert_true(v05_wait(p, 100) >= 0);
@@ -298,7 +298,7 @@ static void test_stopped_producer(void **state)
 		assert_true(n >= 0);
 		for (int k = 0; k < n; k++) {
 			finals[0]++;
-			v05_release(p, d[k].slot);
+			v05_release(p, d[k].slot, d[k].gen, d[k].key);
 		}
 		if (n == 0)
 			assert_true(v05_wait(p, 100) >= 0);

@@ -309,7 +309,7 @@ handle:
 			}
 			k_sum += d[j].k;
 			finals++;
-			if (v05_release(p, d[j].slot))
+			if (v05_release(p, d[j].slot, d[j].gen, d[j].key))
 				die("release");
 		}
 		v05_counters(p, c, V05_COUNTER_SLOTS);
@@ -370,7 +370,7 @@ handle:
 		for (uint32_t i = 0; i < p->lanes.n; i++) {
 			const struct v05_ring_hdr *r = p->lanes.cons[i].r;
 
-			consumed += r->consumed;
+			consumed += p->seg.lane_own[i].consumed;
 			if (r->tail != r->head) {
 				fprintf(stderr, "soak: lane %u not drained\n", i);
 				failed = 1;

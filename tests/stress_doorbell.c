@@ -46,7 +46,7 @@ static void on_record(void *ctx, const struct v05_record *rec, uint32_t lane)
  * it arms the wait: the producer's cue (shared anonymous memory). */
 static uint64_t *committed;
 
-static int producer(const char *name, struct v05_shm_control *ctl,
+static int producer(const char *name, struct v05_shm_doorbell *ctl,
 		    uint64_t cycles)
 {
 	struct v05_producer *p;
@@ -89,7 +89,7 @@ int main(int argc, char **argv)
 	if (v05__segment_create(name, &g, NULL, 0, 0600, &seg) ||
 	    v05__lanes_init(&lanes, &seg))
 		return 1;
-	ret = v05__waiter_init(&w, &seg.ctl->doorbell, path);
+	ret = v05__waiter_init(&w, &seg.bell->doorbell, path);
 	if (ret) {
 		printf("%s path unavailable here: %s\n", argv[1], v05_errmsg());
 		v05_segment_unlink(name);
@@ -101,16 +101,16 @@ int main(int argc, char **argv)
 		return 1;
 	pid = fork();
 	if (pid == 0)
-		_exit(producer(name, seg.ctl, cycles));
+		_exit(producer(name, seg.bell, cycles));
 	while (c.n < cycles && !c.bad) {
 		uint64_t t0;
 		uint32_t word;
 
 		if (v05__lanes_drain(&lanes, 64, 64, on_record, &c))
 			continue;
-		word = v05__doorbell_prepare(seg.ctl, v05__segment_asym(&seg));
+		word = v05__doorbell_prepare(seg.bell, v05__segment_asym(&seg));
 		if (v05__lanes_pending(&lanes)) {
-			v05__doorbell_done(seg.ctl);
+			v05__doorbell_done(seg.bell);
 			continue;
 		}
 		t0 = v05__now_ns();
@@ -119,7 +119,7 @@ int main(int argc, char **argv)
 			break;
 		v05__waiter_block(&w);
 		v05__waiter_disarm(&w);
-		v05__doorbell_done(seg.ctl);
+		v05__doorbell_done(seg.bell);
 		sleeps++;
 		if (v05__now_ns() - t0 >= 9500000000ull) {
 			lost++;

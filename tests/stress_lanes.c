@@ -76,7 +76,7 @@ int main(int argc, char **argv)
 	test_name(name, sizeof(name), threads ? "stress-t" : "stress-p");
 	if (v05__segment_create(name, &g, NULL, 0, 0600, &seg) ||
 	    v05__lanes_init(&lanes, &seg) ||
-	    v05__waiter_init(&w, &seg.ctl->doorbell, 0)) {
+	    v05__waiter_init(&w, &seg.bell->doorbell, 0)) {
 		fprintf(stderr, "setup: %s\n", v05_errmsg());
 		return 1;
 	}

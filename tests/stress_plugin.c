@@ -193,7 +193,7 @@ static void share_result(struct eng *e, const struct v05_decision *d)
 
 	if (d->kind != V05_DECISION_SAMPLE) {
 		memcpy(&sh->res[i], &e->res[i], sizeof(sh->res[i]));
-		v05_release(e->p, d->slot);
+		v05_release(e->p, d->slot, d->gen, d->key);
 	}
 	__atomic_add_fetch(&sh->decisions, 1, __ATOMIC_RELEASE);
 }

@@ -112,7 +112,8 @@ static void test_cancel_open(void **state)
 	for (uint32_t i = 0; i < N; i++) {
 		assert_int_equal(f.d[i].kind, V05_DECISION_FINAL);
 		assert_int_equal(f.d[i].batch, b);
-		assert_int_equal(v05_release(f.p, f.d[i].slot), 0);
+		assert_int_equal(v05_release(f.p, f.d[i].slot, f.d[i].gen,
+					     f.d[i].key), 0);
 	}
 	fx_close(&f);
 }
@@ -124,7 +125,8 @@ static void test_cancel_finals(void **state)
 	struct fx f;
 	struct v05_group g;
 	uint64_t b;
-	uint32_t slot0;
+	uint32_t slot0, gen0;
+	uint64_t key0;
 
 	(void)state;
 	fx_open(&f, V05_MODE_GRPO, 4, 4);
@@ -133,6 +135,8 @@ static void test_cancel_finals(void **state)
 	assert_int_equal(v05_poll(f.p, f.d, MAXD), 1);
 	assert_int_equal(f.d[0].kind, V05_DECISION_FINAL);
 	slot0 = f.d[0].slot;
+	gen0 = f.d[0].gen;
+	key0 = f.d[0].key;
 	push_all(&f, 1, 4);
 	assert_int_equal(v05_poll(f.p, f.d, 0), 0); /* decided, kept queued */
 	assert_int_equal(ctr(&f, V05_C_PROMPTS_FINAL), 2);
@@ -144,7 +148,7 @@ static void test_cancel_finals(void **state)
 	assert_int_equal(v05_group(f.p, slot0, &g), 0);
 	assert_int_equal(g.k, 4);
 	assert_int_equal(g.key, f.keys[0]);
-	assert_int_equal(v05_release(f.p, slot0), 0);
+	assert_int_equal(v05_release(f.p, slot0, gen0, key0), 0);
 	assert_int_equal(ctr(&f, V05_C_PROMPTS_FINAL), 0);
 	fx_close(&f);
 }

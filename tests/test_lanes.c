@@ -54,6 +54,7 @@ static struct fixture *setup(uint32_t nlanes, uint32_t cap, uint32_t start)
 	for (uint32_t i = 0; i < nlanes; i++) {
 		v05__lane(&f->owner, i)->head = start;
 		v05__lane(&f->owner, i)->tail = start;
+		f->owner.lane_own[i].head = start;
 	}
 	assert_int_equal(v05__lanes_init(&f->lanes, &f->owner), 0);
 	return f;
@@ -131,7 +132,7 @@ static void test_full_and_empty(void **state)
 	assert_int_equal(v05_producer_push_wait(p, b, 1, 20), -ETIMEDOUT);
 	assert_int_equal(v05__lanes_drain(&f->lanes, 100, 4, collect, &f->sink), 16);
 	assert_int_equal(f->sink.n, 21);
-	assert_int_equal(v05__lane(&f->owner, 0)->high_water, 16);
+	assert_int_equal(f->owner.lane_own[0].high_water, 16);
 	assert_int_equal(v05_producer_close(p), 0);
 	teardown(f);
 }
@@ -190,22 +191,64 @@ static void test_claims(void **state)
 	struct v05_producer *a, *b, *c;
 
 	(void)state;
+	/* Claims are counted by the consumer as it sees owner words come
+	 * (at its periodic check; forced here), not by the producers. */
 	assert_int_equal(v05_producer_open(f->name, 0, &a), 0);
 	assert_int_equal(v05_producer_open(f->name, 0, &b), 0);
 	assert_int_not_equal(v05_producer_lane(a), v05_producer_lane(b));
 	assert_int_equal(v05_producer_open(f->name, 0, &c), -EBUSY);
 	assert_int_equal(v05_producer_push(b, 5, 1, 1.f), 0);
+	v05__lanes_reclaim(&f->lanes, true, collect, &f->sink);
 	assert_int_equal(v05_producer_close(b), 0);
+	v05__lanes_reclaim(&f->lanes, true, collect, &f->sink);
 	assert_int_equal(v05_producer_open(f->name, 0, &c), 0);
+	v05__lanes_reclaim(&f->lanes, true, collect, &f->sink);
 	/* c continues b's lane where b left it; nothing lost. */
 	assert_int_equal(v05_producer_push(c, 6, 1, 1.f), 0);
 	assert_int_equal(v05__lanes_drain(&f->lanes, 100, 16, collect, &f->sink), 2);
 	assert_true(f->sink.keys[0] == 5 && f->sink.keys[1] == 6);
+	assert_int_equal(f->owner.lane_own[v05_producer_lane(c)].consumed, 2);
 	v05__lanes_sum_claims(&f->lanes);
 	assert_int_equal(ctr(f, V05_C_LANE_CLAIMS), 3);
 	assert_int_equal(v05_producer_open(NULL, 0, &c), -EINVAL);
 	assert_int_equal(v05_producer_close(a), 0);
 	assert_int_equal(v05_producer_close(c), 0);
+	teardown(f);
+}
+
+/*
+ * What a producer can write in its own lane's page does not move what the
+ * consumer trusts: a takeover resumes from the owner's copy of the head,
+ * and the lane's counts are the owner's, whatever the producer stores.
+ */
+static void test_lane_page_not_trusted(void **state)
+{
+	struct fixture *f = setup(1, 16, 0);
+	struct v05_ring_hdr *r = v05__lane(&f->owner, 0);
+	struct v05_producer *p;
+
+	(void)state;
+	assert_int_equal(v05_producer_open(f->name, 0, &p), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(v05_producer_push(p, 10 + (uint64_t)i, 0, 0.f), 0);
+	assert_int_equal(v05__lanes_drain(&f->lanes, 100, 16, collect, &f->sink), 3);
+	/* A buggy producer scribbles over its whole header page. */
+	memset(r, 0xa5, sizeof(*r));
+	r->owner = 0;
+	r->tail = 3;
+	/* The consumer is taken over: it resumes at 3, not at 0xa5a5a5a5. */
+	v05__lanes_fini(&f->lanes);
+	assert_int_equal(v05__lanes_init(&f->lanes, &f->owner), 0);
+	assert_int_equal(r->head, 3);
+	assert_int_equal(f->owner.lane_own[0].consumed, 3);
+	assert_int_equal(f->owner.lane_own[0].high_water, 3);
+	assert_int_equal(v05_producer_close(p), 0);
+	assert_int_equal(v05_producer_open(f->name, 0, &p), 0);
+	assert_int_equal(v05_producer_push(p, 42, 0, 0.f), 0);
+	assert_int_equal(v05__lanes_drain(&f->lanes, 100, 16, collect, &f->sink), 1);
+	assert_true(f->sink.keys[3] == 42);
+	assert_int_equal(ctr(f, V05_C_LANE_OVERRUNS), 0);
+	assert_int_equal(v05_producer_close(p), 0);
 	teardown(f);
 }
 
@@ -277,6 +320,7 @@ int main(void)
 		cmocka_unit_test(test_deferred_publish),
 		cmocka_unit_test(test_foreign_bytes),
 		cmocka_unit_test(test_claims),
+		cmocka_unit_test(test_lane_page_not_trusted),
 		cmocka_unit_test(test_dead_producer_reclaim),
 		cmocka_unit_test(test_fork_child_refused),
 	};

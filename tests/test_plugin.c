@@ -114,6 +114,10 @@ static void test_config_rejects(void **state)
 	BAD(c.size = 8);
 	BAD(c.params.cost = 1.0);
 	BAD(c.params.k_max = 2);
+	/* A step larger than k_max can never be taken; 2^32 - 1 used to wrap
+	 * k + k_step and open a prompt for good. */
+	BAD(c.params.k_step = UINT32_MAX);
+	BAD(c.params.k_step = 17);
 	BAD(c.halt_fraction = 1.5);
 	BAD(c.halt_fraction = NAN);
 	BAD(c.pad_multiple = 0);
@@ -129,6 +133,9 @@ static void test_config_rejects(void **state)
 	BAD(c.journal_sync = 9);
 	BAD(c.journal_path = "");
 #undef BAD
+	v05_config_default(&c);
+	c.params.k_step = c.params.k_max; /* the largest step that fits */
+	assert_int_equal(v05_config_check(&c), 0);
 	v05_config_default(&c);
 	assert_int_equal(v05_config_check(&c), 0);
 	assert_int_equal(v05_config_check(NULL), -EINVAL);
@@ -600,6 +607,8 @@ static void test_bad_input_counted(void **state)
 	assert_int_equal(v05_producer_push(f->w, keys[0], 0, INFINITY), 0);
 	assert_int_equal(v05_producer_push(f->w, keys[0], 0, 1.5f), 0);
 	assert_int_equal(v05_producer_push(f->w, 12345, 0, 1.0f), 0);
+	/* Key 0 is no prompt's (it marks an empty table entry): unknown. */
+	assert_int_equal(v05_producer_push(f->w, 0, 0, 1.0f), 0);
 	assert_int_equal(v05_producer_push(f->w, keys[0], 4, 1.0f), 0);
 	assert_int_equal(v05_producer_push(f->w, keys[0], 999, 1.0f), 0);
 	push_samples(f, keys[0], 0x7, r);
@@ -613,7 +622,7 @@ static void test_bad_input_counted(void **state)
 	assert_int_equal(v05_poll(f->p, f->d, MAXD), 0);
 	assert_int_equal(ctr(f, V05_C_REJ_NONFINITE), 2);
 	assert_int_equal(ctr(f, V05_C_REJ_RANGE), 1);
-	assert_int_equal(ctr(f, V05_C_REJ_UNKNOWN), 1);
+	assert_int_equal(ctr(f, V05_C_REJ_UNKNOWN), 2);
 	assert_int_equal(ctr(f, V05_C_REJ_NOT_ISSUED), 2);
 	assert_int_equal(ctr(f, V05_C_REJ_DUPLICATE), 1);
 	assert_int_equal(ctr(f, V05_C_REJ_LATE), 1);
@@ -651,9 +660,181 @@ static void test_zero_copy_views(void **state)
 	assert_ptr_equal(g.advantages, f->p->seg.base + aoff);
 	assert_true(aoff - roff == 64); /* k_max 16 floats */
 	assert_int_equal(v05_group(f->p, 9999, &g), -EINVAL);
-	assert_int_equal(v05_release(f->p, f->d[0].slot), 0);
-	assert_int_equal(v05_release(f->p, f->d[0].slot), -EALREADY);
+	assert_int_equal(v05_release(f->p, f->d[0].slot, f->d[0].gen, f->d[0].key), 0);
+	assert_int_equal(v05_release(f->p, f->d[0].slot, f->d[0].gen, f->d[0].key), -EALREADY);
 	assert_int_equal(v05_group(f->p, f->d[0].slot, &g), -EAGAIN);
+	fx_close(f);
+	free(f);
+}
+
+/*
+ * Release checks the decision's identity: a stale decision whose slot now
+ * holds another prompt, and another plugin's decision, are refused and
+ * free nothing.
+ */
+static void test_release_identity(void **state)
+{
+	static const double priors[1] = { 0.0 };
+	static const float r[64] = { 1, -1, 1, 1 };
+	struct fx *f = calloc(1, sizeof(*f)), *o = calloc(1, sizeof(*o));
+	struct v05_decision stale, fresh;
+	struct v05_group g;
+	uint64_t keys[1], okeys[1];
+
+	(void)state;
+	fx_config(f);
+	f->c.params.mode = V05_MODE_V05_FIXED;
+	f->c.max_prompts = 1; /* one slot: the resubmit reuses it */
+	fx_open(f);
+	assert_int_equal(submit(f, priors, 1, keys), 1);
+	push_samples(f, keys[0], 0xf, r);
+	assert_int_equal(v05_poll(f->p, f->d, MAXD), 1);
+	stale = f->d[0];
+	assert_int_equal(stale.kind, V05_DECISION_FINAL);
+	assert_int_equal(v05_release(f->p, stale.slot, stale.gen, stale.key), 0);
+	/* The same uid again, in the same slot, a new generation. */
+	assert_int_equal(submit(f, priors, 1, keys), 1);
+	assert_int_equal(f->d[0].slot, stale.slot);
+	assert_true(f->d[0].gen != stale.gen);
+	push_samples(f, keys[0], 0xf, r);
+	assert_int_equal(v05_poll(f->p, f->d, MAXD), 1);
+	fresh = f->d[0];
+	/* The stale decision is refused and the new group stays. */
+	assert_int_equal(v05_release(f->p, stale.slot, stale.gen, stale.key),
+			 -ESTALE);
+	assert_int_equal(v05_group(f->p, fresh.slot, &g), 0);
+	assert_true(g.key == fresh.key && g.gen == fresh.gen);
+
+	/* Another plugin, same uid, same slot number. */
+	fx_config(o);
+	o->c.params.mode = V05_MODE_V05_FIXED;
+	o->c.max_prompts = 1;
+	fx_open(o);
+	assert_int_equal(submit(o, priors, 1, okeys), 1);
+	push_samples(o, okeys[0], 0xf, r);
+	assert_int_equal(v05_poll(o->p, o->d, MAXD), 1);
+	assert_int_equal(o->d[0].slot, fresh.slot);
+	assert_true(okeys[0] == keys[0]);
+	assert_int_equal(v05_release(o->p, fresh.slot, fresh.gen, fresh.key),
+			 -ESTALE);
+	assert_int_equal(v05_group(o->p, o->d[0].slot, &g), 0);
+	assert_int_equal(v05_release(o->p, o->d[0].slot, o->d[0].gen,
+				     o->d[0].key), 0);
+	assert_int_equal(v05_release(f->p, fresh.slot, fresh.gen, fresh.key), 0);
+	assert_int_equal(v05_release(f->p, fresh.slot, fresh.gen, fresh.key),
+			 -EALREADY);
+	fx_close(o);
+	fx_close(f);
+	free(o);
+	free(f);
+}
+
+/*
+ * A late reward for a uid that was released and submitted again: pushed
+ * before the new instance existed, it is refused as late, not credited to
+ * the new instance's sample.
+ */
+static void test_late_reward_not_credited_to_new_instance(void **state)
+{
+	static const double priors[1] = { 0.0 };
+	static const float r[64] = { 1, -1, 1, 1 };
+	struct fx *f = calloc(1, sizeof(*f));
+	uint64_t keys[1];
+	uint64_t late_before;
+	struct v05_prompt *e;
+
+	(void)state;
+	fx_config(f);
+	f->c.params.mode = V05_MODE_V05_FIXED;
+	fx_open(f);
+	assert_int_equal(submit(f, priors, 1, keys), 1);
+	push_samples(f, keys[0], 0x7, r); /* samples 0..2 of 4 */
+	assert_int_equal(v05_poll(f->p, f->d, MAXD), 0);
+	/* The group completes and is released. */
+	assert_int_equal(v05_producer_push(f->w, keys[0], 3, 1.0f), 0);
+	assert_int_equal(v05_poll(f->p, f->d, MAXD), 1);
+	assert_int_equal(v05_release(f->p, f->d[0].slot, f->d[0].gen,
+				     f->d[0].key), 0);
+	/* The old instance's late reward, still in flight... */
+	assert_int_equal(v05_producer_push(f->w, keys[0], 1, -1.0f), 0);
+	/* ...is drained only after the uid was submitted again. Submit
+	 * without polling first: add the prompt through v05_submit only. */
+	{
+		struct v05_prompt_in in = { "u0", 2, 0.0 };
+		struct v05_decision d[1];
+
+		assert_int_equal(v05_submit(f->p, &in, 1, d, NULL), 1);
+	}
+	late_before = ctr(f, V05_C_REJ_LATE);
+	assert_int_equal(v05_poll(f->p, f->d, MAXD), 0);
+	assert_int_equal(ctr(f, V05_C_REJ_LATE), late_before + 1);
+	e = v05__table_find(&f->p->table, keys[0]);
+	/* Nothing credited to the new instance. */
+	assert_true(e != NULL && e->received == 0);
+	fx_close(f);
+	free(f);
+}
+
+static void *no_memory(size_t n)
+{
+	(void)n;
+	return NULL;
+}
+
+/*
+ * The decision queue's growth fails: the decision that did not fit is not
+ * silently lost. v05_poll answers -ENOMEM, on every call, until
+ * v05_recover hands out the whole state again.
+ */
+static void test_queue_alloc_failure(void **state)
+{
+	static const float r[64] = { 1, -1, 1, 1 };
+	struct fx *f = calloc(1, sizeof(*f));
+	uint32_t finals = 0;
+	int n;
+
+	(void)state;
+	fx_config(f);
+	f->c.params.mode = V05_MODE_V05_FIXED;
+	f->c.max_prompts = 1; /* queue of 2 preallocated */
+	fx_open(f);
+	for (uint32_t round = 0; round < 3; round++) {
+		char uid[8];
+		struct v05_prompt_in in = { uid, 0, 0.0 };
+		struct v05_group g;
+
+		snprintf(uid, sizeof(uid), "q%u", round);
+		in.uid_len = (uint32_t)strlen(uid);
+		assert_int_equal(v05_submit(f->p, &in, 1, f->d, NULL), 1);
+		push_samples(f, f->d[0].key, 0xf, r);
+		if (round == 2)
+			v05__queue_malloc = no_memory;
+		/* Take no decision out: the queue fills. */
+		n = v05_poll(f->p, NULL, 0);
+		if (round < 2) {
+			assert_int_equal(n, 0);
+			/* Release through the group (the decision waits). */
+			assert_int_equal(v05_group(f->p, 0, &g), 0);
+			assert_int_equal(v05_release(f->p, 0, g.gen, g.key), 0);
+		}
+	}
+	v05__queue_malloc = malloc;
+	assert_int_equal(n, -ENOMEM);
+	/* Sticky: still -ENOMEM, with memory back, until recovered. */
+	assert_int_equal(v05_poll(f->p, f->d, MAXD), -ENOMEM);
+	assert_int_equal(v05_pending(f->p), 1);
+	n = v05_recover(f->p, f->d, MAXD);
+	assert_true(n >= 1);
+	for (int i = 0; i < n; i++) {
+		assert_true(f->d[i].flags & V05_DF_RECOVERED);
+		if (f->d[i].kind == V05_DECISION_FINAL) {
+			finals++;
+			assert_int_equal(v05_release(f->p, f->d[i].slot,
+						     f->d[i].gen, f->d[i].key), 0);
+		}
+	}
+	assert_int_equal(finals, 1); /* the third group, the one not queued */
+	assert_int_equal(v05_poll(f->p, f->d, MAXD), 0);
 	fx_close(f);
 	free(f);
 }
@@ -946,6 +1127,9 @@ int main(void)
 		cmocka_unit_test(test_stream_halt),
 		cmocka_unit_test(test_bad_input_counted),
 		cmocka_unit_test(test_zero_copy_views),
+		cmocka_unit_test(test_release_identity),
+		cmocka_unit_test(test_queue_alloc_failure),
+		cmocka_unit_test(test_late_reward_not_credited_to_new_instance),
 		cmocka_unit_test(test_reader_other_process),
 		cmocka_unit_test(test_dead_reader_republish),
 		cmocka_unit_test(test_support_sample),

@@ -197,6 +197,113 @@ static void test_producer_mapping(void **state)
 	v05_plugin_close(p, V05_CLOSE_UNLINK);
 }
 
+/*
+ * Which bytes of segment file path does this process map, and how? For each
+ * mapping of the file: its file range and whether it is readable or
+ * writable. Returns the number of mappings (at most max).
+ */
+struct fmap {
+	uint64_t off, len;
+	int r, w;
+};
+
+static int file_maps(const char *path, struct fmap *out, int max)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[1024];
+	int n = 0;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long start, end, off;
+		char perms[8], file[600] = "";
+
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %599s", &start, &end,
+			   perms, &off, file) < 4)
+			continue;
+		if (strcmp(file, path) || n == max)
+			continue;
+		out[n].off = off;
+		out[n].len = end - start;
+		out[n].r = perms[0] == 'r';
+		out[n].w = perms[1] == 'w';
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+static int inside(const struct fmap *m, uint64_t off, uint64_t len)
+{
+	return m->off >= off && m->off + m->len <= off + len;
+}
+
+/*
+ * A producer maps its own lane and the doorbell page and nothing else of
+ * the segment: not the owner word, not another lane, not the counters. A
+ * memory bug in one reward worker cannot stop the engine or its peers.
+ * Runs in a child so that only the producer's mappings are in the way.
+ */
+static void test_producer_reach(void **state)
+{
+	struct v05_plugin *p;
+	char name[64];
+	pid_t pid;
+	int st;
+
+	(void)state;
+	test_name(name, sizeof(name), "reach");
+	p = make(name, 0600);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct v05_producer *w[2];
+		struct v05_segment seg;
+		struct fmap m[16];
+		uint64_t lanes_off, stride, bell_off, bell_len;
+		int n, lane;
+
+		/* Forget the parent's mapping: only what the producer maps. */
+		v05__segment_detach(&p->seg);
+		if (v05__segment_attach(name, V05_ROLE_INSPECT, 0, &seg))
+			_exit(10);
+		lanes_off = seg.hdr.regions[V05_REGION_LANES].offset;
+		stride = seg.hdr.regions[V05_REGION_LANES].size /
+			 seg.hdr.geo.lane_count;
+		bell_off = seg.hdr.regions[V05_REGION_DOORBELL].offset;
+		bell_len = seg.hdr.regions[V05_REGION_DOORBELL].size;
+		v05__segment_detach(&seg);
+		if (v05_producer_open(name, 0, &w[0]) ||
+		    v05_producer_open(name, 0, &w[1]))
+			_exit(11);
+		n = file_maps(seg.path, m, 16);
+		if (n < 1)
+			_exit(12);
+		for (int i = 0; i < n; i++) {
+			int ok = 0;
+
+			if (!m[i].r && !m[i].w)
+				_exit(13); /* a PROT_NONE view of it all */
+			for (int k = 0; k < 2; k++) {
+				lane = v05_producer_lane(w[k]);
+				ok |= inside(&m[i], lanes_off + (uint64_t)lane * stride,
+					     stride);
+			}
+			ok |= inside(&m[i], bell_off, bell_len);
+			if (!ok)
+				_exit(14);
+		}
+		v05_producer_close(w[1]);
+		v05_producer_close(w[0]);
+		/* Closed: nothing of the segment stays mapped. */
+		_exit(file_maps(seg.path, m, 16) == 0 ? 0 : 15);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	v05_plugin_close(p, V05_CLOSE_UNLINK);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -204,6 +311,7 @@ int main(void)
 		cmocka_unit_test(test_other_uid),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_producer_mapping),
+		cmocka_unit_test(test_producer_reach),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -70,15 +70,18 @@ static void test_create_attach(void **state)
 	assert_non_null(insp.region[V05_REGION_LANES]);
 	assert_non_null(insp.state);
 	assert_int_equal(v05__segment_attach(name, V05_ROLE_PRODUCER, 0, &prod), 0);
-	/* A producer maps the control lines and the lanes, nothing else: not
-	 * the counters and plugin state the consumer relies on. */
+	/* A producer's attach maps the doorbell page and nothing else (its
+	 * lane comes with its claim): not the owner word, not the lanes, not
+	 * the counters and state the consumer relies on. */
 	for (int i = 0; i < V05_REGION_COUNT; i++)
-		if (i == V05_REGION_CONTROL || i == V05_REGION_LANES)
-			assert_non_null(prod.region[i]);
-		else
-			assert_null(prod.region[i]);
+		assert_null(prod.region[i]);
+	assert_null(prod.base);
 	assert_null(prod.state);
-	assert_true(prod.ctl->owner == owner.ctl->owner);
+	assert_null(prod.ctl);
+	assert_null(prod.lane_own);
+	assert_non_null(prod.bell);
+	prod.bell->doorbell = 7; /* the owner's word, through its own page */
+	assert_int_equal(owner.bell->doorbell, 7);
 	v05__segment_detach(&prod);
 	v05__segment_detach(&insp);
 	v05__segment_detach(&owner);

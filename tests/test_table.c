@@ -253,6 +253,44 @@ static void test_repair_after_cut_short_delete(void **state)
 	check_run(&t, 0, 4);
 }
 
+/*
+ * A kill inside entry_clear (key cleared, payload not yet wiped) leaves a
+ * keyless copy of a live entry. Key 0 must find nothing (a record whose
+ * key is 0 would otherwise be credited to that residue), and repair must
+ * wipe the residue so nothing of it is left for a later lookup.
+ */
+static void test_key_zero_never_matches(void **state)
+{
+	struct v05_prompt mem[16];
+	struct v05_table t;
+
+	(void)state;
+	fill_run(&t, mem, 4);
+	/* Entry 8 (key 3) cut short in its clear: payload left, key 0. */
+	mem[8].key = 0;
+	assert_true(mem[8].issued != 0);
+	assert_null(v05__table_find(&t, 0));
+	/* An empty table as well: key 0 is no key. */
+	{
+		struct v05_prompt empty[4];
+		struct v05_table e;
+
+		memset(empty, 0, sizeof(empty));
+		v05__table_init(&e, empty, 4);
+		assert_null(v05__table_find(&e, 0));
+	}
+	v05__table_repair(&t);
+	for (uint32_t i = 0; i <= t.mask; i++) {
+		if (mem[i].key == 0) {
+			assert_int_equal(mem[i].issued, 0);
+			assert_int_equal(mem[i].received, 0);
+			assert_int_equal(mem[i].slot, 0);
+			assert_int_equal(mem[i].state, 0);
+		}
+	}
+	check_run(&t, 0, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -262,6 +300,7 @@ int main(void)
 		cmocka_unit_test(test_load_limit),
 		cmocka_unit_test(test_arena_reuse),
 		cmocka_unit_test(test_repair_after_cut_short_delete),
+		cmocka_unit_test(test_key_zero_never_matches),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,7 @@ stopping) inside an LLM rollout engine. Pure Python over libv05 (ctypes).
 import ctypes
 from typing import Optional, Sequence, Tuple
 
+from . import _checks
 from . import _lib
 from ._lib import V05Error, check, lib
 from .plugin import Decision, Group, Plugin, SubmitError, key_of
@@ -56,6 +57,8 @@ def reward_from_binary(r) -> float:
         r = int(r)
     if not isinstance(r, int):
         raise TypeError(f"binary reward must be 0 or 1, not {r!r}")
+    r = _checks.integer("binary reward", r, -_checks.INT_MAX - 1,
+                        _checks.INT_MAX, _checks.INT_MAX)
     out = ctypes.c_double()
     check(lib.v05_reward_from_binary(r, ctypes.byref(out)), "reward_from_binary")
     return out.value
@@ -78,7 +81,9 @@ def estimate(prior: float, rewards: Sequence[float], *, cost: float = 0.0039,
     if (mode == "v05-eb") != (fit is not None):
         raise ValueError("fit=(n0, h) is required for mode v05-eb, "
                          "and only applies there")
-    p.cost, p.k_step, p.k_max, p.mode = cost, k_step, k_max, MODES[mode]
+    p.cost, p.mode = cost, MODES[mode]
+    p.k_step = _checks.u32("k_step", k_step, 1)
+    p.k_max = _checks.u32("k_max", k_max, 1)
     p.sigma = SIGMAS[sigma]
     k = len(rewards)
     p.k_init = max(1, min(k, k_max))
@@ -123,9 +128,9 @@ def eb_fit(groups: Sequence[Tuple[float, Sequence[float]]]
 
 def unlink(name: str) -> None:
     """Remove segment `name` (mappings stay valid until closed)."""
-    check(lib.v05_segment_unlink(name.encode()), f"unlink {name}")
+    check(lib.v05_segment_unlink(_checks.cstr("name", name)), f"unlink {name}")
 
 
 def reclaim(name: str) -> None:
     """Remove the segment of a dead owner; V05Error(EBUSY) if it lives."""
-    check(lib.v05_segment_reclaim(name.encode(), 0), f"reclaim {name}")
+    check(lib.v05_segment_reclaim(_checks.cstr("name", name), 0), f"reclaim {name}")

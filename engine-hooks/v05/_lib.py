@@ -63,7 +63,8 @@ class Decision_(ctypes.Structure):
                 ("batch", ctypes.c_uint64), ("latency_ns", ctypes.c_uint64),
                 ("baseline", ctypes.c_double), ("kind", ctypes.c_uint32),
                 ("slot", ctypes.c_uint32), ("k", ctypes.c_uint32),
-                ("flags", ctypes.c_uint32)]
+                ("flags", ctypes.c_uint32), ("gen", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32)]
 
 
 class Group_(ctypes.Structure):
@@ -121,7 +122,7 @@ path_loaded = None  # the libv05 this process uses (set by _load)
 
 def _check_abi():
     expect = {Params: 32, Estimate: 64, Config: 96, PromptIn: 24,
-              Decision_: 56, Group_: 104, Support: 16, Reward: 16,
+              Decision_: 64, Group_: 104, Support: 16, Reward: 16,
               ObserverInfo: 776, LaneStat: 32}
     for struct, size in expect.items():
         if ctypes.sizeof(struct) != size:
@@ -220,7 +221,7 @@ _sig("v05_pending", _int, _P)
 _sig("v05_wait_path", ctypes.c_char_p, _P)
 _sig("v05_wait_reason", ctypes.c_char_p, _P)
 _sig("v05_group", _int, _P, _u32, ctypes.POINTER(Group_))
-_sig("v05_release", _int, _P, _u32)
+_sig("v05_release", _int, _P, _u32, _u32, _u64)
 _sig("v05_slot_uid", _int, _P, _u32, ctypes.c_void_p, _u32)
 _sig("v05_slot_offsets", _int, _P, _u32, ctypes.POINTER(_u64),
      ctypes.POINTER(_u64))

@@ -4,6 +4,7 @@
 
 import ctypes
 
+from . import _checks
 from . import _lib
 from ._lib import check, lib
 from .plugin import counters_dict
@@ -18,7 +19,7 @@ class Observer:
     def __init__(self, name: str, *, any_uid: bool = False):
         self.name = name
         h = ctypes.c_void_p()
-        check(lib.v05_observer_open(name.encode(), 1 if any_uid else 0,
+        check(lib.v05_observer_open(_checks.cstr("name", name), 1 if any_uid else 0,
                                     ctypes.byref(h)),
               f"observe segment {name}")
         self._h = h

@@ -9,7 +9,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _lib
+from . import _checks, _lib
 from ._lib import V05Error, check, lib
 
 __all__ = ["Plugin", "Decision", "Group", "SubmitError", "key_of"]
@@ -23,7 +23,7 @@ ACTIONS = {0: "stop", 1: "more", 2: "drop"}
 
 FLAG_PADDED, FLAG_HALTED, FLAG_RECOVERED = 1, 2, 4
 CONFIG_WAIT_THREAD, CONFIG_EXTERNAL_HALT = 1, 2
-CLOSE_UNLINK = 1
+CLOSE_UNLINK, CLOSE_KEEP_READABLE = 1, 2
 
 Uid = Union[str, bytes]
 
@@ -64,6 +64,7 @@ class Decision:
     halted: bool
     recovered: bool
     batch_size: int = 0
+    gen: int = 0  # the slot's generation: release() checks it with the key
 
 
 class Group:
@@ -73,9 +74,9 @@ class Group:
 
     __slots__ = ("uid", "key", "slot", "gen", "k", "baseline", "sigma",
                  "mean", "prior", "action", "seq", "batch", "rewards",
-                 "advantages", "_buffers", "__weakref__")
+                 "advantages", "_buffers", "_readonly", "__weakref__")
 
-    def __init__(self, g, uid, owner):
+    def __init__(self, g, uid, owner, readonly=False):
         self.uid = uid
         self.key = g.key
         self.slot = g.slot
@@ -95,14 +96,29 @@ class Group:
         owner._track(rbuf)
         owner._track(abuf)
         self._buffers = (rbuf, abuf)
-        self.rewards = np.frombuffer(rbuf, dtype=np.float32)
-        self.advantages = np.frombuffer(abuf, dtype=np.float32)
+        self._readonly = readonly
+        if readonly:
+            # A reader maps the arena read-only: a write through a view
+            # would fault. Read-only memoryviews make numpy refuse it (and
+            # the flag cannot be turned back on).
+            self.rewards = np.frombuffer(memoryview(rbuf).toreadonly(),
+                                         dtype=np.float32)
+            self.advantages = np.frombuffer(memoryview(abuf).toreadonly(),
+                                            dtype=np.float32)
+        else:
+            self.rewards = np.frombuffer(rbuf, dtype=np.float32)
+            self.advantages = np.frombuffer(abuf, dtype=np.float32)
 
     def torch(self):
-        """(rewards, advantages) as torch tensors over the same memory."""
+        """(rewards, advantages) as torch tensors over the same memory. A
+        Reader's groups are read-only and torch has no read-only tensor:
+        for them these are copies."""
         import warnings
 
         import torch
+        if self._readonly:
+            return (torch.from_numpy(self.rewards.copy()),
+                    torch.from_numpy(self.advantages.copy()))
         with warnings.catch_warnings():
             # torch warns that the buffer is writable; so is the segment.
             warnings.simplefilter("ignore")
@@ -173,27 +189,28 @@ class Plugin:
             raise ValueError(f"schedule {schedule!r} is not rounds or stream")
         if wait not in ("auto", "thread"):
             raise ValueError("wait must be 'auto' or 'thread'")
+        u32 = _checks.u32
         c.params.cost = cost
-        c.params.k_init = k_init
-        c.params.k_step = k_step
-        c.params.k_max = k_max
+        c.params.k_init = u32("k_init", k_init, 1)
+        c.params.k_step = u32("k_step", k_step, 1)
+        c.params.k_max = u32("k_max", k_max, 1)
         c.params.mode = MODES[mode]
         c.params.sigma = SIGMAS[sigma]
         c.halt_fraction = halt_fraction
-        c.pad_multiple = pad_multiple
+        c.pad_multiple = u32("pad_multiple", pad_multiple, 1)
         c.schedule = SCHEDULES[schedule]
-        c.stream_deadline_us = stream_deadline_us
-        c.max_prompts = max_prompts
-        c.max_producers = max_producers
-        c.lane_capacity = lane_capacity
-        c.max_batches = max_batches
-        c.file_mode = file_mode
+        c.stream_deadline_us = u32("stream_deadline_us", stream_deadline_us)
+        c.max_prompts = u32("max_prompts", max_prompts, 1)
+        c.max_producers = u32("max_producers", max_producers, 1)
+        c.lane_capacity = u32("lane_capacity", lane_capacity, 1)
+        c.max_batches = u32("max_batches", max_batches, 1)
+        c.file_mode = u32("file_mode", file_mode, 0, 0o777)
         c.flags = ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
                    (CONFIG_EXTERNAL_HALT if external_halt else 0))
         c.journal_sync = 1 if journal_sync else 0
-        c.journal_path = journal.encode() if journal else None
+        c.journal_path = _checks.cstr("journal", journal) if journal else None
         h = ctypes.c_void_p()
-        check(lib.v05_plugin_create(name.encode(), ctypes.byref(c),
+        check(lib.v05_plugin_create(_checks.cstr("name", name), ctypes.byref(c),
                                     ctypes.byref(h)), f"create {name}")
         return cls(h.value, name)
 
@@ -202,14 +219,16 @@ class Plugin:
         """Take over segment `name` whose owner is gone; then call
         recover() for what it had handed out."""
         h = ctypes.c_void_p()
-        check(lib.v05_plugin_attach(name.encode(), 1 if any_uid else 0,
+        check(lib.v05_plugin_attach(_checks.cstr("name", name), 1 if any_uid else 0,
                                     ctypes.byref(h)), f"attach {name}")
         return cls(h.value, name)
 
     def close(self, unlink: bool = True, force: bool = False) -> None:
         """Flush the journal, give up the segment (and remove it). Refuses
         while numpy/torch views of slots are alive (they would dangle)
-        unless force=True."""
+        unless force=True: then the views stay readable (the segment's
+        address range is replaced by read-only zeros, kept reserved for the
+        life of the process) and read zeros from then on."""
         if self._p is None:
             return
         alive = live_views(self._views)
@@ -217,8 +236,9 @@ class Plugin:
             raise V05Error(16, f"close {self.name}: {alive} views of slots are "
                                "still alive; drop them (or close(force=True))")
         p, self._p = self._p, None
-        check(lib.v05_plugin_close(p, CLOSE_UNLINK if unlink else 0),
-              f"close {self.name}")
+        flags = (CLOSE_UNLINK if unlink else 0) | \
+            (CLOSE_KEEP_READABLE if alive else 0)
+        check(lib.v05_plugin_close(p, flags), f"close {self.name}")
 
     def __enter__(self):
         return self
@@ -249,7 +269,7 @@ class Plugin:
     def _decision(self, d) -> Decision:
         kind = KINDS.get(d.kind, "?")
         uid = None if kind == "barrier" else self._uid_of(d.key, d.slot)
-        return Decision(kind=kind, uid=uid, key=d.key, slot=d.slot,
+        return Decision(kind=kind, uid=uid, key=d.key, slot=d.slot, gen=d.gen,
                         samples=_samples(d.samples) if kind == "sample" else [],
                         k=d.k, baseline=d.baseline, batch=d.batch,
                         latency_ns=d.latency_ns,
@@ -294,7 +314,8 @@ class Plugin:
     def poll(self, max_decisions: int = 4096) -> List[Decision]:
         """Drain rewards, decide, return new decisions (at most
         max_decisions; the rest wait for the next call)."""
-        max_decisions = min(max_decisions, len(self._buf))
+        max_decisions = min(_checks.u32("max_decisions", max_decisions),
+                            len(self._buf))
         n = check(lib.v05_poll(self._handle(), self._buf, max_decisions), "poll")
         return [self._decision(self._buf[i]) for i in range(n)]
 
@@ -312,6 +333,7 @@ class Plugin:
 
     def resolve(self, batch: int, halt: bool) -> None:
         """Answer a "barrier" decision: halt the batch or release its round."""
+        batch = _checks.u64("batch", batch, 1)
         check(lib.v05_resolve(self._handle(), batch, 1 if halt else 0),
               f"resolve batch {batch}")
 
@@ -331,7 +353,7 @@ class Plugin:
     def _slot(x) -> int:
         if isinstance(x, (Decision, Group)):
             return x.slot
-        return int(x)
+        return _checks.u32("slot", x)
 
     def group(self, decision: Union[Decision, int]) -> Group:
         """Zero-copy view of a final (or dropped) group."""
@@ -341,10 +363,16 @@ class Plugin:
               f"group of slot {slot}")
         return Group(g, self._uid_of(g.key, slot), self)
 
-    def release(self, x: Union[Decision, Group, int]) -> None:
-        """The slot may be reused (after the journal has its group)."""
-        slot = self._slot(x)
-        check(lib.v05_release(self._handle(), slot), f"release slot {slot}")
+    def release(self, x: Union[Decision, Group]) -> None:
+        """The slot may be reused (after the journal has its group). x is
+        the decision or group being released: its slot, generation and key
+        are checked, so a stale one (its slot reused since) or another
+        plugin's is refused (ESTALE) and frees nothing."""
+        if not isinstance(x, (Decision, Group)):
+            raise TypeError("release takes the Decision or Group, not a slot "
+                            "number (a bare number cannot be checked)")
+        check(lib.v05_release(self._handle(), x.slot, x.gen, x.key),
+              f"release slot {x.slot}")
 
     def slot_offsets(self, x) -> Tuple[int, int]:
         """Byte offsets of a slot's rewards and advantages in the segment
@@ -365,7 +393,8 @@ class Plugin:
     def wait_blocking(self, timeout: Optional[float] = None) -> bool:
         """Block until rewards (or a stream deadline) arrive: True, or
         False at the timeout."""
-        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        ms = -1 if timeout is None else \
+            min(max(0, int(timeout * 1000)), _checks.INT_MAX)
         while True:
             r = lib.v05_wait(self._handle(), ms)
             if r == -4:  # EINTR: retried, as PEP 475 does
@@ -375,7 +404,8 @@ class Plugin:
     async def wait(self, timeout: Optional[float] = None) -> bool:
         """asyncio: wait for rewards through the loop (add_reader on the
         plugin's fd). True: there is work, poll now; False: timed out."""
-        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        ms = -1 if timeout is None else \
+            min(max(0, int(timeout * 1000)), _checks.INT_MAX)
         if check(lib.v05_arm(self._handle(), ms), "arm") == 1:
             return True
         loop = asyncio.get_running_loop()
@@ -417,6 +447,8 @@ class Plugin:
 
     def support_sample(self, n: int = 256, seed: int = 0):
         """Up to n of the last 512 final groups: (uid, key, mean, k)."""
+        n = _checks.u32("n", n, 0, 1 << 20)
+        seed = _checks.u64("seed", seed)
         out = (_lib.Support * max(1, n))()
         m = check(lib.v05_support_sample(self._handle(), out, n, seed),
                   "support sample")

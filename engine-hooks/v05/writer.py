@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import _lib
+from . import _checks, _lib
 from ._lib import V05Error, check, lib
 from .plugin import Uid, key_of
 
@@ -39,7 +39,7 @@ class RewardWriter:
         h = ctypes.c_void_p()
         flags = (PRODUCER_DEFER if defer else 0) | \
             (PRODUCER_ANY_UID if any_uid else 0)
-        check(lib.v05_producer_open(name.encode(), flags, ctypes.byref(h)),
+        check(lib.v05_producer_open(_checks.cstr("name", name), flags, ctypes.byref(h)),
               f"open a reward lane of {name}")
         return cls(h.value, name, timeout)
 
@@ -47,6 +47,13 @@ class RewardWriter:
         if self._p is None:
             raise V05Error(9, "reward writer is closed")
         return self._p
+
+    def _timeout_ms(self) -> int:
+        """The wait for room in ms, as the C int takes it (a negative
+        timeout waits for ever; a huge one is the longest C can say)."""
+        if self.timeout is None or self.timeout < 0:
+            return -1
+        return min(int(self.timeout * 1000), _checks.INT_MAX)
 
     def _key(self, uid: Uid) -> int:
         k = self._keys.get(uid)
@@ -62,16 +69,17 @@ class RewardWriter:
         (v05.reward_from_binary maps 0/1)."""
         p = self._handle()
         key = self._key(uid)
-        r = lib.v05_producer_push(p, key, int(sample), float(reward))
+        sample = _checks.u32("sample", sample)
+        r = lib.v05_producer_push(p, key, sample, float(reward))
         if r == -_lib.EAGAIN:
-            rec = _lib.Reward(key, int(sample), float(reward))
+            rec = _lib.Reward(key, sample, float(reward))
             r = lib.v05_producer_push_wait(p, ctypes.byref(rec), 1,
-                                           int(self.timeout * 1000))
+                                           self._timeout_ms())
         check(r, "push")
 
     def push_many(self, uids: Sequence[Uid], samples, rewards) -> None:
         """Many rewards, published with one store (waits for room)."""
-        samples = np.asarray(samples, dtype=np.uint32)
+        samples = [_checks.u32("sample", s) for s in samples]
         rewards = np.asarray(rewards, dtype=np.float32)
         n = len(uids)
         if len(samples) != n or len(rewards) != n:
@@ -79,10 +87,10 @@ class RewardWriter:
         recs = (_lib.Reward * n)()
         for i in range(n):
             recs[i].key = self._key(uids[i])
-            recs[i].sample = int(samples[i])
+            recs[i].sample = samples[i]
             recs[i].reward = float(rewards[i])
         check(lib.v05_producer_push_wait(self._handle(), recs, n,
-                                         int(self.timeout * 1000)),
+                                         self._timeout_ms()),
               "push_many")
 
     def flush(self) -> int:
@@ -117,7 +125,7 @@ class Reader:
     @classmethod
     def open(cls, name: str, *, any_uid: bool = False) -> "Reader":
         h = ctypes.c_void_p()
-        check(lib.v05_reader_open(name.encode(), 1 if any_uid else 0,
+        check(lib.v05_reader_open(_checks.cstr("name", name), 1 if any_uid else 0,
                                   ctypes.byref(h)), f"open a reader of {name}")
         return cls(h.value, name)
 
@@ -134,7 +142,7 @@ class Reader:
         if check(lib.v05_reader_next(self._p, ctypes.byref(g)), "reader next") == 0:
             return None
         uid = ctypes.string_at(g.uid, g.uid_len).decode("utf-8", "surrogateescape")
-        grp = Group(g, uid, self)
+        grp = Group(g, uid, self, readonly=True)
         return grp
 
     def release(self, group) -> None:
@@ -144,7 +152,15 @@ class Reader:
         check(lib.v05_reader_release(self._p, ctypes.byref(g)), "reader release")
 
     def close(self) -> None:
+        """Give up the reader's claim and unmap. Refused while numpy views
+        of its groups are alive: they would point at unmapped memory."""
         if self._p is not None:
+            from .plugin import live_views
+            alive = live_views(self._views)
+            if alive:
+                raise V05Error(16, f"close reader of {self.name}: {alive} "
+                                   "views of groups are still alive; drop "
+                                   "them first")
             p, self._p = self._p, None
             check(lib.v05_reader_close(p), "close reader")
 
@@ -152,4 +168,10 @@ class Reader:
         return self
 
     def __exit__(self, *exc):
+        # Leaving on an exception with views still alive: keep the reader
+        # (and its mapping) rather than raise over the exception or leave
+        # the views dangling; it is closed when the process ends.
+        from .plugin import live_views
+        if exc[0] is not None and live_views(self._views):
+            return
         self.close()

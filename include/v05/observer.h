@@ -66,7 +66,7 @@ struct v05_lane_stat {
 	uint32_t fill;        /* records published and not yet drained       */
 	uint32_t high_water;  /* the largest fill the plugin has seen        */
 	uint64_t consumed;    /* records drained, all time                   */
-	uint64_t claims;      /* times a producer claimed it                 */
+	uint64_t claims;      /* claims the plugin observed (owner-only)     */
 };
 
 /* Up to n lanes' statistics; returns how many (the segment's lane count

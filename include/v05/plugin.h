@@ -94,6 +94,14 @@ V05_API int v05_plugin_attach(const char *name, unsigned flags,
 			      struct v05_plugin **out);
 
 #define V05_CLOSE_UNLINK (1u << 0)
+/*
+ * Leave the segment's address range readable after close: the mapping is
+ * replaced, atomically (mmap MAP_FIXED), by private anonymous read-only
+ * memory of the same size, so a view still held into a slot (zero-copy
+ * bindings) reads zeros instead of faulting. The range stays reserved for
+ * the life of the process; the segment itself is released as usual.
+ */
+#define V05_CLOSE_KEEP_READABLE (1u << 1)
 
 /* Flush the journal, give up ownership, unmap (and unlink if asked). */
 V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags);
@@ -131,6 +139,9 @@ struct v05_decision {
 	uint32_t slot;       /* the prompt's slot (also for SAMPLE)         */
 	uint32_t k;          /* FINAL/DROP: group size; SAMPLE: new samples */
 	uint32_t flags;      /* V05_DF_*                                    */
+	uint32_t gen;        /* the slot's generation for this prompt: with
+			      * key and slot, what v05_release checks     */
+	uint32_t reserved;   /* 0                                           */
 };
 
 /*
@@ -145,7 +156,9 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 /*
  * Drain rewards, decide, and return up to max decisions. A journal failure
  * is returned once as its negative errno (journaling stops; polling goes
- * on). Decisions not returned stay queued for the next call.
+ * on). Decisions not returned stay queued for the next call. -ENOMEM: a
+ * decision could not be queued; sticky (every call answers it) until
+ * v05_recover() hands out the whole state again.
  */
 V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 		     uint32_t max);
@@ -168,10 +181,11 @@ V05_API int v05_resolve(struct v05_plugin *p, uint64_t batch, int halt);
  */
 V05_API int v05_cancel(struct v05_plugin *p, uint64_t batch);
 
-/* After attach: SAMPLE decisions for every issued sample without a reward,
- * FINAL/DROP for every final slot not yet released (flag RECOVERED). The
- * set is taken once; call until it returns 0 (v05_poll also hands out
- * what is left). */
+/* After attach, or after v05_poll answered -ENOMEM: SAMPLE decisions for
+ * every issued sample without a reward, FINAL/DROP for every final slot
+ * not yet released, BARRIER for every batch waiting at one (flag
+ * RECOVERED). The set is taken once; call until it returns 0 (v05_poll
+ * also hands out what is left). */
 V05_API int v05_recover(struct v05_plugin *p, struct v05_decision *out,
 			uint32_t max);
 
@@ -206,8 +220,15 @@ struct v05_group {
 
 /* The final group in slot: -EINVAL (bad slot), -EAGAIN (not final yet). */
 V05_API int v05_group(struct v05_plugin *p, uint32_t slot, struct v05_group *g);
-/* Let the slot be reused (after the journal has it). -EALREADY if free. */
-V05_API int v05_release(struct v05_plugin *p, uint32_t slot);
+/*
+ * Let the slot be reused (after the journal has it). slot, gen and key come
+ * from the decision (or group) being released: a stale one, whose slot now
+ * holds another prompt, or one from another plugin is refused with
+ * -ESTALE and frees nothing. -EALREADY if already released; -EBUSY if the
+ * group is still collecting.
+ */
+V05_API int v05_release(struct v05_plugin *p, uint32_t slot, uint32_t gen,
+			uint64_t key);
 /* The uid of the prompt in slot (active or final): copies up to len bytes
  * into buf and returns the uid's length; -EINVAL for a free slot. */
 V05_API int v05_slot_uid(struct v05_plugin *p, uint32_t slot, void *buf,
@@ -223,7 +244,9 @@ V05_API int v05_slot_offsets(struct v05_plugin *p, uint32_t slot,
 struct v05_reader;
 V05_API int v05_reader_open(const char *name, unsigned flags,
 			    struct v05_reader **out);
-/* 1 and *g, or 0 when no new final group is there. */
+/* 1 and *g, 0 when no new final group is there, -EIO when the completion
+ * ring's indices are impossible even after a fresh read (a stray write;
+ * the plugin restores them when it resets a dead reader's claim). */
 V05_API int v05_reader_next(struct v05_reader *r, struct v05_group *g);
 V05_API int v05_reader_release(struct v05_reader *r, const struct v05_group *g);
 V05_API int v05_reader_close(struct v05_reader *r);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "shm/segment.h"
@@ -44,6 +45,23 @@ static void try_attach(enum v05_role role)
 		for (int i = 0; i < V05_REGION_COUNT; i++)
 			if (seg.region[i])
 				sum += seg.region[i][seg.hdr.regions[i].size - 1];
+		/* A producer's own mapping of the doorbell page, and each
+		 * lane's last byte as it would map it, by offset. */
+		if (seg.bell_map)
+			sum += seg.bell_map[seg.hdr.regions[V05_REGION_DOORBELL].size - 1];
+		if (role == V05_ROLE_PRODUCER) {
+			size_t len = v05__lane_stride(seg.hdr.geo.lane_capacity);
+
+			for (uint32_t l = 0; l < seg.hdr.geo.lane_count; l++) {
+				uint8_t *m = mmap(NULL, len, PROT_READ, MAP_SHARED,
+						  seg.fd, (off_t)v05__lane_offset(&seg, l));
+
+				if (m == MAP_FAILED)
+					abort();
+				sum += m[len - 1];
+				munmap(m, len);
+			}
+		}
 		(void)sum;
 		v05__segment_detach(&seg);
 	}

@@ -3,9 +3,16 @@
  * libFuzzer target: a hostile producer writes any bytes into its own lane
  * and publishes any tail; the plugin polls. Input:
  *   byte 0      mode: bit 0 set = "shaped", each record's seq and flags are
- *               made right and its key is one of the live prompts' keys
- *               (key % 5, the fifth a key nobody submitted), so the bytes
+ *               made right, its timestamp is now, and its key is one of
+ *               the live prompts' keys (key % 5, the fifth a key nobody
+ *               submitted), so the bytes
  *               reach the reward checks instead of the lane's
+ *               bit 1 set = the producer also writes the rest of what it
+ *               maps: the last 16 bytes of the input go, as four u32,
+ *               to its lane's published head and owner word (low half),
+ *               the doorbell word and the sleeping flag
+ *               bit 2 set = the plugin is taken over after its polls (a
+ *               new owner resumes from what it trusts) and polls again
  *   bytes 1-4   the tail's advance past the head (little endian, any u32:
  *               more than the lane holds is an overrun)
  *   the rest    record bytes, copied into the lane from its head on
@@ -23,6 +30,7 @@
 #include <unistd.h>
 
 #include "plugin/internal.h"
+#include "shm/proc.h"
 #include "shm/segment.h"
 #include "v05.h"
 
@@ -64,7 +72,7 @@ static void consume(struct v05_plugin *p, const struct v05_decision *d, int n)
 		for (uint32_t j = 0; j < g.k; j++)
 			check(isfinite(g.advantages[j]) && isfinite(g.rewards[j]),
 			      "finite advantages and rewards");
-		check(v05_release(p, d[i].slot) == 0, "release");
+		check(v05_release(p, d[i].slot, d[i].gen, d[i].key) == 0, "release");
 	}
 }
 
@@ -120,8 +128,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			r.seq = head + (uint32_t)j;
 			r.flags = 0;
 			r.key = keys[r.key % (PROMPTS + 1)];
+			/* Pushed now: a reward pushed before its prompt was
+			 * submitted is late (an earlier instance's). */
+			r.timestamp_ns = v05__now_ns();
 		}
 		recs[(head + j) & (LANE_CAP - 1)] = r;
+	}
+	if ((data[0] & 2) && size >= 5 + 16) {
+		/* Everything else in the producer's two pages. */
+		uint32_t v[4];
+
+		memcpy(v, data + size - 16, 16);
+		v05_store_relaxed(&lane->head, v[0]);
+		if (v[1])
+			v05_store_relaxed(&lane->owner, (uint64_t)v[1]);
+		v05_store_relaxed(&p->seg.bell->doorbell, v[2]);
+		v05_store_relaxed(&p->seg.bell->sleeping, v[3]);
 	}
 	/* Published as a producer would: a release store of the tail. */
 	v05_store_release(&lane->tail, head + adv);
@@ -132,6 +154,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		consume(p, d, n);
 		if (n == 0 && !v05_pending(p))
 			break;
+	}
+	if (data[0] & 4) {
+		/* Taken over: the new owner resumes from its own copy of
+		 * the lane's head, whatever the lane's page says. */
+		check(v05_plugin_close(p, 0) == 0, "close for takeover");
+		check(v05_plugin_attach(name, 0, &p) == 0, "takeover");
+		lane = v05__lane(&p->seg, 0);
+		n = v05_recover(p, d, 64);
+		check(n >= 0, "recover answers");
+		consume(p, d, n);
+		for (int round = 0; round < 8; round++) {
+			n = v05_poll(p, d, 64);
+			check(n >= 0, "poll answers after takeover");
+			consume(p, d, n);
+			if (n == 0 && !v05_pending(p))
+				break;
+		}
 	}
 
 	for (uint32_t i = 0; i <= p->table.mask; i++) {
@@ -144,12 +183,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check(v05_counters(p, c, V05_COUNTER_SLOTS) > V05_C_REJ_CORRUPT, "counters");
 	for (int r = V05_C_REJ_NONFINITE; r <= V05_C_REJ_CORRUPT; r++)
 		rejected += c[r];
-	check(lane->consumed == c[V05_C_REWARDS_APPLIED] + rejected,
+	check(p->seg.lane_own[0].consumed == c[V05_C_REWARDS_APPLIED] + rejected,
 	      "each record handed over applied or rejected once");
 	if (getenv("V05_FUZZ_VERBOSE"))
 		fprintf(stderr, "fuzz_lane: consumed %llu applied %llu rejected "
 			"%llu (corrupt %llu) overruns %llu finals %llu\n",
-			(unsigned long long)lane->consumed,
+			(unsigned long long)p->seg.lane_own[0].consumed,
 			(unsigned long long)c[V05_C_REWARDS_APPLIED],
 			(unsigned long long)rejected,
 			(unsigned long long)c[V05_C_REJ_CORRUPT],

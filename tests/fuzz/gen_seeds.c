@@ -9,7 +9,10 @@
  *   journal/  a real journal of one batch: whole, cut short, records only,
  *             and with a byte flipped mid-file
  *   num/      option values, good and bad
- *   gen_seeds CORPUS_DIR      (its attach/, lane/, journal/, num/ must exist)
+ *   reader/   a reader's stray ring indices: none, one bad word in each
+ *             place, all of them, with and without the reader's death
+ *   gen_seeds CORPUS_DIR      (its attach/, lane/, journal/, num/, reader/
+ *                             must exist)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -80,6 +83,12 @@ static int lane_seeds(const char *dir)
 		r[i] = (struct v05_record){ .key = i / 2, .sample = i % 2,
 					    .reward = i % 3 ? 1.0f : -1.0f };
 	bad |= lane_seed(dir, "shaped-all-rewards", 1, 8, r, 8);
+	/* A takeover after the polls; and the producer's other words (the
+	 * last 16 bytes: its published head, its owner word, the doorbell
+	 * and the sleeping flag), with and without a takeover. */
+	bad |= lane_seed(dir, "shaped-takeover", 1 | 4, 8, r, 8);
+	bad |= lane_seed(dir, "shaped-page-words", 1 | 2, 8, r, 8);
+	bad |= lane_seed(dir, "shaped-page-words-takeover", 1 | 2 | 4, 8, r, 8);
 	r[1] = r[0];
 	bad |= lane_seed(dir, "shaped-duplicate", 1, 8, r, 8);
 	r[2].sample = 5;
@@ -91,6 +100,7 @@ static int lane_seeds(const char *dir)
 		r[i].seq = i;
 	bad |= lane_seed(dir, "raw-records", 0, 8, r, 8);
 	bad |= lane_seed(dir, "raw-overrun", 0, 1000, r, 8);
+	bad |= lane_seed(dir, "raw-overrun-page-takeover", 2 | 4, 1000, r, 8);
 	return bad;
 }
 
@@ -127,7 +137,7 @@ static uint8_t *real_journal(size_t *len)
 	while (m >= 0 && finals < 4) {
 		for (int j = 0; j < m; j++) {
 			if (d[j].kind != V05_DECISION_SAMPLE) {
-				v05_release(p, d[j].slot);
+				v05_release(p, d[j].slot, d[j].gen, d[j].key);
 				finals++;
 				continue;
 			}
@@ -167,9 +177,53 @@ static int journal_seeds(const char *dir)
 	bad |= write_file(dir, "journal", "torn", &zero, 1, j, n - 20);
 	bad |= write_file(dir, "journal", "records-only", &one, 1, j + hdr, n - hdr);
 	bad |= write_file(dir, "journal", "records-reframed", &two, 1, j + hdr, n - hdr);
+	/* The same through the writer's open path (bit 2 of byte 0), and
+	 * what a journal path may name by mistake or on purpose: a short
+	 * unrelated file, a torn first header, an empty file. */
+	{
+		uint8_t four = 4, five = 5, six = 6;
+
+		bad |= write_file(dir, "journal", "open-whole", &four, 1, j, n);
+		bad |= write_file(dir, "journal", "open-torn", &four, 1, j, n - 20);
+		bad |= write_file(dir, "journal", "open-records-only", &five, 1,
+				  j + hdr, n - hdr);
+		bad |= write_file(dir, "journal", "open-records-reframed", &six, 1,
+				  j + hdr, n - hdr);
+		bad |= write_file(dir, "journal", "open-short-unrelated", &four, 1,
+				  "hello world\n", 12);
+		bad |= write_file(dir, "journal", "open-torn-header", &four, 1, j, 100);
+		bad |= write_file(dir, "journal", "open-empty", &four, 1, NULL, 0);
+	}
 	j[hdr + 40] ^= 0x5a;
 	bad |= write_file(dir, "journal", "flipped", &zero, 1, j, n);
+	bad |= write_file(dir, "journal", "open-flipped", &(uint8_t){ 4 }, 1, j, n);
 	free(j);
+	return bad;
+}
+
+static int reader_seeds(const char *dir)
+{
+	int bad = 0;
+
+	for (int die = 0; die < 2; die++) {
+		for (int which = -1; which < 5; which++) {
+			uint8_t in[18] = { (uint8_t)die };
+			uint32_t v[4] = { 3, 3, 0, 0 }; /* what is true: 3 published */
+			char file[32];
+
+			if (which >= 0 && which < 4)
+				v[which] = 0x7fff0000u;
+			if (which == 4)
+				v[0] = v[1] = v[2] = v[3] = UINT32_MAX;
+			memcpy(in + 1, v, 16);
+			in[17] = 3;
+			snprintf(file, sizeof(file), "%s-%s", die ? "dies" : "stays",
+				 which < 0 ? "clean" : which == 4 ? "all-bad" :
+				 (const char *[]){ "ctail", "chead", "rhead",
+						   "rtail" }[which]);
+			bad |= write_file(dir, "reader", file, in, sizeof(in), NULL, 0);
+		}
+	}
 	return bad;
 }
 
@@ -208,5 +262,6 @@ int main(int argc, char **argv)
 	       seed(argv[1], "small-fixed", 2, small) |
 	       seed(argv[1], "typical-fixed", 2, typical) |
 	       seed(argv[1], "typical-header", 1, typical) |
-	       lane_seeds(argv[1]) | journal_seeds(argv[1]) | num_seeds(argv[1]);
+	       lane_seeds(argv[1]) | journal_seeds(argv[1]) | num_seeds(argv[1]) |
+	       reader_seeds(argv[1]);
 }

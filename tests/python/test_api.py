@@ -89,9 +89,8 @@ def test_errors_carry_errno(segname):
         with pytest.raises(v05.V05Error) as e:
             v05.Plugin.attach(segname)
         assert e.value.errno == errno.EBUSY
-        with pytest.raises(v05.V05Error) as e:
-            p.release(7)
-        assert e.value.errno == errno.EALREADY
+        with pytest.raises(TypeError):
+            p.release(7)  # a bare slot number cannot be checked
 
 
 def test_scales_and_estimate(v05ctl):

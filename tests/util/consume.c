@@ -12,7 +12,7 @@ int consume_until(struct v05_lanes *l, struct v05_waiter *w,
 		  const uint64_t *bad, uint64_t want, unsigned stall_s,
 		  struct consume_stats *st)
 {
-	struct v05_shm_control *ctl = l->seg->ctl;
+	struct v05_shm_doorbell *ctl = l->seg->bell;
 	uint64_t last = v05__now_ns(), seen = *total;
 
 	while (*total < want && !*bad) {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,14 +92,25 @@ static int push_corrupt(struct v05_segment *seg, struct v05_ring_hdr **lane,
 	if (!*lane) {
 		uint64_t me = v05__owner_self();
 
+		/* A producer's attach maps no lanes: map each, by offset,
+		 * as the library does, and keep the one claimed. */
 		for (uint32_t i = 0; i < seg->hdr.geo.lane_count && !*lane; i++) {
-			struct v05_ring_hdr *h = v05__lane(seg, i);
+			size_t len = v05__lane_stride(seg->hdr.geo.lane_capacity);
+			uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+					  MAP_SHARED, seg->fd,
+					  (off_t)v05__lane_offset(seg, i));
+			struct v05_ring_hdr *h;
 			uint64_t zero = 0;
 
+			if (m == MAP_FAILED)
+				return -errno;
+			h = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
 			if (__atomic_compare_exchange_n(&h->owner, &zero, me, 0,
 							__ATOMIC_ACQ_REL,
 							__ATOMIC_ACQUIRE))
 				*lane = h;
+			else
+				munmap(m, len);
 		}
 		if (!*lane)
 			return -EBUSY;
@@ -367,7 +379,7 @@ void eng_handle(struct eng *e, const struct v05_decision *d)
 			e->dirt.sent_late++;
 		}
 		if (e->release_finals)
-			v05_release(e->p, d->slot);
+			v05_release(e->p, d->slot, d->gen, d->key);
 	}
 	if (e->on_decision)
 		e->on_decision(e, d);

@@ -104,9 +104,18 @@ int cmd_journal(int argc, char **argv)
 	if (optind != argc - 1)
 		return v05ctl_usage_error("journal", "expects exactly one FILE");
 	path = argv[optind];
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer; anything
+	 * but a regular file is refused before it is read. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0 || fstat(fd, &st)) {
 		fprintf(stderr, "v05ctl journal: %s: %s\n", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return EXIT_FAILED;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fprintf(stderr, "v05ctl journal: %s is not a regular file\n", path);
+		close(fd);
 		return EXIT_FAILED;
 	}
 	if (st.st_size > 0) {

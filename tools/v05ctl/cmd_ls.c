@@ -192,6 +192,8 @@ int cmd_reclaim(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		return v05ctl_usage_error("reclaim", "needs exactly one segment NAME");
+	if (v05ctl_check_name("reclaim", argv[optind]))
+		return EXIT_USAGE;
 	if (v05_segment_reclaim(argv[optind], flags)) {
 		fprintf(stderr, "v05ctl reclaim: %s\n", v05_errmsg());
 		return EXIT_FAILED;

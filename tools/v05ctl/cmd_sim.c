@@ -236,7 +236,7 @@ static int apply_decision(struct v05_plugin *pl, struct v05_producer *w,
 	out->dropped += d->kind == V05_DECISION_DROP;
 	if (adv_group(out, &g))
 		return sim_fail("advantages");
-	if (v05_release(pl, d->slot))
+	if (v05_release(pl, d->slot, d->gen, d->key))
 		return sim_fail("release");
 	(*finals)++;
 	return 0;

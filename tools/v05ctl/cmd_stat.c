@@ -93,6 +93,8 @@ int cmd_stat(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		return v05ctl_usage_error("stat", "needs exactly one segment NAME");
+	if (v05ctl_check_name("stat", argv[optind]))
+		return EXIT_USAGE;
 	if (open_observer("stat", argv[optind], flags, &o))
 		return EXIT_FAILED;
 	ret = stat_take(o, argv[optind], &v);
@@ -247,6 +249,8 @@ int cmd_top(int argc, char **argv)
 	if (optind != argc - 1)
 		return v05ctl_usage_error("top", "needs exactly one segment NAME");
 	name = argv[optind];
+	if (v05ctl_check_name("top", name))
+		return EXIT_USAGE;
 	if (open_observer("top", name, flags, &o))
 		return EXIT_FAILED;
 	if (v05__segment_path(name, path, sizeof(path)))

@@ -18,6 +18,10 @@ struct v05ctl_command {
 int v05ctl_usage_error(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* EXIT_OK if name is a valid segment name, else a usage error naming
+ * what is wrong (exit 2, as documented). */
+int v05ctl_check_name(const char *cmd, const char *name);
+
 int cmd_estimate(int argc, char **argv);
 void help_estimate(FILE *f);
 int cmd_journal(int argc, char **argv);
