@@ -49,6 +49,7 @@ static const char *const named[V05_C_NAMED_END] = {
 	[V05_C_COMPLETIONS_SKIPPED] = "completions_skipped",
 	[V05_C_RELEASES_BAD] = "releases_bad",
 	[V05_C_PROMPTS_CANCELLED] = "prompts_cancelled",
+	[V05_C_READER_RELEASES] = "reader_releases",
 };
 
 static char hist_names[65 + V05_C_LAT_BUCKETS][24];

@@ -185,7 +185,9 @@ void v05__barrier_decision(struct v05_plugin *p, uint32_t b,
 			   struct v05_decision *d);
 
 /* slots.c: release, completions, readers. */
+/* The engine's release of a final slot (v05_release, cancel). */
 void v05__slot_release(struct v05_plugin *p, uint32_t slot);
+void v05__free_unheld(struct v05_plugin *p);
 void v05__publish_completion(struct v05_plugin *p, uint32_t slot);
 void v05__check_reader(struct v05_plugin *p, uint64_t now);
 void v05__release_from_reader(void *ctx, uint32_t slot, uint32_t gen);

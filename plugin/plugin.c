@@ -424,6 +424,12 @@ static int rebuild(struct v05_plugin *p)
 			v05__table_delete(&p->table, e);
 			continue;
 		}
+		if (h->state == V05_S_FINAL && (h->flags & V05_SF_ENGINE_DONE)) {
+			/* The owner died inside v05_release, after the flag:
+			 * finish it (the slot stays for its reader, if any). */
+			v05__table_delete(&p->table, e);
+			continue;
+		}
 		if (e->state != V05_P_FINAL && h->state == V05_S_FINAL) {
 			/* The owner died inside finalize, between the slot's
 			 * FINAL and the entry's: the group is final (it has
@@ -455,6 +461,17 @@ static int rebuild(struct v05_plugin *p)
 	for (uint32_t s = 0; s < g->slot_count; s++) {
 		struct v05_slot_hdr *h = v05__slot(&p->seg, s);
 
+		bool reader_holds = h->state == V05_S_FINAL &&
+				    (h->flags & V05_SF_ENGINE_DONE) &&
+				    (h->flags & V05_SF_COMPLETION);
+
+		if (reader_holds) {
+			/* Released by the engine, still the reader's: its
+			 * release (or its death) frees it. */
+			if (p->journal && h->seq > durable)
+				rej[nrej++] = s;
+			continue;
+		}
 		h->flags &= ~V05_SF_COMPLETION; /* republished to the reader */
 		if (h->state == V05_S_FREE)
 			continue;

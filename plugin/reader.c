@@ -68,7 +68,8 @@ V05_API int v05_reader_next(struct v05_reader *r, struct v05_group *g)
 		 * already ordered it; this also catches reuse). */
 		if (v05_load_acquire(&h->state) != V05_S_FINAL ||
 		    h->gen != c.gen || h->key != c.key)
-			continue; /* stale: released in process meanwhile */
+			continue; /* stale: the slot was reused since (an entry
+				   * from before a takeover or a reset) */
 		if (r->delivered[c.slot] == (uint64_t)c.gen + 1)
 			continue; /* republished after a takeover: seen */
 		r->delivered[c.slot] = (uint64_t)c.gen + 1;

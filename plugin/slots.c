@@ -1,8 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Final groups: zero-copy views, release (in process or from a reader), the
- * completion ring, and the rule that a slot is reused only after both the
- * reader and the journal are done with it.
+ * Final groups: zero-copy views, release, the completion ring.
+ *
+ * Who holds a final slot: the engine, from its FINAL/DROP decision until
+ * v05_release; and the trainer's reader, from the completion record
+ * published to it (V05_SF_COMPLETION) until it releases the group. The slot
+ * is reused only when every holder is done (V05_SF_ENGINE_DONE and no
+ * completion outstanding) and the journal has the group. A reader that dies
+ * drops its holds (check_reader): the groups it read and did not release
+ * are offered to the next reader, with those no reader had yet; a group a
+ * reader released (V05_SF_READER_DONE) or the engine released is not.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -116,23 +123,51 @@ void v05__free_journaled(struct v05_plugin *p)
 	p->npending_free = kept;
 }
 
-void v05__slot_release(struct v05_plugin *p, uint32_t slot)
+/* Both holders are done: back to the arena once the journal has it. */
+static void slot_free(struct v05_plugin *p, uint32_t slot)
 {
 	struct v05_slot_hdr *h = v05__slot(&p->seg, slot);
-	struct v05_prompt *e = v05__table_find(&p->table, h->key);
 
-	if (e && e->slot == slot)
-		v05__table_delete(&p->table, e);
-	v05__gauge(p, V05_C_PROMPTS_FINAL, -1);
-	v05__count(p, V05_C_RELEASES, 1);
 	if (p->journal && !v05__journal_error(p->journal, NULL) &&
 	    h->seq > v05__journal_durable(p->journal)) {
-		/* Readers are done, the journal is not yet: keep the data. */
+		/* Holders are done, the journal is not yet: keep the data. */
 		v05_store_relaxed(&h->state, (uint32_t)V05_S_RELEASED);
 		p->pending_free[p->npending_free++] = slot;
 		return;
 	}
 	v05__arena_free(&p->arena, slot);
+}
+
+void v05__slot_release(struct v05_plugin *p, uint32_t slot)
+{
+	struct v05_slot_hdr *h = v05__slot(&p->seg, slot);
+	struct v05_prompt *e = v05__table_find(&p->table, h->key);
+
+	/* The flag first: an owner killed before the delete leaves an entry
+	 * that rebuild sees as released, not a slot it could free under a
+	 * reader. Then the prompt is done for the engine: its uid may come
+	 * again. */
+	h->flags |= V05_SF_ENGINE_DONE;
+	if (e && e->slot == slot)
+		v05__table_delete(&p->table, e);
+	v05__gauge(p, V05_C_PROMPTS_FINAL, -1);
+	v05__count(p, V05_C_RELEASES, 1);
+	if (!(h->flags & V05_SF_COMPLETION))
+		slot_free(p, slot);
+}
+
+/* Free the final slots no holder has any more (after a reader's death, or
+ * at takeover when their completions are gone). */
+void v05__free_unheld(struct v05_plugin *p)
+{
+	for (uint32_t s = 0; s < p->seg.hdr.geo.slot_count; s++) {
+		struct v05_slot_hdr *h = v05__slot(&p->seg, s);
+
+		if (h->state == V05_S_FINAL &&
+		    (h->flags & (V05_SF_ENGINE_DONE | V05_SF_COMPLETION)) ==
+			    V05_SF_ENGINE_DONE)
+			slot_free(p, s);
+	}
 }
 
 V05_API int v05_release(struct v05_plugin *p, uint32_t slot, uint32_t gen,
@@ -148,7 +183,8 @@ V05_API int v05_release(struct v05_plugin *p, uint32_t slot, uint32_t gen,
 	state = h->state;
 	/* A slot keeps its generation until it is allocated again: the same
 	 * generation on a free slot is a second release of this group. */
-	if (h->gen == gen && (state == V05_S_FREE || state == V05_S_RELEASED))
+	if (h->gen == gen && (state == V05_S_FREE || state == V05_S_RELEASED ||
+			      (h->flags & V05_SF_ENGINE_DONE)))
 		return v05__fail(-EALREADY, "slot %u is already released", slot);
 	/* A slot's generation starts at a random value at its first
 	 * allocation (plugin.c, arena.c), so a decision of another plugin
@@ -174,11 +210,15 @@ void v05__release_from_reader(void *ctx, uint32_t slot, uint32_t gen)
 		return;
 	}
 	h = v05__slot(&p->seg, slot);
-	if (h->gen != gen || h->state != V05_S_FINAL) {
+	if (h->gen != gen || h->state != V05_S_FINAL ||
+	    !(h->flags & V05_SF_COMPLETION)) {
 		v05__count(p, V05_C_RELEASES_BAD, 1);
 		return;
 	}
-	v05__slot_release(p, slot);
+	h->flags = (h->flags & ~V05_SF_COMPLETION) | V05_SF_READER_DONE;
+	v05__count(p, V05_C_READER_RELEASES, 1);
+	if (h->flags & V05_SF_ENGINE_DONE)
+		slot_free(p, slot);
 }
 
 void v05__publish_completion(struct v05_plugin *p, uint32_t slot)
@@ -218,7 +258,9 @@ static void republish(struct v05_plugin *p)
 	for (uint32_t s = 0; s < cap; s++) {
 		struct v05_slot_hdr *h = v05__slot(&p->seg, s);
 
-		if (h->state == V05_S_FINAL && !(h->flags & V05_SF_COMPLETION))
+		if (h->state == V05_S_FINAL &&
+		    !(h->flags & (V05_SF_COMPLETION | V05_SF_ENGINE_DONE |
+				  V05_SF_READER_DONE)))
 			list[n++] = s;
 	}
 	qsort_r(list, n, sizeof(*list), by_seq, &p->seg);
@@ -241,6 +283,8 @@ void v05__check_reader(struct v05_plugin *p, uint64_t now)
 		v05__completions_reset(&p->compl, v05__release_from_reader, p);
 		for (uint32_t s = 0; s < p->seg.hdr.geo.slot_count; s++)
 			v05__slot(&p->seg, s)->flags &= ~V05_SF_COMPLETION;
+		/* Its holds died with it. */
+		v05__free_unheld(p);
 		p->last_reader = 0;
 		return;
 	}

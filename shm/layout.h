@@ -151,6 +151,7 @@ enum v05_counter {
 	V05_C_COMPLETIONS_SKIPPED, /* no reader attached                 */
 	V05_C_RELEASES_BAD,    /* a reader's release of a wrong slot     */
 	V05_C_PROMPTS_CANCELLED, /* open prompts given up by v05_cancel  */
+	V05_C_READER_RELEASES, /* groups a reader released             */
 	V05_C_NAMED_END,
 	V05_C_K_HIST = 64,     /* 65 entries: finals by k = 0..64        */
 	V05_C_LAT_HIST = 160,  /* 48 entries: [2^b, 2^(b+1)) ns          */
@@ -331,6 +332,8 @@ enum v05_slot_state {
 enum v05_slot_flag {
 	V05_SF_COMPLETION = 1u << 0, /* completion record published */
 	V05_SF_JOURNALED = 1u << 1,  /* in the journal's buffer       */
+	V05_SF_ENGINE_DONE = 1u << 2, /* the engine released it (v05_release) */
+	V05_SF_READER_DONE = 1u << 3, /* a reader released it: not offered again */
 };
 
 struct v05_slot_hdr {

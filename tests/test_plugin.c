@@ -840,11 +840,12 @@ static void test_queue_alloc_failure(void **state)
 }
 
 static int reader_child(const char *name, uint32_t want, const double *priors,
-			const uint64_t *keys)
+			const uint64_t *keys, int go)
 {
 	struct v05_reader *r = NULL;
 	struct v05_params params;
 	uint32_t got = 0;
+	char c;
 
 	v05_params_default(&params);
 	/* The plugin may not have the reader ring yet: retry the claim only
@@ -853,6 +854,9 @@ static int reader_child(const char *name, uint32_t want, const double *priors,
 		;
 	if (!r)
 		return 1;
+	/* Read nothing until the engine has released every group. */
+	if (read(go, &c, 1) != 1)
+		return 6;
 	while (got < want) {
 		struct v05_group g;
 		struct v05_estimate e;
@@ -880,14 +884,19 @@ static int reader_child(const char *name, uint32_t want, const double *priors,
 	return v05_reader_close(r);
 }
 
+/*
+ * A final group has two holders, the engine and the reader: the engine's
+ * release leaves the slot to the reader (its values intact), the reader's
+ * release then frees it.
+ */
 static void test_reader_other_process(void **state)
 {
 	double priors[8];
 	static const float r[64] = { 1, -1, 1, 1, -1, 1 };
 	struct fx *f = calloc(1, sizeof(*f));
-	uint64_t keys[8];
+	uint64_t keys[8], t0;
+	int go[2], n = 0, st;
 	pid_t pid;
-	int n, st;
 
 	(void)state;
 	for (int i = 0; i < 8; i++)
@@ -896,26 +905,42 @@ static void test_reader_other_process(void **state)
 	f->c.params.mode = V05_MODE_V05_FIXED;
 	fx_open(f);
 	submit(f, priors, 8, keys);
+	assert_int_equal(pipe(go), 0);
 	pid = fork();
 	if (pid == 0)
-		_exit(reader_child(f->name, 8, priors, keys));
+		_exit(reader_child(f->name, 8, priors, keys, go[0]));
 	/* Wait (state, not time) until the reader holds the ring. */
 	while (!v05__completions_reader(&f->p->compl))
 		;
 	for (int i = 0; i < 8; i++)
 		push_samples(f, keys[i], 0xf, r);
-	n = 0;
-	while (ctr(f, V05_C_RELEASES) < 8) {
-		n += v05_poll(f->p, f->d, MAXD);
+	while (n < 8) {
+		int m = v05_poll(f->p, f->d, MAXD);
+
+		for (int i = 0; i < m; i++)
+			assert_int_equal(v05_release(f->p, f->d[i].slot,
+						     f->d[i].gen, f->d[i].key), 0);
+		n += m;
+	}
+	assert_int_equal(ctr(f, V05_C_RELEASES), 8);
+	assert_int_equal(ctr(f, V05_C_PROMPTS_FINAL), 0);
+	/* Released by the engine, still the reader's: not back yet. */
+	assert_int_equal(f->p->arena.nfree, f->c.max_prompts - 8);
+	assert_int_equal(write(go[1], "g", 1), 1);
+	t0 = v05__now_ns();
+	while (f->p->arena.nfree < f->c.max_prompts &&
+	       v05__now_ns() - t0 < 10000000000ull) {
+		v05_poll(f->p, f->d, MAXD);
 		v05_wait(f->p, 10);
 	}
-	assert_int_equal(n, 8);
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
 	assert_int_equal(ctr(f, V05_C_COMPLETIONS), 8);
-	assert_int_equal(ctr(f, V05_C_PROMPTS_FINAL), 0);
+	assert_int_equal(ctr(f, V05_C_READER_RELEASES), 8);
 	assert_int_equal(f->p->arena.nfree, f->c.max_prompts); /* all back */
+	close(go[0]);
+	close(go[1]);
 	fx_close(f);
 	free(f);
 }
@@ -971,6 +996,7 @@ static void test_dead_reader_republish(void **state)
 {
 	double priors[6] = { -0.5, -0.3, -0.1, 0.1, 0.3, 0.5 };
 	static const float r[64] = { 1, -1, 1, 1 };
+	struct v05_decision finals[6];
 	struct fx *f = calloc(1, sizeof(*f));
 	uint64_t keys[6], t0;
 	int go[2], st, n = 0;
@@ -991,8 +1017,13 @@ static void test_dead_reader_republish(void **state)
 		;
 	for (int i = 0; i < 6; i++)
 		push_samples(f, keys[i], 0xf, r);
-	while (n < 6)
-		n += v05_poll(f->p, f->d, MAXD);
+	while (n < 6) {
+		int m = v05_poll(f->p, f->d, MAXD);
+
+		for (int i = 0; i < m; i++)
+			finals[n + i] = f->d[i];
+		n += m;
+	}
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	/* The plugin notices the death on a later poll (state, with a
@@ -1004,21 +1035,28 @@ static void test_dead_reader_republish(void **state)
 		v05_wait(f->p, 10);
 	}
 	assert_int_equal(v05__completions_reader(&f->p->compl), 0);
-	assert_int_equal(ctr(f, V05_C_RELEASES), 1);
+	assert_int_equal(ctr(f, V05_C_READER_RELEASES), 1);
 
 	pid = fork();
 	if (pid == 0)
 		_exit(next_reader(f->name));
 	t0 = v05__now_ns();
-	while (ctr(f, V05_C_RELEASES) < 6 && v05__now_ns() - t0 < 10000000000ull) {
+	while (ctr(f, V05_C_READER_RELEASES) < 6 &&
+	       v05__now_ns() - t0 < 10000000000ull) {
 		v05_poll(f->p, f->d, MAXD);
 		v05_wait(f->p, 10);
 	}
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 5);
-	assert_int_equal(ctr(f, V05_C_RELEASES), 6);
+	assert_int_equal(ctr(f, V05_C_READER_RELEASES), 6);
 	assert_int_equal(ctr(f, V05_C_RELEASES_BAD), 0);
+	/* Every reader is done; the engine's releases free the slots. */
+	assert_int_equal(f->p->arena.nfree, f->c.max_prompts - 6);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(v05_release(f->p, finals[i].slot, finals[i].gen,
+					     finals[i].key), 0);
+	assert_int_equal(f->p->arena.nfree, f->c.max_prompts);
 	close(go[0]);
 	close(go[1]);
 	fx_close(f);

@@ -414,6 +414,10 @@ def test_verl_estimator_any_row_order(segname):
             uid, s, _ = rows[i]
             assert torch.equal(adv[pos], float(expect[uid][4][s]) * mask[pos])
         plugin.poll()
+        assert plugin.stats()["reader_releases"] == len(uids)
+        # The rollout side, the slots' other holder, releases its own.
+        for d in finals.values():
+            plugin.release(d)
         assert plugin.stats()["releases"] == len(uids)
     vverl._groups.close()
     vverl._groups.records.clear()

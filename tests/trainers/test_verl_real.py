@@ -206,7 +206,10 @@ def test_estimator_segment_zero_copy_plain_uids(segname):
         assert vverl._groups.from_segment(segname, "none-yet", 0.0) is None
         rows, finals = roll_out(plugin, uids, [0.2 * (i - 4) for i in range(8)])
         expect = expected_advantages(plugin, finals)
-        # The rollout side leaves the slots to the trainer's reader.
+        # The rollout side is done with the groups: it releases its hold;
+        # each slot stays until the trainer's reader releases it too.
+        for d in finals.values():
+            plugin.release(d)
         data = make_data(rows)
         data = shuffle_and_balance(data, dp=2 if len(rows) % 2 == 0 else 1, seed=2)
         keys = [f"{u}_0_{i}" for i, u in enumerate(data.non_tensor_batch["uid"])]
@@ -215,7 +218,8 @@ def test_estimator_segment_zero_copy_plain_uids(segname):
             config=algo(v05_segment=segname))
         check(out, rows, expect, 0)
         plugin.poll()  # applies the reader's releases
-        assert plugin.stats()["releases"] == len(uids)
+        st = plugin.stats()
+        assert st["reader_releases"] == len(uids) == st["releases"]
         # A second call finds the groups in the kept copies.
         again = ray_trainer.compute_advantage(make_data(rows), adv_estimator="v05",
                                               config=algo(v05_segment=segname))
