@@ -1,0 +1,40 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# The library exports exactly the functions libv05.map lists, each in the
+# map's version node, and every public header's V05_API function is among
+# them (a function declared but not exported, or exported but not listed,
+# fails).
+#   check_symbols.sh LIBRARY MAP INCLUDE_DIR
+set -eu
+lib=$1 map=$2 inc=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# Listed: the names between "global:" and "local:" of every node.
+sed -n '/global:/,/local:/p' "$map" | sed -n 's/^[[:space:]]*\(v05_[a-z0-9_]*\);$/\1/p' |
+	sort >"$tmp/listed"
+# Exported: defined dynamic symbols, with their version.
+nm -D --defined-only "$lib" | awk '$2 != "A" {print $3}' | sort >"$tmp/exported_v"
+sed 's/@.*//' "$tmp/exported_v" | sort >"$tmp/exported"
+# Declared: V05_API functions of the public headers.
+grep -ho '^V05_API [^(]*(' "$inc"/v05.h "$inc"/v05/*.h |
+	sed 's/($//; s/.*[ *]\(v05_[a-z0-9_]*\)$/\1/' | sort -u >"$tmp/declared"
+
+fail=0
+if ! cmp -s "$tmp/listed" "$tmp/exported"; then
+	echo "check_symbols: exported and listed differ (< listed, > exported):"
+	diff "$tmp/listed" "$tmp/exported" || true
+	fail=1
+fi
+if ! cmp -s "$tmp/declared" "$tmp/exported"; then
+	echo "check_symbols: declared and exported differ (< declared, > exported):"
+	diff "$tmp/declared" "$tmp/exported" || true
+	fail=1
+fi
+if grep -v '@@V05_0\.1$' "$tmp/exported_v" | grep -q .; then
+	echo "check_symbols: symbols outside node V05_0.1:"
+	grep -v '@@V05_0\.1$' "$tmp/exported_v"
+	fail=1
+fi
+[ $fail -eq 0 ] && echo "check_symbols: $(wc -l <"$tmp/listed") symbols, listed = exported = declared"
+exit $fail
