@@ -48,7 +48,7 @@ static int fail(struct v05_journal *j, int err, const char *what)
 		j->error = err;
 		snprintf(j->errmsg, sizeof(j->errmsg),
 			 "journal %s failed: %s; journaling stopped", what,
-			 strerror(-err));
+			 v05__errstr(err));
 		/* Loud: the engine's log must show it, not only a counter. */
 		fprintf(stderr, "v05: %s\n", j->errmsg);
 	}
@@ -83,7 +83,7 @@ static int recover_file(int fd, const char *path, const char *segment,
 	map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (map == MAP_FAILED)
 		return v05__fail(-errno, "mmap journal %s: %s", path,
-				 strerror(errno));
+				 v05__errstr(errno));
 	ret = v05__journal_scan(map, size, NULL, NULL, &res);
 	munmap(map, size);
 	if (ret || res.tail == V05_JTAIL_BAD_HEADER)
@@ -95,7 +95,7 @@ static int recover_file(int fd, const char *path, const char *segment,
 	*truncated = size - res.valid_bytes;
 	if (*truncated && ftruncate(fd, (off_t)res.valid_bytes))
 		return v05__fail(-errno, "truncate torn tail of %s: %s", path,
-				 strerror(errno));
+				 v05__errstr(errno));
 	if (res.valid_bytes == 0) {
 		/* The first header itself was torn (scan checked that what
 		 * is there is a prefix of one): start over with a whole one,
@@ -103,7 +103,7 @@ static int recover_file(int fd, const char *path, const char *segment,
 		ret = write_header(fd, segment);
 		if (ret)
 			return v05__fail(ret, "write journal header %s: %s", path,
-					 strerror(-ret));
+					 v05__errstr(ret));
 		res.valid_bytes = sizeof(struct v05_journal_hdr);
 	}
 	*valid = res.valid_bytes;
@@ -133,7 +133,7 @@ int v05__journal_open(const char *path, uint32_t sync, const char *segment,
 		     0600);
 	if (j->fd < 0) {
 		ret = v05__fail(-errno, "open journal %s: %s%s", path,
-				strerror(errno),
+				v05__errstr(errno),
 				errno == ELOOP ? " (a symbolic link is not followed)" : "");
 		free(j);
 		return ret;
@@ -156,14 +156,14 @@ int v05__journal_open(const char *path, uint32_t sync, const char *segment,
 	}
 	if (fcntl(j->fd, F_SETFL, 0)) {
 		ret = v05__fail(-errno, "fcntl journal %s: %s", path,
-				strerror(errno));
+				v05__errstr(errno));
 		goto fail;
 	}
 	if (st.st_size == 0) {
 		ret = write_header(j->fd, segment);
 		if (ret) {
 			v05__fail(ret, "write journal header %s: %s", path,
-				  strerror(-ret));
+				  v05__errstr(ret));
 			goto fail;
 		}
 		j->offset = sizeof(struct v05_journal_hdr);

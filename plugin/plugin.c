@@ -306,7 +306,7 @@ static int journal_abs(const char *path, char *out, size_t len)
 		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
 	if (!realpath(dir, real))
 		return v05__fail(-errno, "journal directory %s: %s", dir,
-				 strerror(errno));
+				 v05__errstr(errno));
 	if ((size_t)snprintf(out, len, "%s/%s", real, base) >= len)
 		return v05__fail(-ENAMETOOLONG, "journal path too long");
 	return 0;
@@ -766,7 +766,7 @@ V05_API int v05_recover(struct v05_plugin *p, struct v05_decision *out,
 
 V05_API int v05_fd(struct v05_plugin *p)
 {
-	return p ? p->waiter.fd : -EINVAL;
+	return p ? p->waiter.fd : v05__fail(-EINVAL, "fd: NULL plugin");
 }
 
 V05_API int v05_arm(struct v05_plugin *p, int timeout_ms)
@@ -776,7 +776,7 @@ V05_API int v05_arm(struct v05_plugin *p, int timeout_ms)
 	int ret;
 
 	if (!p)
-		return -EINVAL;
+		return v05__fail(-EINVAL, "arm: NULL plugin");
 	disarm(p);
 	if (p->qlen || p->journal_error_pending || p->queue_error)
 		return 1;
@@ -797,7 +797,7 @@ V05_API int v05_arm(struct v05_plugin *p, int timeout_ms)
 	ret = v05__waiter_arm(&p->waiter, word, timeout_ms);
 	if (ret) {
 		v05__doorbell_done(p->seg.bell);
-		return v05__fail(ret, "arm the doorbell wait: %s", strerror(-ret));
+		return v05__fail(ret, "arm the doorbell wait: %s", v05__errstr(ret));
 	}
 	p->armed = true;
 	v05__count(p, V05_C_WAITS, 1);
@@ -825,7 +825,7 @@ V05_API int v05_wait(struct v05_plugin *p, int timeout_ms)
 V05_API int v05_pending(struct v05_plugin *p)
 {
 	if (!p)
-		return -EINVAL;
+		return v05__fail(-EINVAL, "pending: NULL plugin");
 	return p->qlen || p->journal_error_pending || p->queue_error ||
 	       v05__lanes_pending(&p->lanes) ||
 	       v05__policy_next_deadline_ns(p, v05__now_ns()) == 0;

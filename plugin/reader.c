@@ -83,7 +83,9 @@ V05_API int v05_reader_release(struct v05_reader *r, const struct v05_group *g)
 {
 	if (!r || !g || g->slot >= r->seg.hdr.geo.slot_count)
 		return v05__fail(-EINVAL, "reader_release: bad group");
-	return v05__reader_release(&r->rings, g->slot, g->gen);
+	if (v05__reader_release(&r->rings, g->slot, g->gen))
+		return v05__fail(-EAGAIN, "reader_release: the release ring is full (the plugin has not polled)");
+	return 0;
 }
 
 V05_API int v05_reader_close(struct v05_reader *r)

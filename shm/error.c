@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "v05/common.h"
 
@@ -17,6 +18,25 @@ int v05__fail(int err, const char *fmt, ...)
 	vsnprintf(errbuf, sizeof(errbuf), fmt, ap);
 	va_end(ap);
 	return err;
+}
+
+int v05__fail_str(int err, const char *msg)
+{
+	size_t i = 0;
+
+	for (; msg[i] && i < sizeof(errbuf) - 1; i++)
+		errbuf[i] = msg[i];
+	errbuf[i] = '\0';
+	return err;
+}
+
+const char *v05__errstr(int err)
+{
+	/* strerror's buffer may be shared between threads; this one is a
+	 * constant table (glibc >= 2.32). */
+	const char *s = strerrordesc_np(err < 0 ? -err : err);
+
+	return s ? s : "unknown error";
 }
 
 void v05__clear_error(void)

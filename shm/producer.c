@@ -98,7 +98,7 @@ static int lane_map(struct v05_producer *p, uint32_t i)
 		 (off_t)v05__lane_offset(seg, i));
 	if (m == MAP_FAILED)
 		return v05__fail(-errno, "mmap lane %u of %s: %s", i, seg->name,
-				 strerror(errno));
+				 v05__errstr(errno));
 	p->lane = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
 	p->lane_map = m;
 	p->lane_len = len;
@@ -121,7 +121,7 @@ static int claim_lane(struct v05_producer *p, unsigned flags)
 
 		if (!r)
 			return v05__fail(-errno, "mmap lane %u of %s: %s", i,
-					 seg->name, strerror(errno));
+					 seg->name, v05__errstr(errno));
 		/* Relaxed peek; the CAS below decides. */
 		cur = v05_load_relaxed(&r->owner);
 		if (cur != 0) {
@@ -249,7 +249,7 @@ V05_API int v05_producer_push(struct v05_producer *p, uint64_t key,
 	if (ret)
 		return ret;
 	if (v05__ring_prod_reserve(&p->ring, 1))
-		return -EAGAIN; /* hot path: no message formatting */
+		return v05__fail_str(-EAGAIN, "push: the lane is full");
 	write_record(p, 0, key, sample, reward, v05__now_ns());
 	v05__ring_prod_commit(&p->ring, 1);
 	if (!(p->flags & V05_PRODUCER_DEFER))
@@ -271,7 +271,7 @@ V05_API int v05_producer_push_batch(struct v05_producer *p,
 		return v05__fail(-EINVAL, "batch of %u exceeds the lane's %u",
 				 n, p->ring.mask + 1);
 	if (v05__ring_prod_reserve(&p->ring, n))
-		return -EAGAIN;
+		return v05__fail_str(-EAGAIN, "push_batch: the lane is full");
 	ts = v05__now_ns();
 	for (uint32_t i = 0; i < n; i++)
 		write_record(p, i, r[i].key, r[i].sample, r[i].reward, ts);

@@ -175,7 +175,7 @@ static int protect(struct v05_segment *seg, int region, int prot)
 
 	if (mprotect(seg->base + r->offset, r->size, prot))
 		return v05__fail(-errno, "mprotect of region %s: %s",
-				 region_names[region], strerror(errno));
+				 region_names[region], v05__errstr(errno));
 	return 0;
 }
 
@@ -245,7 +245,7 @@ static int attach_producer(struct v05_segment *seg)
 
 	if (bell == MAP_FAILED)
 		return v05__fail(-errno, "mmap doorbell of %s: %s", seg->path,
-				 strerror(errno));
+				 v05__errstr(errno));
 	seg->bell_map = bell;
 	seg->bell = bell;
 	return 0;
@@ -297,11 +297,11 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 		  (mode_t)mode);
 	if (fd < 0)
 		return v05__fail(-errno, "create %s: %s", seg->path,
-				 strerror(errno));
+				 v05__errstr(errno));
 	/* The umask may have narrowed the mode; the caller asked for this. */
 	if (fchmod(fd, (mode_t)mode)) {
 		ret = v05__fail(-errno, "fchmod %s: %s", seg->path,
-				strerror(errno));
+				v05__errstr(errno));
 		goto fail;
 	}
 	/* Reserve every page now: on tmpfs a later page fault past the
@@ -312,12 +312,12 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 	if (ret) {
 		ret = v05__fail(-ret, "reserve %llu bytes for %s: %s",
 				(unsigned long long)total, seg->path,
-				strerror(ret));
+				v05__errstr(ret));
 		goto fail;
 	}
 	base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
-		ret = v05__fail(-errno, "mmap %s: %s", seg->path, strerror(errno));
+		ret = v05__fail(-errno, "mmap %s: %s", seg->path, v05__errstr(errno));
 		goto fail;
 	}
 	seg->base = base;
@@ -342,7 +342,7 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 	 * pread and checks the magic and checksum (A0, in the kernel copy). */
 	v05_store_release((uint64_t *)base, (uint64_t)V05_SHM_MAGIC);
 	if (mprotect(base, V05_PAGE, PROT_READ)) {
-		ret = v05__fail(-errno, "mprotect header: %s", strerror(errno));
+		ret = v05__fail(-errno, "mprotect header: %s", v05__errstr(errno));
 		munmap(base, total);
 		seg->base = NULL;
 		goto fail;
@@ -373,9 +373,9 @@ int v05__segment_attach(const char *name, enum v05_role role, unsigned flags,
 		return ret;
 	fd = open(seg->path, (rw ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return v05__fail(-errno, "open %s: %s", seg->path, strerror(errno));
+		return v05__fail(-errno, "open %s: %s", seg->path, v05__errstr(errno));
 	if (fstat(fd, &st)) {
-		ret = v05__fail(-errno, "fstat %s: %s", seg->path, strerror(errno));
+		ret = v05__fail(-errno, "fstat %s: %s", seg->path, v05__errstr(errno));
 		goto fail;
 	}
 	if (!S_ISREG(st.st_mode)) {
@@ -420,7 +420,7 @@ int v05__segment_attach(const char *name, enum v05_role role, unsigned flags,
 	/* Map everything PROT_NONE, then open up what the role needs. */
 	base = mmap(NULL, (size_t)st.st_size, PROT_NONE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
-		ret = v05__fail(-errno, "mmap %s: %s", seg->path, strerror(errno));
+		ret = v05__fail(-errno, "mmap %s: %s", seg->path, v05__errstr(errno));
 		goto fail;
 	}
 	seg->base = base;
@@ -480,7 +480,7 @@ V05_API int v05_segment_unlink(const char *name)
 	if (ret)
 		return ret;
 	if (unlink(path))
-		return v05__fail(-errno, "unlink %s: %s", path, strerror(errno));
+		return v05__fail(-errno, "unlink %s: %s", path, v05__errstr(errno));
 	return 0;
 }
 

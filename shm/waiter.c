@@ -98,7 +98,7 @@ static int uring_init(struct v05_waiter *w)
 	ret = io_uring_queue_init(8, &w->ring, 0);
 	if (ret < 0) {
 		snprintf(w->why, sizeof(w->why), "io_uring_setup refused: %s",
-			 strerror(-ret));
+			 v05__errstr(ret));
 		return ret;
 	}
 	probe = io_uring_get_probe_ring(&w->ring);
@@ -114,7 +114,7 @@ static int uring_init(struct v05_waiter *w)
 	ret = uring_trial(w);
 	if (ret) {
 		snprintf(w->why, sizeof(w->why), "IORING_OP_FUTEX_WAIT fails: %s",
-			 strerror(-ret));
+			 v05__errstr(ret));
 		io_uring_queue_exit(&w->ring);
 		return ret;
 	}
@@ -292,7 +292,7 @@ int v05__waiter_init(struct v05_waiter *w, uint32_t *word, int force)
 	}
 	ret = thread_init(w);
 	if (ret)
-		return v05__fail(ret, "wait thread: %s", strerror(-ret));
+		return v05__fail(ret, "wait thread: %s", v05__errstr(ret));
 	w->path = V05_WAIT_THREAD;
 	return 0;
 }

@@ -3,8 +3,9 @@
  * v05 — common definitions shared by every public header.
  *
  * Conventions (as in liburing): every fallible call returns 0 or a count on
- * success and a negative errno on failure. A failing call also leaves a
- * one-line explanation for the calling thread in v05_errmsg().
+ * success and a negative errno on failure. Every failing call also sets a
+ * one-line explanation of that failure for the calling thread in
+ * v05_errmsg() (never an earlier failure's).
  */
 #ifndef V05_COMMON_H
 #define V05_COMMON_H
@@ -28,8 +29,10 @@ extern "C" {
 V05_API const char *v05_version(void);
 
 /*
- * The last error explanation of the calling thread, or "" if none.
- * Valid until the thread's next failing v05 call.
+ * The explanation of the calling thread's last failed v05 call. Like errno:
+ * read it right after a call returned a negative errno; after a call that
+ * succeeded its content is unspecified (most calls clear it). Valid until
+ * the thread's next v05 call.
  */
 V05_API const char *v05_errmsg(void);
 
