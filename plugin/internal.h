@@ -77,7 +77,7 @@ struct v05_plugin {
 	struct v05_segment seg;
 	struct v05_shm_config cfg;
 	struct v05_params params;
-	struct v05_plugin_state *st; /* in the control block */
+	struct v05_plugin_state *st; /* in the owner-only state region */
 	struct v05_batch_rec *batch_recs;
 	struct batch_local *batches;
 	struct v05_lanes lanes;

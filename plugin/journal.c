@@ -66,8 +66,20 @@ static int write_header(int fd, const char *segment)
 	h.created_ns = v05__wall_ns();
 	snprintf(h.segment, sizeof(h.segment), "%s", segment);
 	h.checksum = XXH3_64bits(&h, offsetof(struct v05_journal_hdr, checksum));
-	if (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
-		return -errno ? -errno : -EIO;
+	for (size_t done = 0; done < sizeof(h);) {
+		/* A short write sets no errno: write the rest, which then
+		 * fails with the real reason (ENOSPC, EIO, ...). */
+		ssize_t n = pwrite(fd, (const char *)&h + done, sizeof(h) - done,
+				   (off_t)done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		done += (size_t)n;
+	}
 	return fdatasync(fd) ? -errno : 0;
 }
 

@@ -82,7 +82,8 @@ V05_API int v05_slot_uid(struct v05_plugin *p, uint32_t slot, void *buf,
 	n = h->uid_len;
 	if (n > V05_UID_MAX)
 		n = V05_UID_MAX;
-	memcpy(buf, h->uid, n < len ? n : len);
+	if (len) /* len 0 asks for the length only; buf may be NULL */
+		memcpy(buf, h->uid, n < len ? n : len);
 	return (int)n;
 }
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Statistics core: DESIGN.md section 2, paper equations (sigma), (delta),
+ * Statistics core: docs/STATISTICS.md, paper equations (sigma), (delta),
  * (weight), (fusion) and (stop). Pure functions; every input validated.
  */
 #include <errno.h>

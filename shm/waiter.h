@@ -7,7 +7,7 @@
  * readable once either completes.
  * Thread path (io_uring or its futex op refused: old kernel, seccomp,
  * kernel.io_uring_disabled): a thread does the futex wait and signals an
- * eventfd. Which path and why: v05__waiter_path(), ->why.
+ * eventfd. Which path and why: the struct's ->path and ->why.
  */
 #ifndef V05_SHM_WAITER_H
 #define V05_SHM_WAITER_H

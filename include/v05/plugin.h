@@ -235,7 +235,7 @@ V05_API int v05_slot_uid(struct v05_plugin *p, uint32_t slot, void *buf,
 			 uint32_t len);
 
 /* Byte offset of a slot's rewards and advantages in the segment file, for
- * mapping it elsewhere; and the segment's size. */
+ * mapping them elsewhere (either pointer may be NULL). */
 V05_API int v05_slot_offsets(struct v05_plugin *p, uint32_t slot,
 			     uint64_t *rewards_off, uint64_t *adv_off);
 

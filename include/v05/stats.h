@@ -38,7 +38,7 @@ extern "C" {
 /* verl's compute_grpo_outcome_advantage: A = (r - mean) / (std + 1e-6). */
 #define V05_GRPO_EPSILON 1e-6
 
-/* Defaults of DESIGN.md section 2. */
+/* Defaults (docs/STATISTICS.md). */
 #define V05_DEFAULT_COST 0.0039
 #define V05_DEFAULT_K_INIT 4u
 #define V05_DEFAULT_K_STEP 2u
@@ -111,7 +111,7 @@ V05_API int v05_sigma_from_name(const char *name);
 /* "stop", "more", "drop" or NULL. */
 V05_API const char *v05_action_name(uint32_t action);
 
-/* ---- single formulas (DESIGN.md section 2) ---------------------------- */
+/* ---- single formulas (docs/STATISTICS.md) ------------------------------ */
 
 /* vbar = sum(r) / k; rewards finite and in [-1, 1], 1 <= k <= 64. */
 V05_API int v05_mean(const double *rewards, uint32_t k, double *mean);
