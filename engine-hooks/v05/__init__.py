@@ -64,13 +64,16 @@ def reward_from_binary(r) -> float:
     return out.value
 
 
-def estimate(prior: float, rewards: Sequence[float], *, cost: float = 0.0039,
-             k_step: int = 2, k_max: int = 16, mode: str = "v05",
+def estimate(prior: float, rewards: Sequence[float], *,
+             cost: Optional[float] = None, k_step: Optional[int] = None,
+             k_max: Optional[int] = None, mode: str = "v05",
              sigma: str = "rms", fit: Optional[Tuple[float, float]] = None
              ) -> dict:
     """The statistics core on one group (as `v05ctl estimate`). `sigma`:
     the advantage normaliser, "rms" (bounded, |A| <= sqrt(k)) or "paper".
-    Mode "v05-eb" needs `fit=(n0, h)`, its batch's fitted prior."""
+    Mode "v05-eb" needs `fit=(n0, h)`, its batch's fitted prior. cost,
+    k_step and k_max left at None are the library's defaults
+    (v05_params_default)."""
     from .plugin import MODES, SIGMAS
     p = _lib.Params()
     lib.v05_params_default(ctypes.byref(p))
@@ -81,12 +84,16 @@ def estimate(prior: float, rewards: Sequence[float], *, cost: float = 0.0039,
     if (mode == "v05-eb") != (fit is not None):
         raise ValueError("fit=(n0, h) is required for mode v05-eb, "
                          "and only applies there")
-    p.cost, p.mode = cost, MODES[mode]
-    p.k_step = _checks.u32("k_step", k_step, 1)
-    p.k_max = _checks.u32("k_max", k_max, 1)
+    p.mode = MODES[mode]
+    if cost is not None:
+        p.cost = cost
+    if k_step is not None:
+        p.k_step = _checks.u32("k_step", k_step, 1)
+    if k_max is not None:
+        p.k_max = _checks.u32("k_max", k_max, 1)
     p.sigma = SIGMAS[sigma]
     k = len(rewards)
-    p.k_init = max(1, min(k, k_max))
+    p.k_init = max(1, min(k, p.k_max))
     r = (ctypes.c_double * max(1, k))(*rewards)
     adv = (ctypes.c_double * max(1, k))()
     e = _lib.Estimate()

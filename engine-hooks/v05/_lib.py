@@ -202,6 +202,7 @@ _sig("v05_mode_from_name", _int, ctypes.c_char_p)
 _sig("v05_prior_from_p", _int, ctypes.c_double, ctypes.POINTER(ctypes.c_double))
 _sig("v05_reward_from_binary", _int, _int, ctypes.POINTER(ctypes.c_double))
 _sig("v05_config_default", None, ctypes.POINTER(Config))
+_sig("v05_config_paper", None, ctypes.POINTER(Config))
 _sig("v05_config_check", _int, ctypes.POINTER(Config))
 _sig("v05_plugin_create", _int, ctypes.c_char_p, ctypes.POINTER(Config),
      ctypes.POINTER(_P))
@@ -253,8 +254,35 @@ _sig("v05_wait_path_name", ctypes.c_char_p, _u32)
 _sig("v05_journal_state_name", ctypes.c_char_p, _u32)
 _sig("v05_schedule_name", ctypes.c_char_p, _u32)
 _sig("v05_mode_name", ctypes.c_char_p, _u32)
+_sig("v05_sigma_name", ctypes.c_char_p, _u32)
+_sig("v05_action_name", ctypes.c_char_p, _u32)
+_sig("v05_constant", _int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64))
 
 COUNTER_SLOTS = 256
+
+
+# errno -> the builtin OSError subclass Python itself would raise for it
+# (FileExistsError for EEXIST, PermissionError for EACCES/EPERM, ...):
+# V05Error and that subclass at once, so `except FileExistsError` works.
+_SUBCLASSES = {}
+
+
+def error_class(code: int):
+    """V05Error, or its child that is also the OSError subclass of code."""
+    builtin = type(OSError(code, ""))
+    if builtin is OSError:
+        return V05Error
+    cls = _SUBCLASSES.get(builtin)
+    if cls is None:
+        cls = type("V05" + builtin.__name__, (V05Error, builtin),
+                   {"__module__": __name__})
+        _SUBCLASSES[builtin] = cls
+    return cls
+
+
+def raise_errno(code: int, msg: str):
+    """Raise the V05Error (subclass) for errno `code`."""
+    raise error_class(code)(code, msg)
 
 
 def error(ret, what):
@@ -263,7 +291,7 @@ def error(ret, what):
     msg = (lib.v05_errmsg() or b"").decode("utf-8", "replace")
     if not msg:
         msg = os.strerror(code)
-    return V05Error(code, f"{what}: {msg}")
+    return error_class(code)(code, f"{what}: {msg}")
 
 
 def check(ret, what):
@@ -274,3 +302,23 @@ def check(ret, what):
 
 
 EAGAIN = _errno.EAGAIN
+
+
+def const(name: str) -> int:
+    """A public header's integer constant, from the loaded library (one
+    source of truth: nothing copied by hand)."""
+    v = ctypes.c_int64()
+    check(lib.v05_constant(name.encode(), ctypes.byref(v)), "constant")
+    return v.value
+
+
+def names(fn, stop: str = None) -> dict:
+    """name -> value of an enumeration the library names (v05_mode_name,
+    ...): the values from 0 up to the first without a name."""
+    out = {}
+    for i in range(256):
+        n = fn(i)
+        if n is None or n.decode() == stop:
+            break
+        out[n.decode()] = i
+    return out

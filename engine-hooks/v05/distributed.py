@@ -22,14 +22,18 @@ __all__ = ["HaltCoordinator"]
 
 
 class HaltCoordinator:
-    def __init__(self, halt_fraction: float = 0.25, group=None):
+    """One per engine, over its own plugin: the halt fraction is the
+    plugin's (every engine's plugin is configured alike), never a second
+    copy that could disagree with it."""
+
+    def __init__(self, plugin: Plugin, group=None):
         import torch.distributed as dist
 
         if not dist.is_initialized():
             raise RuntimeError("v05.distributed: call torch.distributed."
                                "init_process_group('gloo', ...) first")
         self.dist = dist
-        self.halt_fraction = halt_fraction
+        self.halt_fraction = plugin.halt_fraction
         self.group = group
         self.world = dist.get_world_size(group)
         self.log = []  # (batch, round, needing more, batch size, halted)

@@ -3,6 +3,7 @@
 ``v05ctl stat`` shows, for Python (the Prometheus exporter uses it)."""
 
 import ctypes
+import errno
 
 from . import _checks
 from . import _lib
@@ -26,7 +27,7 @@ class Observer:
 
     def _handle(self):
         if self._h is None:
-            raise _lib.V05Error(9, "observer is closed")
+            _lib.raise_errno(errno.EBADF, "observer is closed")
         return self._h
 
     def counters(self) -> dict:

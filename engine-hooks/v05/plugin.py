@@ -3,6 +3,7 @@
 
 import asyncio
 import ctypes
+import errno
 import dataclasses
 import weakref
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
@@ -14,16 +15,23 @@ from ._lib import V05Error, check, lib
 
 __all__ = ["Plugin", "Decision", "Group", "SubmitError", "key_of"]
 
-MODES = {"v05": 0, "v05-fixed": 1, "grpo": 2, "dapo": 3, "v05-eb": 4}
+# Every name and number below comes from the loaded library.
+MODES = _lib.names(lib.v05_mode_name)
 # Advantage normaliser of the fused modes (docs/STATISTICS.md).
-SIGMAS = {"rms": 0, "paper": 1}
-SCHEDULES = {"rounds": 0, "stream": 1}
-KINDS = {1: "sample", 2: "final", 3: "drop", 4: "barrier"}
-ACTIONS = {0: "stop", 1: "more", 2: "drop"}
+SIGMAS = _lib.names(lib.v05_sigma_name)
+SCHEDULES = _lib.names(lib.v05_schedule_name, stop="?")
+ACTIONS = {v: k for k, v in _lib.names(lib.v05_action_name).items()}
+KINDS = {_lib.const("V05_DECISION_" + k.upper()): k
+         for k in ("sample", "final", "drop", "barrier")}
 
-FLAG_PADDED, FLAG_HALTED, FLAG_RECOVERED = 1, 2, 4
-CONFIG_WAIT_THREAD, CONFIG_EXTERNAL_HALT = 1, 2
-CLOSE_UNLINK, CLOSE_KEEP_READABLE = 1, 2
+FLAG_PADDED = _lib.const("V05_DF_PADDED")
+FLAG_HALTED = _lib.const("V05_DF_HALTED")
+FLAG_RECOVERED = _lib.const("V05_DF_RECOVERED")
+CONFIG_WAIT_THREAD = _lib.const("V05_CONFIG_WAIT_THREAD")
+CONFIG_EXTERNAL_HALT = _lib.const("V05_CONFIG_EXTERNAL_HALT")
+CLOSE_UNLINK = _lib.const("V05_CLOSE_UNLINK")
+CLOSE_KEEP_READABLE = _lib.const("V05_CLOSE_KEEP_READABLE")
+UID_MAX = _lib.const("V05_UID_MAX_BYTES")
 
 Uid = Union[str, bytes]
 
@@ -156,63 +164,98 @@ class Plugin:
         self._views = []  # weak references to slot buffers handed out
         self._buf = (_lib.Decision_ * 4096)()
         self.last_rejected = {}
+        self.config = None  # the v05_config it was created with (create)
+
+    @property
+    def halt_fraction(self) -> float:
+        """The batch halt this plugin applies (from its segment after an
+        attach), so that a coordinator and the engines cannot disagree."""
+        if self.config is not None:
+            return self.config.halt_fraction
+        from .observer import Observer
+        with Observer(self.name) as o:
+            return o.info()["halt_fraction"]
 
     # ---- lifecycle ---------------------------------------------------
 
     @classmethod
-    def create(cls, name: str, *, cost: float = 0.0039, k_init: int = 4,
-               k_step: int = 2, k_max: int = 16, halt_fraction: float = 0.25,
-               pad_multiple: int = 32, mode: Optional[str] = None,
-               schedule: str = "rounds", max_prompts: int = 4096,
-               max_producers: int = 16, lane_capacity: int = 4096,
-               max_batches: int = 64, stream_deadline_us: int = 2000,
+    def create(cls, name: str, *, cost: Optional[float] = None,
+               k_init: Optional[int] = None, k_step: Optional[int] = None,
+               k_max: Optional[int] = None,
+               halt_fraction: Optional[float] = None,
+               pad_multiple: Optional[int] = None, mode: Optional[str] = None,
+               schedule: Optional[str] = None,
+               max_prompts: Optional[int] = None,
+               max_producers: Optional[int] = None,
+               lane_capacity: Optional[int] = None,
+               max_batches: Optional[int] = None,
+               stream_deadline_us: Optional[int] = None,
                journal: Optional[str] = None, journal_sync: bool = False,
-               file_mode: int = 0o600, wait: str = "auto",
+               file_mode: Optional[int] = None, wait: str = "auto",
                external_halt: bool = False, sigma: Optional[str] = None,
                paper: bool = False) -> "Plugin":
         """Create segment `name` and own it. Parameters as in
         include/v05/plugin.h (struct v05_config); every one is checked.
-        mode defaults to "v05-eb" and sigma to "rms"; paper=True makes them
-        "v05" and "paper" (with halt_fraction 0.25, the paper's exact
-        behaviour; explicit mode/sigma still win)."""
-        if mode is None:
-            mode = "v05" if paper else "v05-eb"
-        if sigma is None:
-            sigma = "paper" if paper else "rms"
+        A parameter left at None keeps the library's default
+        (v05_config_default: mode "v05-eb", sigma "rms", ...); paper=True
+        starts from v05_config_paper instead (mode "v05", sigma "paper",
+        halt_fraction 0.25: the paper's exact behaviour), and explicit
+        parameters still win."""
         c = _lib.Config()
-        lib.v05_config_default(ctypes.byref(c))
-        if mode not in MODES:
+        if paper:
+            lib.v05_config_paper(ctypes.byref(c))
+        else:
+            lib.v05_config_default(ctypes.byref(c))
+        if mode is not None and mode not in MODES:
             raise ValueError(f"mode {mode!r} is not one of {sorted(MODES)}")
-        if sigma not in SIGMAS:
-            raise ValueError(f"sigma {sigma!r} is not rms or paper")
-        if schedule not in SCHEDULES:
-            raise ValueError(f"schedule {schedule!r} is not rounds or stream")
+        if sigma is not None and sigma not in SIGMAS:
+            raise ValueError(f"sigma {sigma!r} is not one of {sorted(SIGMAS)}")
+        if schedule is not None and schedule not in SCHEDULES:
+            raise ValueError(f"schedule {schedule!r} is not one of "
+                             f"{sorted(SCHEDULES)}")
         if wait not in ("auto", "thread"):
             raise ValueError("wait must be 'auto' or 'thread'")
         u32 = _checks.u32
-        c.params.cost = cost
-        c.params.k_init = u32("k_init", k_init, 1)
-        c.params.k_step = u32("k_step", k_step, 1)
-        c.params.k_max = u32("k_max", k_max, 1)
-        c.params.mode = MODES[mode]
-        c.params.sigma = SIGMAS[sigma]
-        c.halt_fraction = halt_fraction
-        c.pad_multiple = u32("pad_multiple", pad_multiple, 1)
-        c.schedule = SCHEDULES[schedule]
-        c.stream_deadline_us = u32("stream_deadline_us", stream_deadline_us)
-        c.max_prompts = u32("max_prompts", max_prompts, 1)
-        c.max_producers = u32("max_producers", max_producers, 1)
-        c.lane_capacity = u32("lane_capacity", lane_capacity, 1)
-        c.max_batches = u32("max_batches", max_batches, 1)
-        c.file_mode = u32("file_mode", file_mode, 0, 0o777)
-        c.flags = ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
-                   (CONFIG_EXTERNAL_HALT if external_halt else 0))
-        c.journal_sync = 1 if journal_sync else 0
+        if cost is not None:
+            c.params.cost = cost
+        if k_init is not None:
+            c.params.k_init = u32("k_init", k_init, 1)
+        if k_step is not None:
+            c.params.k_step = u32("k_step", k_step, 1)
+        if k_max is not None:
+            c.params.k_max = u32("k_max", k_max, 1)
+        if mode is not None:
+            c.params.mode = MODES[mode]
+        if sigma is not None:
+            c.params.sigma = SIGMAS[sigma]
+        if halt_fraction is not None:
+            c.halt_fraction = halt_fraction
+        if pad_multiple is not None:
+            c.pad_multiple = u32("pad_multiple", pad_multiple, 1)
+        if schedule is not None:
+            c.schedule = SCHEDULES[schedule]
+        if stream_deadline_us is not None:
+            c.stream_deadline_us = u32("stream_deadline_us",
+                                       stream_deadline_us)
+        for field, value in (("max_prompts", max_prompts),
+                             ("max_producers", max_producers),
+                             ("lane_capacity", lane_capacity),
+                             ("max_batches", max_batches)):
+            if value is not None:
+                setattr(c, field, u32(field, value, 1))
+        if file_mode is not None:
+            c.file_mode = u32("file_mode", file_mode, 0, 0o777)
+        c.flags |= ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
+                    (CONFIG_EXTERNAL_HALT if external_halt else 0))
+        if journal_sync:
+            c.journal_sync = _lib.const("V05_JOURNAL_SYNC_BATCH")
         c.journal_path = _checks.cstr("journal", journal) if journal else None
         h = ctypes.c_void_p()
         check(lib.v05_plugin_create(_checks.cstr("name", name), ctypes.byref(c),
                                     ctypes.byref(h)), f"create {name}")
-        return cls(h.value, name)
+        p = cls(h.value, name)
+        p.config = c
+        return p
 
     @classmethod
     def attach(cls, name: str, *, any_uid: bool = False) -> "Plugin":
@@ -233,7 +276,7 @@ class Plugin:
             return
         alive = live_views(self._views)
         if alive and not force:
-            raise V05Error(16, f"close {self.name}: {alive} views of slots are "
+            _lib.raise_errno(errno.EBUSY, f"close {self.name}: {alive} views of slots are "
                                "still alive; drop them (or close(force=True))")
         p, self._p = self._p, None
         flags = (CLOSE_UNLINK if unlink else 0) | \
@@ -248,7 +291,7 @@ class Plugin:
 
     def _handle(self):
         if self._p is None:
-            raise V05Error(9, f"plugin {self.name} is closed")
+            _lib.raise_errno(errno.EBADF, f"plugin {self.name} is closed")
         return self._p
 
     def _track(self, buf):
@@ -259,8 +302,8 @@ class Plugin:
     def _uid_of(self, key, slot):
         uid = self._uids.get(key)
         if uid is None:
-            buf = ctypes.create_string_buffer(128)
-            n = lib.v05_slot_uid(self._handle(), slot, buf, 128)
+            buf = ctypes.create_string_buffer(UID_MAX)
+            n = lib.v05_slot_uid(self._handle(), slot, buf, UID_MAX)
             if n >= 0:
                 uid = buf.raw[:n].decode("utf-8", "surrogateescape")
                 self._uids[key] = uid

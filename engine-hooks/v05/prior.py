@@ -25,10 +25,12 @@ PredictFn = Callable[[List[str], List[float], List[str]], Sequence[float]]
 def p_to_prior(p: float) -> float:
     """Success probability -> prior on [-1, 1]; NaN or out of [0, 1] is an
     error (a value model bug must not become a silent prior)."""
+    from . import prior_from_p  # the library's mapping, not a copy
+
     p = float(p)
     if math.isnan(p) or not 0.0 <= p <= 1.0:
         raise ValueError(f"value model returned {p!r}, not a probability")
-    return 2.0 * p - 1.0
+    return prior_from_p(p)
 
 
 class ValueModelPrior:

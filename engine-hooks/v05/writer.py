@@ -2,6 +2,7 @@
 """Reward workers' side: push (uid, sample, reward) into the plugin."""
 
 import ctypes
+import errno
 from typing import Optional, Sequence
 
 import numpy as np
@@ -12,8 +13,8 @@ from .plugin import Uid, key_of
 
 __all__ = ["RewardWriter", "Reader"]
 
-PRODUCER_DEFER = 1
-PRODUCER_ANY_UID = 2
+PRODUCER_DEFER = _lib.const("V05_PRODUCER_DEFER")
+PRODUCER_ANY_UID = _lib.const("V05_PRODUCER_ANY_UID")
 
 
 class RewardWriter:
@@ -45,7 +46,7 @@ class RewardWriter:
 
     def _handle(self):
         if self._p is None:
-            raise V05Error(9, "reward writer is closed")
+            _lib.raise_errno(errno.EBADF, "reward writer is closed")
         return self._p
 
     def _timeout_ms(self) -> int:
@@ -137,7 +138,7 @@ class Reader:
         """The next final group, or None if none is waiting."""
         from .plugin import Group
         if self._p is None:
-            raise V05Error(9, "reader is closed")
+            _lib.raise_errno(errno.EBADF, "reader is closed")
         g = _lib.Group_()
         if check(lib.v05_reader_next(self._p, ctypes.byref(g)), "reader next") == 0:
             return None
@@ -158,7 +159,7 @@ class Reader:
             from .plugin import live_views
             alive = live_views(self._views)
             if alive:
-                raise V05Error(16, f"close reader of {self.name}: {alive} "
+                _lib.raise_errno(errno.EBUSY, f"close reader of {self.name}: {alive} "
                                    "views of groups are still alive; drop "
                                    "them first")
             p, self._p = self._p, None

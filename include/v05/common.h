@@ -36,6 +36,15 @@ V05_API const char *v05_version(void);
  */
 V05_API const char *v05_errmsg(void);
 
+/*
+ * The integer constant of the public headers named `name` (a flag, a
+ * decision kind, a limit: "V05_DF_PADDED", "V05_UID_MAX_BYTES", ...), for
+ * bindings that take them from the library rather than copy them.
+ * -ENOENT if there is none of that name. Enumerations with names (modes,
+ * sigmas, schedules, actions) have their *_name() functions.
+ */
+V05_API int v05_constant(const char *name, int64_t *value);
+
 #ifdef __cplusplus
 }
 #endif

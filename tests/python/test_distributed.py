@@ -30,10 +30,11 @@ def rank_main(rank, port, prefix, out):
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=WORLD)
-    coord = HaltCoordinator(halt_fraction=0.25)
     mine = prompts()[rank::WORLD]
     with v05.Plugin.create(f"{prefix}-{rank}", max_prompts=64, pad_multiple=1,
                            external_halt=True, mode="v05") as p:
+        coord = HaltCoordinator(p)  # the plugin's halt fraction (0.25)
+        assert coord.halt_fraction == 0.25
         with SimEngine(p, mine, workers=1, latency="uniform:0:2", seed=SEED,
                        on_barrier=coord.barrier,
                        on_done=lambda pl, batch, n: coord.finish(batch, n)) as eng:
