@@ -141,6 +141,19 @@ static inline void v05__gauge(struct v05_plugin *p, int c, int64_t d)
  * records, and whenever a record carries a later timestamp. */
 void v05__clock_refresh(struct v05_plugin *p);
 
+/* config.c: the configuration's copy in the segment header. */
+void v05__shm_config_from(struct v05_shm_config *s, const struct v05_config *c,
+			  const char *journal_abs);
+int v05__shm_config_check(struct v05_plugin *p);
+
+/* plugin.c: the process-local state, the journal's open (create, attach). */
+int v05__plugin_init_local(struct v05_plugin *p);
+void v05__plugin_free_local(struct v05_plugin *p);
+int v05__plugin_open_journal(struct v05_plugin *p);
+
+/* wait.c: cancel an armed wait (poll and wait start with it). */
+void v05__disarm(struct v05_plugin *p);
+
 /* queue.c: the decision queue. Its growth allocates through this hook
  * (malloc; a test injects failures). */
 extern void *(*v05__queue_malloc)(size_t n);
@@ -148,22 +161,32 @@ int v05__enqueue(struct v05_plugin *p, const struct v05_decision *d);
 uint32_t v05__dequeue(struct v05_plugin *p, struct v05_decision *out,
 		      uint32_t max);
 
-/* decide.c: apply rewards, decide, finalize. */
+/* decide.c: apply rewards, decide ("more" holds, "stop" finalizes). */
 void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane);
 void v05__prefetch_key(void *ctx, uint64_t key, int stage);
 void v05__decide(struct v05_plugin *p, struct v05_prompt *e);
+uint32_t v05__group_k(const struct v05_prompt *e);
+
+/* finalize.c: statistics, advantages into the slot, FINAL, completion,
+ * journal, support, the FINAL/DROP decision; latencies. */
+void v05__estimate_prompt(struct v05_plugin *p, const struct v05_prompt *e,
+			  struct v05_estimate *est, double *adv);
+void v05__finalize_with(struct v05_plugin *p, struct v05_prompt *e,
+			const struct v05_estimate *est, const double *adv,
+			uint32_t flags, uint64_t latency);
+/* Estimate, then finalize with the result. */
 void v05__finalize(struct v05_plugin *p, struct v05_prompt *e, uint32_t flags,
 		   uint64_t latency_ns);
-uint32_t v05__group_k(const struct v05_prompt *e);
 /* An open prompt leaves its batch's counts (final or cancelled). */
 void v05__batch_leave(struct v05_plugin *p, const struct v05_prompt *e);
 /* Append a final slot's group to the journal (if any): 0 or -errno. */
 int v05__journal_slot(struct v05_plugin *p, uint32_t slot);
+/* From the prompt's last reward (producer's clock) to now, 0 if unknown. */
+uint64_t v05__latency_of(const struct v05_prompt *e, uint64_t now);
 void v05__record_latency(struct v05_plugin *p, uint64_t ns);
 
 /* policy.c: the batch policy (rounds / stream, halt, padding). */
 void v05__policy_held(struct v05_plugin *p, uint32_t b);
-void v05__policy_after_decision(struct v05_plugin *p, uint32_t b);
 void v05__policy_deadlines(struct v05_plugin *p, uint64_t now);
 int64_t v05__policy_next_deadline_ns(struct v05_plugin *p, uint64_t now);
 void v05__policy_resume(struct v05_plugin *p, uint32_t b);
@@ -185,6 +208,9 @@ void v05__barrier_decision(struct v05_plugin *p, uint32_t b,
 			   struct v05_decision *d);
 
 /* slots.c: release, completions, readers. */
+/* Slots in group order (their seq): publishing, re-journaling. */
+void v05__sort_by_seq(const struct v05_segment *seg, uint32_t *slots,
+		      uint32_t n);
 /* The engine's release of a final slot (v05_release, cancel). */
 void v05__slot_release(struct v05_plugin *p, uint32_t slot);
 void v05__free_unheld(struct v05_plugin *p);

@@ -198,8 +198,7 @@ static void issue(struct v05_plugin *p, uint32_t b)
 			d.k = add;
 			d.batch = p->batch_recs[b].id;
 			d.flags = e->pad8 ? V05_DF_PADDED : 0;
-			d.latency_ns = e->last_ts && now > e->last_ts ?
-					       now - e->last_ts : 0;
+			d.latency_ns = v05__latency_of(e, now);
 			v05__enqueue(p, &d);
 			if (d.latency_ns)
 				v05__record_latency(p, d.latency_ns);
@@ -347,11 +346,6 @@ void v05__policy_held(struct v05_plugin *p, uint32_t b)
 		rounds_check(p, b);
 	else
 		stream_check(p, b);
-}
-
-void v05__policy_after_decision(struct v05_plugin *p, uint32_t b)
-{
-	v05__policy_held(p, b);
 }
 
 void v05__policy_deadlines(struct v05_plugin *p, uint64_t now)

@@ -248,6 +248,12 @@ static int by_seq(const void *a, const void *b, void *seg)
 	return x < y ? -1 : x > y;
 }
 
+void v05__sort_by_seq(const struct v05_segment *seg, uint32_t *slots,
+		      uint32_t n)
+{
+	qsort_r(slots, n, sizeof(*slots), by_seq, (void *)seg);
+}
+
 /* Publish every final slot without a completion, in group order. */
 static void republish(struct v05_plugin *p)
 {
@@ -264,7 +270,7 @@ static void republish(struct v05_plugin *p)
 				  V05_SF_READER_DONE)))
 			list[n++] = s;
 	}
-	qsort_r(list, n, sizeof(*list), by_seq, &p->seg);
+	v05__sort_by_seq(&p->seg, list, n);
 	for (uint32_t i = 0; i < n; i++)
 		v05__publish_completion(p, list[i]);
 	free(list);

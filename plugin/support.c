@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "plugin/internal.h"
+#include "plugin/splitmix.h"
 #include "shm/error.h"
 
 static struct v05_support_hdr *support_hdr(struct v05_plugin *p)
@@ -31,15 +32,6 @@ void v05__support_add(struct v05_plugin *p, uint64_t key, float mean, uint32_t k
 	v05_store_relaxed(&h->written, w + 1);
 }
 
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 V05_API int v05_support_sample(struct v05_plugin *p, struct v05_support *out,
 			       uint32_t n, uint64_t seed)
 {
@@ -61,7 +53,7 @@ V05_API int v05_support_sample(struct v05_plugin *p, struct v05_support *out,
 		idx[i] = i;
 	/* Partial Fisher-Yates: the first n of a seeded permutation. */
 	for (uint32_t i = 0; i < n; i++) {
-		uint32_t j = i + (uint32_t)(splitmix64(&seed) % (have - i));
+		uint32_t j = i + (uint32_t)(v05__splitmix64(&seed) % (have - i));
 		uint32_t t = idx[i];
 		const struct v05_support_entry *e;
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "plugin/splitmix.h"
 #include "json.h"
 #include "num.h"
 #include "shm/layout.h"
@@ -74,14 +75,10 @@ void help_sim(FILE *f)
 		V05_DEFAULT_COST);
 }
 
-/* splitmix64 and the draws built on it: the same stream for a seed. */
+/* The draws built on splitmix64: the same stream for a seed. */
 static uint64_t rng_next(uint64_t *s)
 {
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return v05__splitmix64(s);
 }
 
 static double uniform01(uint64_t *s)

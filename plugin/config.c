@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/* Configuration: defaults, the paper's exact settings, the checks, and its
+ * copy in the segment header (written at create, checked at attach). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin/internal.h"
+#include "shm/error.h"
+
+V05_API void v05_config_default(struct v05_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->size = sizeof(*c);
+	v05_params_default(&c->params);
+	c->params.mode = V05_MODE_V05_EB;
+	c->halt_fraction = 0.25;
+	c->pad_multiple = 32;
+	c->schedule = V05_SCHEDULE_ROUNDS;
+	c->stream_deadline_us = 2000;
+	c->max_prompts = 4096;
+	c->max_producers = 16;
+	c->lane_capacity = 4096;
+	c->max_batches = 64;
+	c->file_mode = 0600;
+	c->journal_sync = V05_JOURNAL_SYNC_NONE;
+}
+
+V05_API void v05_config_paper(struct v05_config *c)
+{
+	v05_config_default(c);
+	c->params.mode = V05_MODE_V05;
+	c->params.sigma = V05_SIGMA_PAPER;
+	c->halt_fraction = 0.25;
+	c->schedule = V05_SCHEDULE_ROUNDS;
+}
+
+V05_API int v05_config_check(const struct v05_config *c)
+{
+	int ret;
+
+	if (!c)
+		return v05__fail(-EINVAL, "config: NULL");
+	if (c->size != sizeof(*c))
+		return v05__fail(-EINVAL,
+				 "config size %u, this library's is %zu (use v05_config_default)",
+				 c->size, sizeof(*c));
+	ret = v05_params_check(&c->params);
+	if (ret)
+		return ret;
+	if (!isfinite(c->halt_fraction) || c->halt_fraction < 0.0 ||
+	    c->halt_fraction > 1.0)
+		return v05__fail(-EINVAL, "halt_fraction %g is not in [0, 1]",
+				 c->halt_fraction);
+	if (c->pad_multiple < 1 || c->pad_multiple > 65536)
+		return v05__fail(-EINVAL, "pad_multiple %u is not in [1, 65536]",
+				 c->pad_multiple);
+	if (c->schedule > V05_SCHEDULE_STREAM)
+		return v05__fail(-EINVAL, "schedule %u is unknown", c->schedule);
+	if (c->stream_deadline_us > 10000000u)
+		return v05__fail(-EINVAL, "stream_deadline_us %u is above 10 s",
+				 c->stream_deadline_us);
+	if (c->max_prompts < 1 || c->max_prompts > V05_SLOTS_MAX)
+		return v05__fail(-EINVAL, "max_prompts %u is not in [1, %u]",
+				 c->max_prompts, V05_SLOTS_MAX);
+	if (c->max_producers < 1 || c->max_producers > V05_LANES_MAX)
+		return v05__fail(-EINVAL, "max_producers %u is not in [1, %u]",
+				 c->max_producers, V05_LANES_MAX);
+	if (c->lane_capacity < V05_LANE_CAP_MIN ||
+	    c->lane_capacity > V05_LANE_CAP_MAX ||
+	    (c->lane_capacity & (c->lane_capacity - 1)))
+		return v05__fail(-EINVAL,
+				 "lane_capacity %u is not a power of two in [%u, %u]",
+				 c->lane_capacity, V05_LANE_CAP_MIN,
+				 V05_LANE_CAP_MAX);
+	if (c->max_batches < 1 || c->max_batches > V05_BATCHES_MAX)
+		return v05__fail(-EINVAL, "max_batches %u is not in [1, %u]",
+				 c->max_batches, V05_BATCHES_MAX);
+	if ((c->file_mode & ~0777u) || (c->file_mode & 0600u) != 0600u)
+		return v05__fail(-EINVAL,
+				 "file_mode %o: must be within 0777 and let the owner read and write",
+				 c->file_mode);
+	if (c->flags & ~(V05_CONFIG_WAIT_THREAD | V05_CONFIG_EXTERNAL_HALT))
+		return v05__fail(-EINVAL, "unknown config flags 0x%x", c->flags);
+	if ((c->flags & V05_CONFIG_EXTERNAL_HALT) &&
+	    c->schedule != V05_SCHEDULE_ROUNDS)
+		return v05__fail(-EINVAL,
+				 "external halt needs the rounds schedule (barriers)");
+	if ((c->flags & V05_CONFIG_EXTERNAL_HALT) &&
+	    c->params.mode == V05_MODE_V05_EB)
+		return v05__fail(-EINVAL,
+				 "external halt does not apply to v05-eb (two waves, no halt)");
+	if (c->journal_sync > V05_JOURNAL_SYNC_BATCH)
+		return v05__fail(-EINVAL, "journal_sync %u is unknown",
+				 c->journal_sync);
+	if (c->journal_path &&
+	    (!c->journal_path[0] ||
+	     strlen(c->journal_path) >= V05_JOURNAL_PATH_MAX - 64))
+		return v05__fail(-EINVAL, "journal_path is empty or too long");
+	return 0;
+}
+
+void v05__shm_config_from(struct v05_shm_config *s, const struct v05_config *c,
+			  const char *journal_abs)
+{
+	memset(s, 0, sizeof(*s));
+	s->cost = c->params.cost;
+	s->k_init = c->params.k_init;
+	s->k_step = c->params.k_step;
+	s->k_max = c->params.k_max;
+	s->mode = c->params.mode;
+	s->halt_fraction = c->halt_fraction;
+	s->pad_multiple = c->pad_multiple;
+	s->schedule = c->schedule;
+	s->stream_deadline_us = c->stream_deadline_us;
+	s->journal_sync = c->journal_sync;
+	s->flags = c->flags;
+	s->sigma = c->params.sigma;
+	if (journal_abs)
+		snprintf(s->journal_path, sizeof(s->journal_path), "%s",
+			 journal_abs);
+}
+
+/* The header's config passed the checksum; check it means something. */
+int v05__shm_config_check(struct v05_plugin *p)
+{
+	const struct v05_shm_config *s = &p->cfg;
+	struct v05_config c;
+
+	v05_config_default(&c);
+	c.params.cost = s->cost;
+	c.params.k_init = s->k_init;
+	c.params.k_step = s->k_step;
+	c.params.k_max = s->k_max;
+	c.params.mode = s->mode;
+	c.params.sigma = s->sigma;
+	c.halt_fraction = s->halt_fraction;
+	c.pad_multiple = s->pad_multiple;
+	c.schedule = s->schedule;
+	c.stream_deadline_us = s->stream_deadline_us;
+	c.journal_sync = s->journal_sync;
+	c.flags = s->flags;
+	if (v05_config_check(&c) || s->k_max != p->seg.hdr.geo.k_max ||
+	    memchr(s->journal_path, 0, sizeof(s->journal_path)) == NULL)
+		return v05__fail(-EDOM, "segment %s: stored configuration is invalid",
+				 p->seg.name);
+	p->params = c.params;
+	return 0;
+}

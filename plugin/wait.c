@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The wait API: a pollable fd for an event loop (v05_fd, v05_arm), a
+ * blocking wait, and whether there is work. Arming follows the doorbell's
+ * protocol (shm/doorbell.h): announce sleeping, check the lanes again, then
+ * wait, so no producer's publish is missed.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "plugin/internal.h"
+#include "shm/doorbell.h"
+#include "shm/error.h"
+#include "shm/proc.h"
+
+void v05__disarm(struct v05_plugin *p)
+{
+	if (!p->armed)
+		return;
+	v05__waiter_disarm(&p->waiter);
+	v05__doorbell_done(p->seg.bell);
+	p->armed = false;
+}
+
+V05_API int v05_fd(struct v05_plugin *p)
+{
+	return p ? p->waiter.fd : v05__fail(-EINVAL, "fd: NULL plugin");
+}
+
+V05_API int v05_arm(struct v05_plugin *p, int timeout_ms)
+{
+	int64_t dl;
+	uint32_t word;
+	int ret;
+
+	if (!p)
+		return v05__fail(-EINVAL, "arm: NULL plugin");
+	v05__disarm(p);
+	if (p->qlen || p->journal_error_pending || p->queue_error)
+		return 1;
+	dl = v05__policy_next_deadline_ns(p, v05__now_ns());
+	if (dl == 0)
+		return 1;
+	if (dl > 0) {
+		int ms = (int)((dl + 999999) / 1000000);
+
+		if (timeout_ms < 0 || ms < timeout_ms)
+			timeout_ms = ms;
+	}
+	word = v05__doorbell_prepare(p->seg.bell, v05__segment_asym(&p->seg));
+	if (v05__lanes_pending(&p->lanes)) {
+		v05__doorbell_done(p->seg.bell);
+		return 1;
+	}
+	ret = v05__waiter_arm(&p->waiter, word, timeout_ms);
+	if (ret) {
+		v05__doorbell_done(p->seg.bell);
+		return v05__fail(ret, "arm the doorbell wait: %s", v05__errstr(ret));
+	}
+	p->armed = true;
+	v05__count(p, V05_C_WAITS, 1);
+	return 0;
+}
+
+V05_API int v05_wait(struct v05_plugin *p, int timeout_ms)
+{
+	int ret = v05_arm(p, timeout_ms);
+
+	if (ret != 0)
+		return ret;
+	ret = v05__waiter_block(&p->waiter);
+	v05__disarm(p);
+	if (ret == -EINTR)
+		return v05__fail(-EINTR, "wait interrupted by a signal");
+	if (v05__lanes_pending(&p->lanes) ||
+	    v05__policy_next_deadline_ns(p, v05__now_ns()) == 0) {
+		v05__count(p, V05_C_WAKEUPS, 1);
+		return 1;
+	}
+	return 0;
+}
+
+V05_API int v05_pending(struct v05_plugin *p)
+{
+	if (!p)
+		return v05__fail(-EINVAL, "pending: NULL plugin");
+	return p->qlen || p->journal_error_pending || p->queue_error ||
+	       v05__lanes_pending(&p->lanes) ||
+	       v05__policy_next_deadline_ns(p, v05__now_ns()) == 0;
+}
+
+V05_API const char *v05_wait_path(const struct v05_plugin *p)
+{
+	return p ? v05__wait_path_name(p->waiter.path) : "none";
+}
+
+V05_API const char *v05_wait_reason(const struct v05_plugin *p)
+{
+	return p ? p->waiter.why : "";
+}
