@@ -139,7 +139,11 @@ def main():
             ctypes.addressof(raw.advantages.contents)
         assert g.rewards.ctypes.data == ctypes.addressof(raw.rewards.contents)
         assert np.array_equal(g.rewards, np.float32(rewards[:g.k]))
-        want = v05.estimate(g.prior, list(map(float, g.rewards)))
+        # The default mode, v05-eb: the batch's prior fitted on the first
+        # wave (k_init = 4 rewards of this one prompt).
+        got = list(map(float, g.rewards))
+        want = v05.estimate(g.prior, got, mode="v05-eb",
+                            fit=v05.eb_fit([(g.prior, got[:4])]))
         assert np.allclose(g.advantages, want["advantages"], atol=1e-6), \
             (g.advantages, want)
         step(f"final group k={g.k}, baseline {g.baseline:.4f}, advantages "
