@@ -12,11 +12,12 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLOTS = os.path.join(HERE, "plots")
-ORDER = ["grpo-16", "dapo-16", "fixed-1", "fixed-2", "fixed-4", "fixed-8",
-         "v05", "v05-eb"]
-COLORS = {"grpo-16": "black", "dapo-16": "grey", "fixed-1": "tab:pink",
+ORDER = ["grpo-16", "dapo-16", "grpo-4", "fixed-1", "fixed-2", "fixed-4", "fixed-8",
+         "v05", "v05-nohalt", "v05-eb"]
+COLORS = {"grpo-16": "black", "dapo-16": "grey", "grpo-4": "tab:brown",
+          "fixed-1": "tab:pink",
           "fixed-2": "tab:orange", "fixed-4": "tab:green", "fixed-8": "tab:olive",
-          "v05": "tab:blue", "v05-eb": "tab:purple"}
+          "v05": "tab:blue", "v05-nohalt": "tab:cyan", "v05-eb": "tab:purple"}
 
 
 def by_mode(runs):
@@ -109,10 +110,11 @@ def plots(mruns, s, budget):
         Y = np.array([acc_on_grid(r, grid) for r in runs])
         ax.plot(grid, Y.mean(0), color=COLORS[m], label=m,
                 lw=2.2 if m in ("v05", "grpo-16") else 1.3)
-        ax.fill_between(grid, Y.min(0), Y.max(0), color=COLORS[m], alpha=0.12)
+        if m in ("v05", "grpo-16"):
+            ax.fill_between(grid, Y.min(0), Y.max(0), color=COLORS[m], alpha=0.12)
     ax.set_xlabel("rollouts consumed")
     ax.set_ylabel("held-out accuracy (exact P(correct), T=1)")
-    ax.set_title("held-out accuracy vs rollouts (mean of seeds, band min-max)")
+    ax.set_title("held-out accuracy vs rollouts (mean of seeds; band: min-max, v05 and grpo-16)", fontsize=9)
     ax.legend(fontsize=8, ncol=2)
     save(fig, "accuracy.svg")
 
@@ -129,7 +131,7 @@ def plots(mruns, s, budget):
         ax.legend(fontsize=8, ncol=2)
         save(fig, name)
 
-    ad = [m for m in mruns if m in ("v05", "v05-eb")]
+    ad = [m for m in mruns if m in ("v05", "v05-nohalt", "v05-eb")]
     if ad:
         fig, axs = plt.subplots(1, 3, figsize=(12, 3.8))
         for m in ad:
@@ -181,7 +183,7 @@ def verdicts(s):
 
     if "grpo-16" not in s:
         return out
-    for m in ("fixed-4", "fixed-8", "v05", "v05-eb"):
+    for m in ("fixed-4", "fixed-8", "v05", "v05-nohalt", "v05-eb"):
         if m in s:
             d, w, n = paired(m, "grpo-16", "final")
             out.append((f"{m} ends higher than grpo-16 (final held-out acc)",
@@ -194,6 +196,17 @@ def verdicts(s):
     if "v05" in s and "dapo-16" in s:
         d, w, n = paired("v05", "dapo-16", "final")
         out.append(("v05 ends higher than dapo-16", f"diff {fmt(d)}; higher in {w}/{n} seeds",
+                    "holds" if w == n else ("mixed" if w else "does not hold")))
+    if "grpo-4" in s and "fixed-4" in s:
+        d, w, n = paired("fixed-4", "grpo-4", "final")
+        out.append(("(control, not in the paper) fixed-4 ends higher than grpo-4: "
+                    "the prior's own effect at the same batch shape",
+                    f"diff {fmt(d)}; higher in {w}/{n} seeds",
+                    "holds" if w == n else ("mixed" if w else "does not hold")))
+        d, w, n = paired("grpo-4", "grpo-16", "final")
+        out.append(("(control) grpo-4 ends higher than grpo-16: the effect of "
+                    "more prompts per step without a prior",
+                    f"diff {fmt(d)}; higher in {w}/{n} seeds",
                     "holds" if w == n else ("mixed" if w else "does not hold")))
     for m in ("fixed-1", "fixed-2"):
         if m in s:
@@ -262,7 +275,8 @@ def main(argv=None):
         f"policy update (forward+backward) {tt['update']:.0f}",
         f"value prior (fit + predict) {tt['prior']:.0f}",
         f"exact success rates + held-out eval {tt['eval'] + tt['true_p']:.0f}",
-        f"rest {tot - sum(tt.values()):.0f}",
+        f"rest (batch assembly, JSON, step bookkeeping) "
+        f"{tot - sum(v for k, v in tt.items() if k != 'generate'):.0f}",
         f"total in runs {tot:.0f}"]) + ".\n")
     if R["skipped"]:
         for m, e in R["skipped"].items():

@@ -41,13 +41,22 @@ class ModeSpec:
     mode: str        # plugin mode
     k: int           # k_init (group size for fixed modes)
     adaptive: bool   # k decided by the plugin: size the batch by expected k
+    halt: float = 0.25  # the batch halt fraction (the paper's 25%)
 
 
 def mode_specs() -> Dict[str, ModeSpec]:
+    # grpo-4 is not in the paper: a control with fixed-4's batch shape
+    # (64 prompts x 4) and the plain group mean, to separate the prior's
+    # effect from that of more prompts per step.
     s = [ModeSpec("grpo-16", "grpo", 16, False),
-         ModeSpec("dapo-16", "dapo", 16, False)]
+         ModeSpec("dapo-16", "dapo", 16, False),
+         ModeSpec("grpo-4", "grpo", 4, False)]
     s += [ModeSpec(f"fixed-{k}", "v05-fixed", k, False) for k in (1, 2, 4, 8)]
-    s += [ModeSpec("v05", "v05", 4, True), ModeSpec("v05-eb", "v05-eb", 4, True)]
+    # v05-nohalt (not in the paper): OSLA without the 25% batch halt, so
+    # every prompt whose prior is rejected gets its OSLA target.
+    s += [ModeSpec("v05", "v05", 4, True),
+          ModeSpec("v05-nohalt", "v05", 4, True, halt=0.0),
+          ModeSpec("v05-eb", "v05-eb", 4, True)]
     return {m.name: m for m in s}
 
 
@@ -116,7 +125,7 @@ class Trainer:
         # Raises ValueError for a mode this build of v05 does not know.
         self.plugin = v05.Plugin.create(
             self.name, mode=spec.mode, k_init=spec.k,
-            k_max=max(16, spec.k), pad_multiple=32, halt_fraction=0.25)
+            k_max=max(16, spec.k), pad_multiple=32, halt_fraction=spec.halt)
         self.prior = ValueModelPrior(self.plugin, valueprior.predict,
                                      batch_size=64, context_size=256, seed=seed)
         self.sampler = Sampler(self.policy, torch.Generator().manual_seed(seed))
