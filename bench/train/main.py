@@ -60,10 +60,14 @@ def main(argv=None):
     ap.add_argument("--eval-every", type=int, default=5)
     ap.add_argument("--heldout", type=int, default=360)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", default=os.path.join(OUT, "results.json"))
+    ap.add_argument("--out", default=None, help="raw results (default "
+                    "bench/train/out/results.json; --quick: out/quick/results.json)")
     ap.add_argument("--no-report", action="store_true")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.out is None:
+        args.out = os.path.join(OUT, "quick", "results.json") if args.quick \
+            else os.path.join(OUT, "results.json")
     steps = args.steps or (6 if args.quick else 80)
     seeds = list(range(args.seeds or (1 if args.quick else 3)))
     specs = T.mode_specs()
@@ -114,7 +118,10 @@ def main(argv=None):
           f"raw results in {args.out}", flush=True)
     if not args.no_report:
         import report
-        report.main([args.out])
+        # The full run rewrites bench/train/RESULTS.md and plots/; --quick
+        # writes its report next to its JSON (bench/train/out/quick/).
+        report.main([args.out] + ([os.path.join(os.path.dirname(args.out), "RESULTS.md")]
+                                  if args.quick else []))
 
 
 if __name__ == "__main__":
