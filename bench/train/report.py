@@ -105,7 +105,7 @@ def plots(mruns, s, budget, PLOTS=PLOTS):
         files.append(name)
 
     grid = np.linspace(0, budget, 61)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
     for m, runs in mruns.items():
         Y = np.array([acc_on_grid(r, grid) for r in runs])
         ax.plot(grid, Y.mean(0), color=COLORS[m], label=m,
@@ -116,6 +116,23 @@ def plots(mruns, s, budget, PLOTS=PLOTS):
     ax.set_ylabel("held-out accuracy (exact P(correct), T=1)")
     ax.set_title("held-out accuracy vs rollouts (mean of seeds; band: min-max, v05 and grpo-16)", fontsize=9)
     ax.legend(fontsize=8, ncol=2)
+    if "grpo-16" in mruns:
+        ref = {r["seed"]: acc_on_grid(r, grid) for r in mruns["grpo-16"]}
+        for m, runs in mruns.items():
+            if m == "grpo-16":
+                continue
+            D = np.array([acc_on_grid(r, grid) - ref[r["seed"]] for r in runs
+                          if r["seed"] in ref])
+            ax2.plot(grid, D.mean(0), color=COLORS[m], label=m,
+                     lw=2.2 if m == "v05" else 1.3)
+            if m == "v05":
+                ax2.fill_between(grid, D.min(0), D.max(0), color=COLORS[m], alpha=0.15)
+        ax2.axhline(0, color="black", lw=1)
+        ax2.set_xlabel("rollouts consumed")
+        ax2.set_ylabel("held-out accuracy minus grpo-16's (same seed)")
+        ax2.set_title("paired by seed: difference to grpo-16 (band: v05 min-max)",
+                      fontsize=9)
+        ax2.legend(fontsize=8, ncol=2)
     save(fig, "accuracy.svg")
 
     for key, name, lab in (("grad_norm", "grad_norm.svg", "gradient norm (before clipping at 1)"),
