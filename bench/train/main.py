@@ -107,17 +107,18 @@ def main(argv=None):
                   f"update {tm['update']:.1f}, prior {tm['prior']:.1f}, "
                   f"eval {tm['eval'] + tm['true_p']:.1f})", flush=True)
     wall = time.time() - t0
+    import report
+    commit = report.git_rev()
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(dict(runs=runs, skipped=skipped, wall=wall, warmup_seconds=warm_s,
                        steps=steps, seeds=seeds, warmup=args.warmup, lr=args.lr,
-                       heldout=args.heldout, budget_per_step=T.BUDGET,
+                       heldout=args.heldout, budget_per_step=T.BUDGET, commit=commit,
                        params=M.n_params(M.TinyLM()),
                        command=" ".join(["bench/train/run"] + (argv or sys.argv[1:]))), f)
     print(f"done: {len(runs)} runs in {wall:.0f} s (warm-up {warm_s:.0f} s); "
           f"raw results in {args.out}", flush=True)
     if not args.no_report:
-        import report
         # The full run rewrites bench/train/RESULTS.md and plots/; --quick
         # writes its report next to its JSON (bench/train/out/quick/).
         report.main([args.out] + ([os.path.join(os.path.dirname(args.out), "RESULTS.md")]
