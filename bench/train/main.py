@@ -53,6 +53,8 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=None,
                     help="rollout budget in steps of 256 (default 80, quick 6)")
     ap.add_argument("--seeds", type=int, default=None, help="default 3 (quick 1)")
+    ap.add_argument("--seed-from", type=int, default=0,
+                    help="first seed (to add seeds to an earlier run)")
     ap.add_argument("--modes", default=None,
                     help="comma list of " + ",".join(T.mode_specs()))
     ap.add_argument("--warmup", type=int, default=250, help="supervised steps")
@@ -69,7 +71,8 @@ def main(argv=None):
         args.out = os.path.join(OUT, "quick", "results.json") if args.quick \
             else os.path.join(OUT, "results.json")
     steps = args.steps or (6 if args.quick else 80)
-    seeds = list(range(args.seeds or (1 if args.quick else 3)))
+    seeds = list(range(args.seed_from,
+                       args.seed_from + (args.seeds or (1 if args.quick else 3))))
     specs = T.mode_specs()
     names = (args.modes.split(",") if args.modes else
              (["grpo-16", "fixed-4", "v05"] if args.quick else list(specs)))
