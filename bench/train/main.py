@@ -1,0 +1,132 @@
+# SPDX-License-Identifier: MIT
+"""bench/train: the run matrix (modes x seeds), one progress line per run,
+raw results as JSON in bench/train/out/, then the report."""
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import model as M  # noqa: E402
+import task  # noqa: E402
+import trainer as T  # noqa: E402
+
+OUT = os.path.join(HERE, "out")
+
+
+def warm_state(seed: int, steps: int, heldout) -> dict:
+    """The supervised warm-up for a seed (cached: every mode of a seed
+    starts from the same weights)."""
+    path = os.path.join(OUT, f"warm-{seed}-{steps}.pt")
+    if os.path.exists(path):
+        return torch.load(path)
+    torch.manual_seed(seed)
+    m = M.TinyLM()
+    M.warmup(m, task.PromptStream(heldout, seed=500 + seed), steps, seed=seed)
+    os.makedirs(OUT, exist_ok=True)
+    torch.save(m.state_dict(), path + ".tmp")
+    os.replace(path + ".tmp", path)
+    return m.state_dict()
+
+
+def run_one(spec, seed, state, heldout, budget, args):
+    tr = T.Trainer(spec, seed, state, heldout, lr=args.lr,
+                   eval_every=args.eval_every)
+    try:
+        asyncio.run(tr.train(budget))
+        return tr.result()
+    finally:
+        tr.close()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="bench/train/run", description=__doc__)
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke version: 2 seeds, 3 modes, few steps")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="rollout budget in steps of 256 (default 80, quick 6)")
+    ap.add_argument("--seeds", type=int, default=None, help="default 3 (quick 1)")
+    ap.add_argument("--seed-from", type=int, default=0,
+                    help="first seed (to add seeds to an earlier run)")
+    ap.add_argument("--modes", default=None,
+                    help="comma list of " + ",".join(T.mode_specs()))
+    ap.add_argument("--warmup", type=int, default=250, help="supervised steps")
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--eval-every", type=int, default=5)
+    ap.add_argument("--heldout", type=int, default=360)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default=None, help="raw results (default "
+                    "bench/train/out/results.json; --quick: out/quick/results.json)")
+    ap.add_argument("--no-report", action="store_true")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.out is None:
+        args.out = os.path.join(OUT, "quick", "results.json") if args.quick \
+            else os.path.join(OUT, "results.json")
+    steps = args.steps or (6 if args.quick else 80)
+    seeds = list(range(args.seed_from,
+                       args.seed_from + (args.seeds or (1 if args.quick else 3))))
+    specs = T.mode_specs()
+    names = (args.modes.split(",") if args.modes else
+             (["grpo-16", "fixed-4", "v05"] if args.quick else list(specs)))
+    heldout = task.heldout_set(args.heldout)
+    budget = steps * T.BUDGET
+    t0 = time.time()
+    runs, skipped, warm_s = [], {}, 0.0
+    total = len(names) * len(seeds)
+    i = 0
+    for seed in seeds:
+        t = time.time()
+        state = warm_state(seed, args.warmup, heldout)
+        warm_s += time.time() - t
+        for name in names:
+            i += 1
+            spec = specs[name]
+            t = time.time()
+            try:
+                res = run_one(spec, seed, state, heldout, budget, args)
+            except ValueError as e:
+                if name not in skipped:
+                    print(f"[{i}/{total}] {name}: skipped, this build of v05 "
+                          f"has no mode {spec.mode!r} ({e})", flush=True)
+                skipped[name] = str(e)
+                continue
+            res["wall"] = time.time() - t
+            runs.append(res)
+            tm = res["times"]
+            ev = res["evals"]
+            print(f"[{i}/{total}] {name:8s} seed {seed}: {res['steps']:3d} steps "
+                  f"{res['rollouts']:6d} rollouts  held-out acc "
+                  f"{ev[0]['acc']:.3f} -> {ev[-1]['acc']:.3f}  "
+                  f"{res['wall']:5.1f} s (generate {tm['generate']:.1f}, "
+                  f"plugin+scoring {tm['rollout'] - tm['generate']:.1f}, "
+                  f"update {tm['update']:.1f}, prior {tm['prior']:.1f}, "
+                  f"eval {tm['eval'] + tm['true_p']:.1f})", flush=True)
+    wall = time.time() - t0
+    import report
+    commit = report.git_rev()
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(dict(runs=runs, skipped=skipped, wall=wall, warmup_seconds=warm_s,
+                       steps=steps, seeds=seeds, warmup=args.warmup, lr=args.lr,
+                       heldout=args.heldout, budget_per_step=T.BUDGET, commit=commit,
+                       params=M.n_params(M.TinyLM()),
+                       command=" ".join(["bench/train/run"] + (argv or sys.argv[1:]))), f)
+    print(f"done: {len(runs)} runs in {wall:.0f} s (warm-up {warm_s:.0f} s); "
+          f"raw results in {args.out}", flush=True)
+    if not args.no_report:
+        # The full run rewrites bench/train/RESULTS.md and plots/; --quick
+        # writes its report next to its JSON (bench/train/out/quick/).
+        report.main([args.out] + ([os.path.join(os.path.dirname(args.out), "RESULTS.md")]
+                                  if args.quick else []))
+
+
+if __name__ == "__main__":
+    main()

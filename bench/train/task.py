@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: MIT
+"""The synthetic verifiable task: string transformations over digits.
+
+A prompt is an operation and a string of 2..7 digits (0..9); the answer is
+the transformed string followed by EOS:
+
+    copy  3 1 4 1   ->  3 1 4 1
+    rev   3 1 4 1   ->  1 4 1 3
+    sort  3 1 4 1   ->  1 1 3 4
+
+Difficulty varies with the operation and the length (a tiny model learns
+copy of 2 digits long before sort of 7), so a briefly supervised model
+succeeds on some prompts almost always and on others almost never. The
+verifier is exact: +1 if the sampled tokens are the answer and EOS, else -1.
+"""
+
+import random
+from typing import List, Sequence, Tuple
+
+DIGITS = 10
+SEP = 10
+EOS = 11
+PAD = 12
+OPS = ("copy", "rev", "sort")
+OP0 = 13                      # op tokens 13, 14, 15
+VOCAB = OP0 + len(OPS)
+LENGTHS = tuple(range(2, 8))  # digits per prompt
+MAX_ANSWER = max(LENGTHS) + 1  # answer digits and EOS
+
+Prompt = Tuple[int, Tuple[int, ...]]  # (op index, digits)
+
+
+def answer(p: Prompt) -> List[int]:
+    op, ds = p
+    if OPS[op] == "copy":
+        out = list(ds)
+    elif OPS[op] == "rev":
+        out = list(reversed(ds))
+    else:
+        out = sorted(ds)
+    return out + [EOS]
+
+
+def tokens(p: Prompt) -> List[int]:
+    """The prompt as the model reads it: op, digits, SEP."""
+    op, ds = p
+    return [OP0 + op] + list(ds) + [SEP]
+
+
+def text(p: Prompt) -> str:
+    return OPS[p[0]] + " " + "".join(map(str, p[1]))
+
+
+def verify(p: Prompt, out: Sequence[int]) -> float:
+    """Exact verifier: reward in {-1, 1}."""
+    return 1.0 if list(out) == answer(p) else -1.0
+
+
+def random_prompt(rng: random.Random) -> Prompt:
+    n = rng.choice(LENGTHS)
+    return (rng.randrange(len(OPS)), tuple(rng.randrange(DIGITS) for _ in range(n)))
+
+
+def heldout_set(n: int, seed: int = 12345) -> List[Prompt]:
+    """n distinct prompts, balanced over operation and length."""
+    rng = random.Random(seed)
+    out, seen = [], set()
+    cells = [(o, L) for o in range(len(OPS)) for L in LENGTHS]
+    i = 0
+    while len(out) < n:
+        o, L = cells[i % len(cells)]
+        i += 1
+        p = (o, tuple(rng.randrange(DIGITS) for _ in range(L)))
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+class PromptStream:
+    """Training prompts: the task's distribution minus the held-out set."""
+
+    def __init__(self, heldout: Sequence[Prompt], seed: int):
+        self.exclude = set(heldout)
+        self.rng = random.Random(seed)
+
+    def take(self, n: int) -> List[Prompt]:
+        out = []
+        while len(out) < n:
+            p = random_prompt(self.rng)
+            if p not in self.exclude:
+                out.append(p)
+        return out
+
+
+def features(p: Prompt) -> List[float]:
+    """What the value prior sees of a prompt: operation, length, their
+    interaction, and two content statistics (sortedness, repeats). Never the
+    prompt's identity."""
+    op, ds = p
+    L = len(ds)
+    f = [0.0] * (len(OPS) + len(LENGTHS) + len(OPS) * len(LENGTHS))
+    f[op] = 1.0
+    f[len(OPS) + LENGTHS.index(L)] = 1.0
+    f[len(OPS) + len(LENGTHS) + op * len(LENGTHS) + LENGTHS.index(L)] = 1.0
+    asc = sum(1 for a, b in zip(ds, ds[1:]) if a <= b) / (L - 1)
+    rep = 1.0 - len(set(ds)) / L
+    return f + [L / max(LENGTHS), asc, rep]
