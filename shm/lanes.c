@@ -51,15 +51,6 @@ void v05__lanes_fini(struct v05_lanes *l)
 	l->cons = NULL;
 }
 
-/* Lanes always hold struct v05_record (the geometry fixes the element
- * size), so a slot is an index, not a multiply by the ring's esz. */
-static inline const struct v05_record *lane_rec(const struct v05_ring_cons *c,
-						uint32_t j)
-{
-	return (const struct v05_record *)(const void *)c->slots +
-	       ((c->head + j) & c->mask);
-}
-
 /*
  * A private copy of a record, field by field. (gcc expands a 32-byte memcpy
  * into vector moves that ThreadSanitizer does not see; these loads it does,
@@ -97,17 +88,20 @@ static inline void observe_owner(struct v05_lane_own *own, uint64_t owner)
 #define PREFETCH_FAR 8u
 #define PREFETCH_NEAR 4u
 
-/* One lane, up to max records. */
-static uint32_t drain_lane(struct v05_lanes *l, uint32_t i, uint32_t max,
-			   v05_record_fn fn, void *ctx)
+/*
+ * One lane, up to max records, known to hold avail (> 0) of them: copy,
+ * check, hand to fn, then give the slots back with one release store.
+ */
+static uint32_t drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
+				uint32_t avail, v05_record_fn fn, void *ctx)
 {
 	struct v05_ring_cons *c = &l->cons[i];
-	int64_t avail = v05__ring_cons_avail(c);
-	uint32_t n, fill;
-
 	struct v05_lane_own *own = &l->seg->lane_own[i];
+	const struct v05_record *slots = (const void *)c->slots;
+	uint32_t head = c->head, mask = c->mask;
+	uint32_t n = avail < max ? avail : max;
 
-	if (avail < 0) {
+	if (avail > mask + 1) {
 		/* The producer claims more than the lane holds: its records
 		 * are garbage. Skip them all; the lane keeps working. */
 		count(l, V05_C_LANE_OVERRUNS, 1);
@@ -115,13 +109,9 @@ static uint32_t drain_lane(struct v05_lanes *l, uint32_t i, uint32_t max,
 		v05__ring_cons_resync(c);
 		return 0;
 	}
-	if (avail == 0)
-		return 0;
-	fill = (uint32_t)avail;
 	/* Relaxed: consumer-only statistics, in owner-only memory. */
-	if (fill > v05_load_relaxed(&own->high_water))
-		v05_store_relaxed(&own->high_water, fill);
-	n = fill < max ? fill : max;
+	if (avail > v05_load_relaxed(&own->high_water))
+		v05_store_relaxed(&own->high_water, avail);
 	observe_owner(own, v05_load_relaxed(&c->r->owner));
 	for (uint32_t j = 0; j < n; j++) {
 		struct v05_record rec;
@@ -131,15 +121,16 @@ static uint32_t drain_lane(struct v05_lanes *l, uint32_t i, uint32_t max,
 			 * checked when its turn comes. */
 			if (j + PREFETCH_FAR < n)
 				l->prefetch(ctx, v05_load_relaxed(
-					&lane_rec(c, j + PREFETCH_FAR)->key), 0);
+					&slots[(head + j + PREFETCH_FAR) & mask].key), 0);
 			if (j + PREFETCH_NEAR < n)
 				l->prefetch(ctx, v05_load_relaxed(
-					&lane_rec(c, j + PREFETCH_NEAR)->key), 1);
+					&slots[(head + j + PREFETCH_NEAR) & mask].key), 1);
 		}
-		record_copy(&rec, lane_rec(c, j));
+		record_copy(&rec, &slots[(head + j) & mask]);
 		/* seq is the index the producer library wrote the record at;
-		 * a mismatch or unknown flags mean bytes it did not write. */
-		if (rec.seq != c->head + j || rec.flags != 0) {
+		 * a mismatch or unknown flags mean bytes it did not write.
+		 * One test for both (the record's own line holds them). */
+		if (((rec.seq ^ (head + j)) | rec.flags) != 0) {
 			count(l, V05_C_REJ_CORRUPT, 1);
 			continue;
 		}
@@ -147,29 +138,55 @@ static uint32_t drain_lane(struct v05_lanes *l, uint32_t i, uint32_t max,
 	}
 	/* After fn: exactly once. The owner's copy first: a takeover
 	 * resumes from it, and the batch is applied; then the producer's. */
-	v05_store_relaxed(&own->head, c->head + n);
+	v05_store_relaxed(&own->head, head + n);
 	v05__ring_cons_release(c, n); /* R1 */
 	v05_store_relaxed(&own->consumed, v05_load_relaxed(&own->consumed) + n);
 	return n;
 }
 
+/*
+ * One lane: the common case of a poll with nothing to do is a compare of
+ * two process-local words, and one acquire load of the producer's tail
+ * line when the cached tail says empty (A2, in ring.h).
+ */
+static inline uint32_t drain_lane(struct v05_lanes *l, uint32_t i,
+				  uint32_t max, v05_record_fn fn, void *ctx)
+{
+	struct v05_ring_cons *c = &l->cons[i];
+	uint32_t avail = c->tail_cache - c->head;
+
+	if (avail == 0) {
+		c->tail_cache = v05_load_acquire(&c->r->tail); /* A2 */
+		avail = c->tail_cache - c->head;
+		if (avail == 0)
+			return 0;
+	}
+	return drain_lane_slow(l, i, max, avail, fn, ctx);
+}
+
 uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
 			  v05_record_fn fn, void *ctx)
 {
-	uint32_t total = 0;
+	uint32_t total = 0, n = l->n;
 	bool progress = true;
 
+	/* Sweeps of every lane, starting one lane further each sweep; no
+	 * division on the way (rr and i stay below n by compare). */
 	while (total < budget && progress) {
+		uint32_t i = l->rr;
+
 		progress = false;
-		for (uint32_t k = 0; k < l->n && total < budget; k++) {
-			uint32_t i = (l->rr + k) % l->n;
+		for (uint32_t k = 0; k < n && total < budget; k++) {
 			uint32_t want = budget - total < batch ? budget - total : batch;
 			uint32_t got = drain_lane(l, i, want, fn, ctx);
 
 			total += got;
 			progress |= got > 0;
+			if (++i == n)
+				i = 0;
 		}
-		l->rr = (l->rr + 1) % l->n;
+		if (++l->rr >= n)
+			l->rr = 0;
 	}
 	return total;
 }
