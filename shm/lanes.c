@@ -89,6 +89,39 @@ static inline void observe_owner(struct v05_lane_own *own, uint64_t owner)
 #define PREFETCH_NEAR 4u
 
 /*
+ * The records of a batch with the prefetch hints (the plugin's path): the
+ * hint for record j + PREFETCH_FAR and j + PREFETCH_NEAR before record j.
+ * Returns the records rejected.
+ */
+static uint32_t apply_prefetched(struct v05_lanes *l, uint32_t lane,
+				 const struct v05_record *slots, uint32_t head,
+				 uint32_t mask, uint32_t n, v05_record_fn fn,
+				 void *ctx)
+{
+	uint32_t bad = 0;
+
+	for (uint32_t j = 0; j < n; j++) {
+		struct v05_record rec;
+
+		/* Relaxed: hints only; each record is copied and checked
+		 * when its turn comes. */
+		if (j + PREFETCH_FAR < n)
+			l->prefetch(ctx, v05_load_relaxed(
+				&slots[(head + j + PREFETCH_FAR) & mask].key), 0);
+		if (j + PREFETCH_NEAR < n)
+			l->prefetch(ctx, v05_load_relaxed(
+				&slots[(head + j + PREFETCH_NEAR) & mask].key), 1);
+		record_copy(&rec, &slots[(head + j) & mask]);
+		if (((rec.seq ^ (head + j)) | rec.flags) != 0) {
+			bad++;
+			continue;
+		}
+		fn(ctx, &rec, lane);
+	}
+	return bad;
+}
+
+/*
  * One lane, up to max records, known to hold avail (> 0) of them: copy,
  * check, hand to fn, then give the slots back with one release store.
  */
@@ -98,7 +131,7 @@ static uint32_t drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
 	struct v05_ring_cons *c = &l->cons[i];
 	struct v05_lane_own *own = &l->seg->lane_own[i];
 	const struct v05_record *slots = (const void *)c->slots;
-	uint32_t head = c->head, mask = c->mask;
+	uint32_t head = c->head, mask = c->mask, bad = 0;
 	uint32_t n = avail < max ? avail : max;
 
 	if (avail > mask + 1) {
@@ -113,29 +146,26 @@ static uint32_t drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
 	if (avail > v05_load_relaxed(&own->high_water))
 		v05_store_relaxed(&own->high_water, avail);
 	observe_owner(own, v05_load_relaxed(&c->r->owner));
-	for (uint32_t j = 0; j < n; j++) {
-		struct v05_record rec;
+	if (l->prefetch) {
+		bad = apply_prefetched(l, i, slots, head, mask, n, fn, ctx);
+	} else {
+		for (uint32_t j = 0; j < n; j++) {
+			struct v05_record rec;
 
-		if (l->prefetch) {
-			/* Relaxed: hints only; each record is copied and
-			 * checked when its turn comes. */
-			if (j + PREFETCH_FAR < n)
-				l->prefetch(ctx, v05_load_relaxed(
-					&slots[(head + j + PREFETCH_FAR) & mask].key), 0);
-			if (j + PREFETCH_NEAR < n)
-				l->prefetch(ctx, v05_load_relaxed(
-					&slots[(head + j + PREFETCH_NEAR) & mask].key), 1);
+			record_copy(&rec, &slots[(head + j) & mask]);
+			/* seq is the index the producer library wrote the
+			 * record at; a mismatch or unknown flags mean bytes
+			 * it did not write. One test for both: they share
+			 * the record's line, so the check costs no miss. */
+			if (((rec.seq ^ (head + j)) | rec.flags) != 0) {
+				bad++;
+				continue;
+			}
+			fn(ctx, &rec, i);
 		}
-		record_copy(&rec, &slots[(head + j) & mask]);
-		/* seq is the index the producer library wrote the record at;
-		 * a mismatch or unknown flags mean bytes it did not write.
-		 * One test for both (the record's own line holds them). */
-		if (((rec.seq ^ (head + j)) | rec.flags) != 0) {
-			count(l, V05_C_REJ_CORRUPT, 1);
-			continue;
-		}
-		fn(ctx, &rec, i);
 	}
+	if (bad)
+		count(l, V05_C_REJ_CORRUPT, bad);
 	/* After fn: exactly once. The owner's copy first: a takeover
 	 * resumes from it, and the batch is applied; then the producer's. */
 	v05_store_relaxed(&own->head, head + n);
