@@ -666,7 +666,7 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 	v05__releases_drain(&p->compl, v05__release_from_reader, p);
 	v05__check_reader(p, now);
 	v05__lanes_drain(&p->lanes, POLL_BUDGET, DRAIN_BATCH, v05__apply_record, p);
-	v05__lanes_reclaim(&p->lanes, false, v05__apply_record, p);
+	v05__lanes_reclaim_at(&p->lanes, now, v05__apply_record, p);
 	now = v05__now_ns();
 	v05__policy_deadlines(p, now);
 	journal_progress(p);

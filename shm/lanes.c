@@ -175,50 +175,64 @@ static uint32_t drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
 }
 
 /*
- * One lane: the common case of a poll with nothing to do is a compare of
- * two process-local words, and one acquire load of the producer's tail
- * line when the cached tail says empty (A2, in ring.h).
+ * Records ready in lane c: a compare of two process-local words, and one
+ * acquire load of the producer's tail line only when the cached tail says
+ * empty (A2, in ring.h). A poll with nothing to do costs this per lane.
  */
-static inline uint32_t drain_lane(struct v05_lanes *l, uint32_t i,
-				  uint32_t max, v05_record_fn fn, void *ctx)
+static inline uint32_t lane_avail(struct v05_ring_cons *c)
 {
-	struct v05_ring_cons *c = &l->cons[i];
 	uint32_t avail = c->tail_cache - c->head;
 
 	if (avail == 0) {
 		c->tail_cache = v05_load_acquire(&c->r->tail); /* A2 */
 		avail = c->tail_cache - c->head;
-		if (avail == 0)
-			return 0;
 	}
-	return drain_lane_slow(l, i, max, avail, fn, ctx);
+	return avail;
+}
+
+static uint32_t drain_lane(struct v05_lanes *l, uint32_t i, uint32_t max,
+			   v05_record_fn fn, void *ctx)
+{
+	uint32_t avail = lane_avail(&l->cons[i]);
+
+	return avail ? drain_lane_slow(l, i, max, avail, fn, ctx) : 0;
 }
 
 uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
 			  v05_record_fn fn, void *ctx)
 {
 	uint32_t total = 0, n = l->n;
-	bool progress = true;
 
-	/* Sweeps of every lane, starting one lane further each sweep; no
-	 * division on the way (rr and i stay below n by compare). */
-	while (total < budget && progress) {
-		uint32_t i = l->rr;
+	if (budget == 0)
+		return 0;
+	/* Sweeps of every lane, each starting one lane further than the
+	 * last, until the budget is spent or a sweep finds nothing. No
+	 * division on the way: rr and i stay below n by compare. */
+	for (;;) {
+		uint32_t i = l->rr, swept = 0;
 
-		progress = false;
-		for (uint32_t k = 0; k < n && total < budget; k++) {
-			uint32_t want = budget - total < batch ? budget - total : batch;
-			uint32_t got = drain_lane(l, i, want, fn, ctx);
+		if (++l->rr >= n)
+			l->rr = 0;
+		for (uint32_t k = 0; k < n; k++) {
+			uint32_t avail = lane_avail(&l->cons[i]);
 
-			total += got;
-			progress |= got > 0;
+			if (avail) {
+				uint32_t want = budget - total < batch ?
+						budget - total : batch;
+				uint32_t got = drain_lane_slow(l, i, want, avail,
+							       fn, ctx);
+
+				total += got;
+				swept += got;
+				if (total >= budget)
+					return total;
+			}
 			if (++i == n)
 				i = 0;
 		}
-		if (++l->rr >= n)
-			l->rr = 0;
+		if (!swept)
+			return total;
 	}
-	return total;
 }
 
 bool v05__lanes_pending(struct v05_lanes *l)
@@ -238,9 +252,18 @@ uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,
 			    void *ctx)
 {
 	uint64_t now = v05__now_ns();
+
+	if (force)
+		l->next_reclaim_ns = 0;
+	return v05__lanes_reclaim_at(l, now, fn, ctx);
+}
+
+uint32_t v05__lanes_reclaim_at(struct v05_lanes *l, uint64_t now,
+			       v05_record_fn fn, void *ctx)
+{
 	uint32_t reclaimed = 0;
 
-	if (!force && now < l->next_reclaim_ns)
+	if (now < l->next_reclaim_ns)
 		return 0;
 	l->next_reclaim_ns = now + V05_RECLAIM_INTERVAL_NS;
 	for (uint32_t i = 0; i < l->n; i++) {

@@ -67,6 +67,11 @@ void v05__lanes_sum_claims(struct v05_lanes *l);
 uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,
 			    void *ctx);
 
+/* The same, not forced, at a time the caller already read (the poll's
+ * clock): a poll with no reclaim due reads no clock for it. */
+uint32_t v05__lanes_reclaim_at(struct v05_lanes *l, uint64_t now,
+			       v05_record_fn fn, void *ctx);
+
 /*
  * A producer on a mapping this process already has (the plugin's own, for
  * reward threads inside the engine process): no second mapping, the caller
