@@ -125,8 +125,9 @@ static uint32_t apply_prefetched(struct v05_lanes *l, uint32_t lane,
  * One lane, up to max records, known to hold avail (> 0) of them: copy,
  * check, hand to fn, then give the slots back with one release store.
  */
-static uint32_t drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
-				uint32_t avail, v05_record_fn fn, void *ctx)
+static inline __attribute__((always_inline)) uint32_t
+drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
+		uint32_t avail, v05_record_fn fn, void *ctx)
 {
 	struct v05_ring_cons *c = &l->cons[i];
 	struct v05_lane_own *own = &l->seg->lane_own[i];
@@ -198,22 +199,23 @@ static uint32_t drain_lane(struct v05_lanes *l, uint32_t i, uint32_t max,
 	return avail ? drain_lane_slow(l, i, max, avail, fn, ctx) : 0;
 }
 
-uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
-			  v05_record_fn fn, void *ctx)
+/*
+ * The sweeps of v05__lanes_drain from lane i, the k-th of the current
+ * sweep, which has records: each sweep starts one lane further than the
+ * last (rr), until the budget is spent or a sweep finds nothing. No
+ * division on the way: rr and i stay below n by compare.
+ */
+static __attribute__((noinline)) uint32_t
+drain_sweeps(struct v05_lanes *l, uint32_t i, uint32_t k,
+			     uint32_t budget, uint32_t batch, v05_record_fn fn,
+			     void *ctx)
 {
 	uint32_t total = 0, n = l->n;
 
-	if (budget == 0)
-		return 0;
-	/* Sweeps of every lane, each starting one lane further than the
-	 * last, until the budget is spent or a sweep finds nothing. No
-	 * division on the way: rr and i stay below n by compare. */
 	for (;;) {
-		uint32_t i = l->rr, swept = 0;
+		uint32_t swept = 0;
 
-		if (++l->rr >= n)
-			l->rr = 0;
-		for (uint32_t k = 0; k < n; k++) {
+		for (; k < n; k++) {
 			uint32_t avail = lane_avail(&l->cons[i]);
 
 			if (avail) {
@@ -232,7 +234,31 @@ uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
 		}
 		if (!swept)
 			return total;
+		i = l->rr;
+		if (++l->rr >= n)
+			l->rr = 0;
+		k = 0;
 	}
+}
+
+/* The first sweep's search for a lane with records is a leaf loop: a poll
+ * with nothing to do saves no registers and makes no call. */
+uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
+			  v05_record_fn fn, void *ctx)
+{
+	uint32_t n = l->n, i = l->rr;
+
+	if (budget == 0)
+		return 0;
+	if (++l->rr >= n)
+		l->rr = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		if (lane_avail(&l->cons[i]))
+			return drain_sweeps(l, i, k, budget, batch, fn, ctx);
+		if (++i == n)
+			i = 0;
+	}
+	return 0;
 }
 
 bool v05__lanes_pending(struct v05_lanes *l)
