@@ -213,6 +213,21 @@ static uint32_t random_gen_base(const struct v05_plugin *p)
 	return base;
 }
 
+/* The lanes report, the plugin counts (its counters, its names). */
+static void lane_event(void *ctx, enum v05_lane_event ev, uint32_t lane,
+		       uint32_t n)
+{
+	static const int ctr[] = {
+		[V05_LANE_CORRUPT] = V05_C_REJ_CORRUPT,
+		[V05_LANE_OVERRUN] = V05_C_LANE_OVERRUNS,
+		[V05_LANE_RECLAIM] = V05_C_LANE_RECLAIMS,
+		[V05_LANE_CLAIM] = V05_C_LANE_CLAIMS,
+	};
+
+	(void)lane;
+	v05__count(ctx, ctr[ev], n);
+}
+
 /* Local structures over a mapped segment (create and attach). */
 static int init_local(struct v05_plugin *p)
 {
@@ -250,6 +265,8 @@ static int init_local(struct v05_plugin *p)
 	v05__clock_refresh(p);
 	ret = v05__lanes_init(&p->lanes, &p->seg);
 	p->lanes.prefetch = v05__prefetch_key;
+	p->lanes.event = lane_event;
+	p->lanes.event_ctx = p;
 	if (!ret)
 		ret = v05__arena_init(&p->arena, &p->seg);
 	if (!ret)

@@ -8,13 +8,11 @@
 #include "shm/error.h"
 #include "shm/proc.h"
 
-static inline void count(struct v05_lanes *l, int c, uint64_t n)
+static inline void report(struct v05_lanes *l, enum v05_lane_event ev,
+			  uint32_t lane, uint32_t n)
 {
-	/* Relaxed: the consumer is the only writer of these counters;
-	 * readers take a snapshot. */
-	uint64_t *p = &l->seg->state->counters[c];
-
-	v05_store_relaxed(p, v05_load_relaxed(p) + n);
+	if (l->event)
+		l->event(l->event_ctx, ev, lane, n);
 }
 
 int v05__lanes_init(struct v05_lanes *l, struct v05_segment *seg)
@@ -74,12 +72,15 @@ static inline void record_copy(struct v05_record *dst,
  * reclaim check. Relaxed: the owner is the only writer of lane_own, and
  * the word is only compared.
  */
-static inline void observe_owner(struct v05_lane_own *own, uint64_t owner)
+static inline void observe_owner(struct v05_lanes *l, uint32_t lane,
+				 struct v05_lane_own *own, uint64_t owner)
 {
 	if (owner == v05_load_relaxed(&own->owner_seen))
 		return;
-	if (owner)
+	if (owner) {
 		v05_store_relaxed(&own->claims, v05_load_relaxed(&own->claims) + 1);
+		report(l, V05_LANE_CLAIM, lane, 1);
+	}
 	v05_store_relaxed(&own->owner_seen, owner);
 }
 
@@ -138,7 +139,7 @@ drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
 	if (avail > mask + 1) {
 		/* The producer claims more than the lane holds: its records
 		 * are garbage. Skip them all; the lane keeps working. */
-		count(l, V05_C_LANE_OVERRUNS, 1);
+		report(l, V05_LANE_OVERRUN, i, 1);
 		v05_store_relaxed(&own->head, c->tail_cache);
 		v05__ring_cons_resync(c);
 		return 0;
@@ -146,7 +147,7 @@ drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
 	/* Relaxed: consumer-only statistics, in owner-only memory. */
 	if (avail > v05_load_relaxed(&own->high_water))
 		v05_store_relaxed(&own->high_water, avail);
-	observe_owner(own, v05_load_relaxed(&c->r->owner));
+	observe_owner(l, i, own, v05_load_relaxed(&c->r->owner));
 	if (l->prefetch) {
 		bad = apply_prefetched(l, i, slots, head, mask, n, fn, ctx);
 	} else {
@@ -166,7 +167,7 @@ drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
 		}
 	}
 	if (bad)
-		count(l, V05_C_REJ_CORRUPT, bad);
+		report(l, V05_LANE_CORRUPT, i, bad);
 	/* After fn: exactly once. The owner's copy first: a takeover
 	 * resumes from it, and the batch is applied; then the producer's. */
 	v05_store_relaxed(&own->head, head + n);
@@ -302,7 +303,7 @@ uint32_t v05__lanes_reclaim_at(struct v05_lanes *l, uint64_t now,
 		 * no other producer can make a live one look dead. */
 		uint64_t owner = v05_load_acquire(&r->owner);
 
-		observe_owner(own, owner);
+		observe_owner(l, i, own, owner);
 		if (owner == 0 || v05__owner_alive(owner))
 			continue;
 		/* Dead: its tail is final. Drain what it published, then free
@@ -311,23 +312,12 @@ uint32_t v05__lanes_reclaim_at(struct v05_lanes *l, uint64_t now,
 		while (drain_lane(l, i, UINT32_MAX, fn, ctx))
 			;
 		if (v05_cas_acq_rel(&r->owner, &owner, 0)) {
-			count(l, V05_C_LANE_RECLAIMS, 1);
+			report(l, V05_LANE_RECLAIM, i, 1);
 			v05_store_relaxed(&own->reclaims,
 					  v05_load_relaxed(&own->reclaims) + 1);
 			v05_store_relaxed(&own->owner_seen, 0);
 			reclaimed++;
 		}
 	}
-	v05__lanes_sum_claims(l);
 	return reclaimed;
-}
-
-void v05__lanes_sum_claims(struct v05_lanes *l)
-{
-	uint64_t sum = 0;
-
-	/* Relaxed: statistics the owner keeps in its own memory. */
-	for (uint32_t i = 0; i < l->n; i++)
-		sum += v05_load_relaxed(&l->seg->lane_own[i].claims);
-	v05_store_relaxed(&l->seg->state->counters[V05_C_LANE_CLAIMS], sum);
 }
