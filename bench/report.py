@@ -156,7 +156,10 @@ def transport(out, goals):
     if missed:
         s += ["", "**Not met** in this run: " + "; ".join(
             g[0].split(":")[0] + " against " + g[0].split("/ ")[1].split(" >=")[0] +
-            " at " + g[1] for g in missed) + "."]
+            " at " + g[1] for g in missed) + ". Where the paired range "
+            "crosses 1.0 the host's drift between runs is as large as the "
+            "difference; bench/README.md (\"Where a one-record push's time "
+            "goes\") has the profile of the batch-1 lane."]
     return s
 
 
