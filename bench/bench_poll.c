@@ -7,6 +7,10 @@
  * the decision, finalization or the round's release). Producers are done
  * before the clock starts: this is the consumer's cost alone.
  *   bench_poll PROMPTS REPS   -> JSON on stdout
+ * Then the cost of a poll with nothing to do (every lane empty, no release,
+ * no deadline due): EMPTY_POLLS calls, timed. Under callgrind, poll_apply
+ * and poll_empty (never inlined) give the instructions per reward and per
+ * empty poll (bench/instr).
  * The stream (prompt i: prior ((i % 21) - 10) / 10, reward of sample s:
  * +1 iff (7i + 3s) % 5 < 3) is the one bench/poll_python.py replays.
  */
@@ -64,12 +68,36 @@ static void *producer(void *arg)
 	return NULL;
 }
 
-static double once(uint64_t *seg_bytes, uint64_t *prompt_bytes)
+#define EMPTY_POLLS 100000u
+
+/* Apply every pushed reward: want of them. */
+static __attribute__((noinline, used)) void
+poll_apply(struct v05_plugin *p, struct v05_decision *d, uint64_t want)
+{
+	uint64_t applied = 0;
+
+	while (applied < want) {
+		v05_poll(p, d, 2 * nprompts);
+		applied = v05_load_relaxed(&p->seg.state->counters[V05_C_REWARDS_APPLIED]);
+	}
+}
+
+/* Polls with nothing to do. */
+static __attribute__((noinline, used)) void
+poll_empty(struct v05_plugin *p, struct v05_decision *d, uint32_t polls)
+{
+	for (uint32_t i = 0; i < polls; i++)
+		if (v05_poll(p, d, 2 * nprompts) != 0)
+			abort();
+}
+
+static double once(uint64_t *seg_bytes, uint64_t *prompt_bytes,
+		   double *empty_ns)
 {
 	struct v05_prompt_in *in = calloc(nprompts, sizeof(*in));
 	struct v05_decision *d = calloc(2 * (size_t)nprompts, sizeof(*d));
 	char (*uids)[16] = calloc(nprompts, 16);
-	uint64_t applied = 0, want = (uint64_t)nprompts * K, t0, t1;
+	uint64_t want = (uint64_t)nprompts * K, t0, t1, t2;
 	pthread_t t[PRODUCERS];
 	struct v05_config c;
 	struct v05_plugin *p;
@@ -102,11 +130,15 @@ static double once(uint64_t *seg_bytes, uint64_t *prompt_bytes)
 	for (uint32_t i = 0; i < PRODUCERS; i++)
 		pthread_join(t[i], NULL);
 	t0 = v05__now_ns();
-	while (applied < want) {
-		v05_poll(p, d, 2 * nprompts);
-		applied = v05_load_relaxed(&p->seg.state->counters[V05_C_REWARDS_APPLIED]);
-	}
+	poll_apply(p, d, want);
 	t1 = v05__now_ns();
+	/* Collect the decisions the last rewards made, then time the
+	 * empty polls. */
+	while (v05_poll(p, d, 2 * nprompts) > 0)
+		;
+	t2 = v05__now_ns();
+	poll_empty(p, d, EMPTY_POLLS);
+	*empty_ns = (double)(v05__now_ns() - t2) / EMPTY_POLLS;
 	for (uint32_t i = 0; i < PRODUCERS; i++)
 		v05_producer_close(handles[i]);
 	*seg_bytes = p->seg.size;
@@ -137,7 +169,7 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-	double ns[32], sorted[32];
+	double ns[32], sorted[32], empty[32];
 	uint64_t seg_bytes = 0, prompt_bytes = 0;
 	int reps;
 
@@ -147,10 +179,15 @@ int main(int argc, char **argv)
 		return 2;
 	keys = calloc(nprompts, sizeof(*keys));
 	for (int i = 0; i < reps; i++)
-		ns[i] = once(&seg_bytes, &prompt_bytes);
+		ns[i] = once(&seg_bytes, &prompt_bytes, &empty[i]);
 	memcpy(sorted, ns, sizeof(double) * (size_t)reps);
 	qsort(sorted, (size_t)reps, sizeof(double), cmp);
-	printf("{\"prompts\": %u, \"producers\": %u, \"rewards\": %llu, "
+	printf("{\"empty_poll_runs_ns\": [");
+	for (int i = 0; i < reps; i++)
+		printf(i ? ", %.1f" : "%.1f", empty[i]);
+	qsort(empty, (size_t)reps, sizeof(double), cmp);
+	printf("], \"median_empty_poll_ns\": %.1f, ", empty[reps / 2]);
+	printf("\"prompts\": %u, \"producers\": %u, \"rewards\": %llu, "
 	       "\"median_ns_per_reward\": %.1f, \"runs_ns\": [",
 	       nprompts, PRODUCERS, (unsigned long long)nprompts * K,
 	       sorted[reps / 2]);

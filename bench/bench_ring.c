@@ -14,10 +14,19 @@
  * interleaved, REPS times each, the order rotated every repetition; the
  * median rate is reported with every run's rate, in run order.
  *   bench_ring BATCH RECORDS REPS   -> one JSON object on stdout
+ *
+ * Instruction counts (stable where time is not): one thread pushes a batch
+ * and drains it, RECORDS times over, for each ring, each step in its own
+ * never-inlined function (instr_<ring>_push, instr_<ring>_drain), and then
+ * polls the empty ring RECORDS times (instr_<ring>_empty). Run under
+ * callgrind; bench/instr divides each function's inclusive count by the
+ * records (or polls).
+ *   bench_ring --instr BATCH RECORDS
  */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,6 +220,150 @@ static double run_ck(void)
 }
 #endif
 
+/* ---- instruction counts (single thread, under callgrind) ------------------ */
+
+#define NOINLINE __attribute__((noinline, used))
+
+static NOINLINE void instr_v05_push(struct v05_producer *p,
+				    const struct v05_reward *r)
+{
+	if (v05_producer_push_batch(p, r, batch) != (int)batch)
+		abort();
+}
+
+static NOINLINE void instr_v05_drain(struct v05_lanes *l, uint64_t *sum)
+{
+	if (v05__lanes_drain(l, batch, batch, v05_sum, sum) != batch)
+		abort();
+}
+
+static NOINLINE uint32_t instr_v05_empty(struct v05_lanes *l, uint64_t *sum)
+{
+	return v05__lanes_drain(l, batch, batch, v05_sum, sum);
+}
+
+static void instr_v05(void)
+{
+	struct v05_reward r[64];
+	struct v05_producer *p;
+	struct v05_lanes lanes;
+	uint64_t sum = 0;
+
+	if (v05_producer_open(segname, 0, &p))
+		abort();
+	v05__lanes_init(&lanes, &v05seg);
+	for (uint64_t i = 0; i < records; i += batch) {
+		for (uint32_t j = 0; j < batch; j++)
+			r[j] = (struct v05_reward){ i + j, j, 1.0f };
+		instr_v05_push(p, r);
+		instr_v05_drain(&lanes, &sum);
+	}
+	for (uint64_t i = 0; i < records; i++)
+		if (instr_v05_empty(&lanes, &sum))
+			abort();
+	v05__lanes_fini(&lanes);
+	v05_producer_close(p);
+	sink += sum;
+}
+
+#ifdef HAVE_DPDK
+static NOINLINE void instr_dpdk_push(const struct rec *r)
+{
+	if (!rte_ring_sp_enqueue_bulk_elem(dring, r, sizeof(struct rec), batch,
+					   NULL))
+		abort();
+}
+
+static NOINLINE void instr_dpdk_drain(uint64_t *sum)
+{
+	struct rec r[64];
+	unsigned n = rte_ring_sc_dequeue_burst_elem(dring, r, sizeof(struct rec),
+						     batch, NULL);
+
+	if (n != batch)
+		abort();
+	for (unsigned j = 0; j < n; j++)
+		*sum += r[j].key;
+}
+
+static NOINLINE unsigned instr_dpdk_empty(void)
+{
+	struct rec r[64];
+
+	return rte_ring_sc_dequeue_burst_elem(dring, r, sizeof(struct rec),
+					      batch, NULL);
+}
+
+static void instr_dpdk(void)
+{
+	struct rec r[64];
+	uint64_t sum = 0;
+
+	rte_ring_reset(dring);
+	memset(r, 0, sizeof(r));
+	for (uint64_t i = 0; i < records; i += batch) {
+		for (uint32_t j = 0; j < batch; j++) {
+			r[j].key = i + j;
+			r[j].sample = j;
+		}
+		instr_dpdk_push(r);
+		instr_dpdk_drain(&sum);
+	}
+	for (uint64_t i = 0; i < records; i++)
+		if (instr_dpdk_empty())
+			abort();
+	sink += sum;
+}
+#endif
+
+#ifdef HAVE_CK
+static NOINLINE void instr_ck_push(struct rec *r)
+{
+	for (uint32_t j = 0; j < batch; j++)
+		if (!ck_ring_enqueue_spsc_rec(&cring, cbuf, &r[j]))
+			abort();
+}
+
+static NOINLINE void instr_ck_drain(uint64_t *sum)
+{
+	struct rec r;
+
+	for (uint32_t j = 0; j < batch; j++) {
+		if (!ck_ring_dequeue_spsc_rec(&cring, cbuf, &r))
+			abort();
+		*sum += r.key;
+	}
+}
+
+static NOINLINE bool instr_ck_empty(void)
+{
+	struct rec r;
+
+	return ck_ring_dequeue_spsc_rec(&cring, cbuf, &r);
+}
+
+static void instr_ck(void)
+{
+	struct rec r[64];
+	uint64_t sum = 0;
+
+	ck_ring_init(&cring, CAP);
+	memset(r, 0, sizeof(r));
+	for (uint64_t i = 0; i < records; i += batch) {
+		for (uint32_t j = 0; j < batch; j++) {
+			r[j].key = i + j;
+			r[j].sample = j;
+		}
+		instr_ck_push(r);
+		instr_ck_drain(&sum);
+	}
+	for (uint64_t i = 0; i < records; i++)
+		if (instr_ck_empty())
+			abort();
+	sink += sum;
+}
+#endif
+
 static int cmp(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -237,13 +390,16 @@ int main(int argc, char **argv)
 				  .k_max = 1, .ring_capacity = 1,
 				  .support_capacity = 1, .batch_count = 1 };
 	double v[64], d[64], c[64];
+	bool instr = argc > 1 && !strcmp(argv[1], "--instr");
 	int reps;
 
-	if (argc < 4)
+	argv += instr;
+	argc -= instr;
+	if (argc < (instr ? 3 : 4))
 		return 2;
 	batch = (uint32_t)atoi(argv[1]);
 	records = strtoull(argv[2], NULL, 10);
-	reps = atoi(argv[3]);
+	reps = instr ? 1 : atoi(argv[3]);
 	if (batch < 1 || batch > 64 || reps < 1 || reps > 64)
 		return 2;
 	records -= records % batch;
@@ -264,6 +420,20 @@ int main(int argc, char **argv)
 	if (posix_memalign((void **)&cbuf, 128, CAP * sizeof(struct rec)))
 		return 1;
 #endif
+	if (instr) {
+		instr_v05();
+#ifdef HAVE_DPDK
+		instr_dpdk();
+#endif
+#ifdef HAVE_CK
+		instr_ck();
+#endif
+		printf("{\"batch\": %u, \"records\": %llu}\n", batch,
+		       (unsigned long long)records);
+		v05__segment_detach(&v05seg);
+		v05_segment_unlink(segname);
+		return 0;
+	}
 	/* One untimed pass each first (page faults, thread start-up, the
 	 * core's clock ramp), then the timed passes with the order rotated
 	 * every repetition so that no ring always runs first. */

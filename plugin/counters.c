@@ -82,7 +82,6 @@ V05_API int v05_counters(struct v05_plugin *p, uint64_t *out, uint32_t n)
 		return v05__fail(-EINVAL, "counters: NULL argument");
 	if (n > V05_COUNTERS)
 		n = V05_COUNTERS;
-	v05__lanes_sum_claims(&p->lanes);
 	for (uint32_t i = 0; i < n; i++)
 		out[i] = v05_load_relaxed(&p->seg.state->counters[i]);
 	return (int)n;

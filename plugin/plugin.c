@@ -72,6 +72,21 @@ static uint32_t random_gen_base(const struct v05_plugin *p)
 	return base;
 }
 
+/* The lanes report, the plugin counts (its counters, its names). */
+static void lane_event(void *ctx, enum v05_lane_event ev, uint32_t lane,
+		       uint32_t n)
+{
+	static const int ctr[] = {
+		[V05_LANE_CORRUPT] = V05_C_REJ_CORRUPT,
+		[V05_LANE_OVERRUN] = V05_C_LANE_OVERRUNS,
+		[V05_LANE_RECLAIM] = V05_C_LANE_RECLAIMS,
+		[V05_LANE_CLAIM] = V05_C_LANE_CLAIMS,
+	};
+
+	(void)lane;
+	v05__count(ctx, ctr[ev], n);
+}
+
 /* Local structures over a mapped segment (create and attach). */
 int v05__plugin_init_local(struct v05_plugin *p)
 {
@@ -109,6 +124,8 @@ int v05__plugin_init_local(struct v05_plugin *p)
 	v05__clock_refresh(p);
 	ret = v05__lanes_init(&p->lanes, &p->seg);
 	p->lanes.prefetch = v05__prefetch_key;
+	p->lanes.event = lane_event;
+	p->lanes.event_ctx = p;
 	if (!ret)
 		ret = v05__arena_init(&p->arena, &p->seg);
 	if (!ret)
@@ -308,7 +325,7 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 	v05__releases_drain(&p->compl, v05__release_from_reader, p);
 	v05__check_reader(p, now);
 	v05__lanes_drain(&p->lanes, POLL_BUDGET, DRAIN_BATCH, v05__apply_record, p);
-	v05__lanes_reclaim(&p->lanes, false, v05__apply_record, p);
+	v05__lanes_reclaim_at(&p->lanes, now, v05__apply_record, p);
 	now = v05__now_ns();
 	v05__policy_deadlines(p, now);
 	journal_progress(p);

@@ -8,13 +8,11 @@
 #include "shm/error.h"
 #include "shm/proc.h"
 
-static inline void count(struct v05_lanes *l, int c, uint64_t n)
+static inline void report(struct v05_lanes *l, enum v05_lane_event ev,
+			  uint32_t lane, uint32_t n)
 {
-	/* Relaxed: the consumer is the only writer of these counters;
-	 * readers take a snapshot. */
-	uint64_t *p = &l->seg->state->counters[c];
-
-	v05_store_relaxed(p, v05_load_relaxed(p) + n);
+	if (l->event)
+		l->event(l->event_ctx, ev, lane, n);
 }
 
 int v05__lanes_init(struct v05_lanes *l, struct v05_segment *seg)
@@ -51,15 +49,6 @@ void v05__lanes_fini(struct v05_lanes *l)
 	l->cons = NULL;
 }
 
-/* Lanes always hold struct v05_record (the geometry fixes the element
- * size), so a slot is an index, not a multiply by the ring's esz. */
-static inline const struct v05_record *lane_rec(const struct v05_ring_cons *c,
-						uint32_t j)
-{
-	return (const struct v05_record *)(const void *)c->slots +
-	       ((c->head + j) & c->mask);
-}
-
 /*
  * A private copy of a record, field by field. (gcc expands a 32-byte memcpy
  * into vector moves that ThreadSanitizer does not see; these loads it does,
@@ -83,12 +72,15 @@ static inline void record_copy(struct v05_record *dst,
  * reclaim check. Relaxed: the owner is the only writer of lane_own, and
  * the word is only compared.
  */
-static inline void observe_owner(struct v05_lane_own *own, uint64_t owner)
+static inline void observe_owner(struct v05_lanes *l, uint32_t lane,
+				 struct v05_lane_own *own, uint64_t owner)
 {
 	if (owner == v05_load_relaxed(&own->owner_seen))
 		return;
-	if (owner)
+	if (owner) {
 		v05_store_relaxed(&own->claims, v05_load_relaxed(&own->claims) + 1);
+		report(l, V05_LANE_CLAIM, lane, 1);
+	}
 	v05_store_relaxed(&own->owner_seen, owner);
 }
 
@@ -97,81 +89,177 @@ static inline void observe_owner(struct v05_lane_own *own, uint64_t owner)
 #define PREFETCH_FAR 8u
 #define PREFETCH_NEAR 4u
 
-/* One lane, up to max records. */
-static uint32_t drain_lane(struct v05_lanes *l, uint32_t i, uint32_t max,
-			   v05_record_fn fn, void *ctx)
+/*
+ * The records of a batch with the prefetch hints (the plugin's path): the
+ * hint for record j + PREFETCH_FAR and j + PREFETCH_NEAR before record j.
+ * Returns the records rejected.
+ */
+static uint32_t apply_prefetched(struct v05_lanes *l, uint32_t lane,
+				 const struct v05_record *slots, uint32_t head,
+				 uint32_t mask, uint32_t n, v05_record_fn fn,
+				 void *ctx)
+{
+	uint32_t bad = 0;
+
+	for (uint32_t j = 0; j < n; j++) {
+		struct v05_record rec;
+
+		/* Relaxed: hints only; each record is copied and checked
+		 * when its turn comes. */
+		if (j + PREFETCH_FAR < n)
+			l->prefetch(ctx, v05_load_relaxed(
+				&slots[(head + j + PREFETCH_FAR) & mask].key), 0);
+		if (j + PREFETCH_NEAR < n)
+			l->prefetch(ctx, v05_load_relaxed(
+				&slots[(head + j + PREFETCH_NEAR) & mask].key), 1);
+		record_copy(&rec, &slots[(head + j) & mask]);
+		if (((rec.seq ^ (head + j)) | rec.flags) != 0) {
+			bad++;
+			continue;
+		}
+		fn(ctx, &rec, lane);
+	}
+	return bad;
+}
+
+/*
+ * One lane, up to max records, known to hold avail (> 0) of them: copy,
+ * check, hand to fn, then give the slots back with one release store.
+ */
+static inline __attribute__((always_inline)) uint32_t
+drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
+		uint32_t avail, v05_record_fn fn, void *ctx)
 {
 	struct v05_ring_cons *c = &l->cons[i];
-	int64_t avail = v05__ring_cons_avail(c);
-	uint32_t n, fill;
-
 	struct v05_lane_own *own = &l->seg->lane_own[i];
+	const struct v05_record *slots = (const void *)c->slots;
+	uint32_t head = c->head, mask = c->mask, bad = 0;
+	uint32_t n = avail < max ? avail : max;
 
-	if (avail < 0) {
+	if (avail > mask + 1) {
 		/* The producer claims more than the lane holds: its records
 		 * are garbage. Skip them all; the lane keeps working. */
-		count(l, V05_C_LANE_OVERRUNS, 1);
+		report(l, V05_LANE_OVERRUN, i, 1);
 		v05_store_relaxed(&own->head, c->tail_cache);
 		v05__ring_cons_resync(c);
 		return 0;
 	}
-	if (avail == 0)
-		return 0;
-	fill = (uint32_t)avail;
 	/* Relaxed: consumer-only statistics, in owner-only memory. */
-	if (fill > v05_load_relaxed(&own->high_water))
-		v05_store_relaxed(&own->high_water, fill);
-	n = fill < max ? fill : max;
-	observe_owner(own, v05_load_relaxed(&c->r->owner));
-	for (uint32_t j = 0; j < n; j++) {
-		struct v05_record rec;
+	if (avail > v05_load_relaxed(&own->high_water))
+		v05_store_relaxed(&own->high_water, avail);
+	observe_owner(l, i, own, v05_load_relaxed(&c->r->owner));
+	if (l->prefetch) {
+		bad = apply_prefetched(l, i, slots, head, mask, n, fn, ctx);
+	} else {
+		for (uint32_t j = 0; j < n; j++) {
+			struct v05_record rec;
 
-		if (l->prefetch) {
-			/* Relaxed: hints only; each record is copied and
-			 * checked when its turn comes. */
-			if (j + PREFETCH_FAR < n)
-				l->prefetch(ctx, v05_load_relaxed(
-					&lane_rec(c, j + PREFETCH_FAR)->key), 0);
-			if (j + PREFETCH_NEAR < n)
-				l->prefetch(ctx, v05_load_relaxed(
-					&lane_rec(c, j + PREFETCH_NEAR)->key), 1);
+			record_copy(&rec, &slots[(head + j) & mask]);
+			/* seq is the index the producer library wrote the
+			 * record at; a mismatch or unknown flags mean bytes
+			 * it did not write. One test for both: they share
+			 * the record's line, so the check costs no miss. */
+			if (((rec.seq ^ (head + j)) | rec.flags) != 0) {
+				bad++;
+				continue;
+			}
+			fn(ctx, &rec, i);
 		}
-		record_copy(&rec, lane_rec(c, j));
-		/* seq is the index the producer library wrote the record at;
-		 * a mismatch or unknown flags mean bytes it did not write. */
-		if (rec.seq != c->head + j || rec.flags != 0) {
-			count(l, V05_C_REJ_CORRUPT, 1);
-			continue;
-		}
-		fn(ctx, &rec, i);
 	}
+	if (bad)
+		report(l, V05_LANE_CORRUPT, i, bad);
 	/* After fn: exactly once. The owner's copy first: a takeover
 	 * resumes from it, and the batch is applied; then the producer's. */
-	v05_store_relaxed(&own->head, c->head + n);
+	v05_store_relaxed(&own->head, head + n);
 	v05__ring_cons_release(c, n); /* R1 */
 	v05_store_relaxed(&own->consumed, v05_load_relaxed(&own->consumed) + n);
 	return n;
 }
 
+/*
+ * Records ready in lane c: a compare of two process-local words, and one
+ * acquire load of the producer's tail line only when the cached tail says
+ * empty (A2, in ring.h). A poll with nothing to do costs this per lane.
+ */
+static inline uint32_t lane_avail(struct v05_ring_cons *c)
+{
+	uint32_t avail = c->tail_cache - c->head;
+
+	if (avail == 0) {
+		c->tail_cache = v05_load_acquire(&c->r->tail); /* A2 */
+		avail = c->tail_cache - c->head;
+	}
+	return avail;
+}
+
+static uint32_t drain_lane(struct v05_lanes *l, uint32_t i, uint32_t max,
+			   v05_record_fn fn, void *ctx)
+{
+	uint32_t avail = lane_avail(&l->cons[i]);
+
+	return avail ? drain_lane_slow(l, i, max, avail, fn, ctx) : 0;
+}
+
+/*
+ * The sweeps of v05__lanes_drain from lane i, the k-th of the current
+ * sweep, which has records: each sweep starts one lane further than the
+ * last (rr), until the budget is spent or a sweep finds nothing. No
+ * division on the way: rr and i stay below n by compare.
+ */
+static __attribute__((noinline)) uint32_t
+drain_sweeps(struct v05_lanes *l, uint32_t i, uint32_t k,
+			     uint32_t budget, uint32_t batch, v05_record_fn fn,
+			     void *ctx)
+{
+	uint32_t total = 0, n = l->n;
+
+	for (;;) {
+		uint32_t swept = 0;
+
+		for (; k < n; k++) {
+			uint32_t avail = lane_avail(&l->cons[i]);
+
+			if (avail) {
+				uint32_t want = budget - total < batch ?
+						budget - total : batch;
+				uint32_t got = drain_lane_slow(l, i, want, avail,
+							       fn, ctx);
+
+				total += got;
+				swept += got;
+				if (total >= budget)
+					return total;
+			}
+			if (++i == n)
+				i = 0;
+		}
+		if (!swept)
+			return total;
+		i = l->rr;
+		if (++l->rr >= n)
+			l->rr = 0;
+		k = 0;
+	}
+}
+
+/* The first sweep's search for a lane with records is a leaf loop: a poll
+ * with nothing to do saves no registers and makes no call. */
 uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
 			  v05_record_fn fn, void *ctx)
 {
-	uint32_t total = 0;
-	bool progress = true;
+	uint32_t n = l->n, i = l->rr;
 
-	while (total < budget && progress) {
-		progress = false;
-		for (uint32_t k = 0; k < l->n && total < budget; k++) {
-			uint32_t i = (l->rr + k) % l->n;
-			uint32_t want = budget - total < batch ? budget - total : batch;
-			uint32_t got = drain_lane(l, i, want, fn, ctx);
-
-			total += got;
-			progress |= got > 0;
-		}
-		l->rr = (l->rr + 1) % l->n;
+	if (budget == 0)
+		return 0;
+	if (++l->rr >= n)
+		l->rr = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		if (lane_avail(&l->cons[i]))
+			return drain_sweeps(l, i, k, budget, batch, fn, ctx);
+		if (++i == n)
+			i = 0;
 	}
-	return total;
+	return 0;
 }
 
 bool v05__lanes_pending(struct v05_lanes *l)
@@ -191,9 +279,18 @@ uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,
 			    void *ctx)
 {
 	uint64_t now = v05__now_ns();
+
+	if (force)
+		l->next_reclaim_ns = 0;
+	return v05__lanes_reclaim_at(l, now, fn, ctx);
+}
+
+uint32_t v05__lanes_reclaim_at(struct v05_lanes *l, uint64_t now,
+			       v05_record_fn fn, void *ctx)
+{
 	uint32_t reclaimed = 0;
 
-	if (!force && now < l->next_reclaim_ns)
+	if (now < l->next_reclaim_ns)
 		return 0;
 	l->next_reclaim_ns = now + V05_RECLAIM_INTERVAL_NS;
 	for (uint32_t i = 0; i < l->n; i++) {
@@ -206,7 +303,7 @@ uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,
 		 * no other producer can make a live one look dead. */
 		uint64_t owner = v05_load_acquire(&r->owner);
 
-		observe_owner(own, owner);
+		observe_owner(l, i, own, owner);
 		if (owner == 0 || v05__owner_alive(owner))
 			continue;
 		/* Dead: its tail is final. Drain what it published, then free
@@ -215,23 +312,12 @@ uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,
 		while (drain_lane(l, i, UINT32_MAX, fn, ctx))
 			;
 		if (v05_cas_acq_rel(&r->owner, &owner, 0)) {
-			count(l, V05_C_LANE_RECLAIMS, 1);
+			report(l, V05_LANE_RECLAIM, i, 1);
 			v05_store_relaxed(&own->reclaims,
 					  v05_load_relaxed(&own->reclaims) + 1);
 			v05_store_relaxed(&own->owner_seen, 0);
 			reclaimed++;
 		}
 	}
-	v05__lanes_sum_claims(l);
 	return reclaimed;
-}
-
-void v05__lanes_sum_claims(struct v05_lanes *l)
-{
-	uint64_t sum = 0;
-
-	/* Relaxed: statistics the owner keeps in its own memory. */
-	for (uint32_t i = 0; i < l->n; i++)
-		sum += v05_load_relaxed(&l->seg->lane_own[i].claims);
-	v05_store_relaxed(&l->seg->state->counters[V05_C_LANE_CLAIMS], sum);
 }

@@ -34,10 +34,28 @@ typedef void (*v05_record_fn)(void *ctx, const struct v05_record *rec,
  */
 typedef void (*v05_prefetch_fn)(void *ctx, uint64_t key, int stage);
 
+/*
+ * What the lanes report instead of counting it themselves (the counters
+ * and their names are the caller's): n records of a lane that failed the
+ * checks (bytes the producer library did not write), a lane whose producer
+ * claimed more than it holds (its records skipped), a dead producer's lane
+ * freed, a new owner word seen on a lane (a claim).
+ */
+enum v05_lane_event {
+	V05_LANE_CORRUPT,
+	V05_LANE_OVERRUN,
+	V05_LANE_RECLAIM,
+	V05_LANE_CLAIM,
+};
+typedef void (*v05_lane_event_fn)(void *ctx, enum v05_lane_event ev,
+				  uint32_t lane, uint32_t n);
+
 struct v05_lanes {
 	struct v05_segment *seg;
 	struct v05_ring_cons *cons; /* one per lane */
 	v05_prefetch_fn prefetch;   /* optional */
+	v05_lane_event_fn event;    /* optional; called with event_ctx */
+	void *event_ctx;
 	uint32_t n;
 	uint32_t rr;                /* next lane to drain first */
 	uint64_t next_reclaim_ns;
@@ -60,12 +78,13 @@ bool v05__lanes_pending(struct v05_lanes *l);
 
 /* Drain and free the lanes of dead producers; returns lanes reclaimed.
  * Rate-limited to V05_RECLAIM_INTERVAL_NS unless force. */
-/* lane_claims: the sum of the claims the owner observed per lane (owner-only
- * memory; nothing a producer writes is counted as such). */
-void v05__lanes_sum_claims(struct v05_lanes *l);
-
 uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,
 			    void *ctx);
+
+/* The same, not forced, at a time the caller already read (the poll's
+ * clock): a poll with no reclaim due reads no clock for it. */
+uint32_t v05__lanes_reclaim_at(struct v05_lanes *l, uint64_t now,
+			       v05_record_fn fn, void *ctx);
 
 /*
  * A producer on a mapping this process already has (the plugin's own, for

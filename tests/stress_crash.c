@@ -78,6 +78,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "setup: %s\n", v05_errmsg());
 		return 1;
 	}
+	lanes.event = test_lane_count;
+	lanes.event_ctx = &seg;
 	for (uint32_t i = 0; i < STEADY; i++) {
 		steady_pid[i] = fork();
 		if (steady_pid[i] == 0)

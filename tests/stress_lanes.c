@@ -80,6 +80,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "setup: %s\n", v05_errmsg());
 		return 1;
 	}
+	lanes.event = test_lane_count;
+	lanes.event_ctx = &seg;
 	if (threads)
 		shared_mapping = &seg;
 	for (uint32_t i = 0; i < nprod; i++) {

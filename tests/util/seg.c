@@ -45,3 +45,18 @@ unsigned long test_env_ul(const char *var, unsigned long dflt)
 
 	return v && *v ? strtoul(v, NULL, 10) : dflt;
 }
+
+void test_lane_count(void *seg, enum v05_lane_event ev, uint32_t lane,
+		     uint32_t n)
+{
+	static const int ctr[] = {
+		[V05_LANE_CORRUPT] = V05_C_REJ_CORRUPT,
+		[V05_LANE_OVERRUN] = V05_C_LANE_OVERRUNS,
+		[V05_LANE_RECLAIM] = V05_C_LANE_RECLAIMS,
+		[V05_LANE_CLAIM] = V05_C_LANE_CLAIMS,
+	};
+	struct v05_segment *s = seg;
+
+	(void)lane;
+	s->state->counters[ctr[ev]] += n;
+}

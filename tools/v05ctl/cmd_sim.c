@@ -316,6 +316,10 @@ static int run_sim(const struct sim_opts *o)
 	c.params.k_init = o->k;
 	c.params.k_max = o->mode == V05_MODE_V05 || o->mode == V05_MODE_V05_EB ?
 				 o->k_max : o->k;
+	/* Fixed-k modes never step; the default step must still fit k_max
+	 * (the parameters' bound), e.g. at k = 1. */
+	if (c.params.k_step > c.params.k_max)
+		c.params.k_step = c.params.k_max;
 	c.params.sigma = o->sigma;
 	c.schedule = o->schedule;
 	c.halt_fraction = o->halt;
