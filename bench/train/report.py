@@ -273,10 +273,13 @@ def merge(paths):
             if q[k] != R[k]:
                 raise SystemExit(f"report: {k} differs between the runs merged")
         R["runs"] = R["runs"] + q["runs"]
-        R["seeds"] = R["seeds"] + q["seeds"]
+        R["seeds"] = sorted(set(R["seeds"]) | set(q["seeds"]))
         R["wall"] += q["wall"]
         R["warmup_seconds"] += q["warmup_seconds"]
         R["skipped"] = {**R["skipped"], **q["skipped"]}
+        # A mode one invocation skipped and a later one ran is not skipped.
+        ran = {r["mode"] for r in R["runs"]}
+        R["skipped"] = {m: e for m, e in R["skipped"].items() if m not in ran}
     R["command"] = "` + `".join(q["command"] for q in parts)
     R["commit"] = " + ".join(dict.fromkeys(q.get("commit", "?") for q in parts))
     R["walls"] = [q["wall"] for q in parts]
