@@ -13,6 +13,7 @@
 #include "shm/segment.h"
 #include "shm/table.h"
 #include "shm/waiter.h"
+#include "plugin/vocab.h"
 #include "v05/plugin.h"
 
 /* The configuration as stored in the segment header (immutable). */

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "plugin/vocab.h"
 #include "plugin/journal.h"
 #include "shm/proc.h"
 #include "util/seg.h"

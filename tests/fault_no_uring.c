@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "plugin/vocab.h"
 #include "plugin/journal.h"
 #include "util/engine.h"
 #include "util/seg.h"

@@ -25,6 +25,8 @@
 
 #include <cmocka.h>
 
+#include "plugin/vocab.h"
+
 #include "shm/proc.h"
 #include "util/seg.h"
 #include "v05.h"

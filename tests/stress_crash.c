@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "plugin/vocab.h"
 #include "shm/lanes.h"
 #include "util/seg.h"
 #include "util/stream.h"

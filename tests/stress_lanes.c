@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "plugin/vocab.h"
 #include "shm/lanes.h"
 #include "shm/waiter.h"
 #include "util/consume.h"

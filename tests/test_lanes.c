@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "plugin/vocab.h"
+
 #include "shm/lanes.h"
 #include "shm/segment.h"
 #include "util/seg.h"

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "plugin/vocab.h"
+
 #include "util/seg.h"
 #include "v05.h"
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "plugin/vocab.h"
 #include "shm/layout.h"
 #include "shm/segment.h"
 #include "stat_view.h"

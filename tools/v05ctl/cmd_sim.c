@@ -16,6 +16,7 @@
 #include "plugin/splitmix.h"
 #include "json.h"
 #include "num.h"
+#include "plugin/vocab.h"
 #include "shm/layout.h"
 #include "v05.h"
 #include "v05ctl.h"

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "json.h"
+#include "plugin/vocab.h"
 #include "shm/layout.h"
 #include "shm/proc.h"
 
