@@ -6,7 +6,8 @@
  *   floor        the physical floor: the producer stores a timestamp in a
  *                cache line the consumer spins on (a raw line transfer)
  *   spin         a v05 lane, consumer spinning on v05__lanes_drain; the
- *                timestamp is the one v05_producer_push stamps
+ *                producer's timestamp travels in the record's key (records
+ *                carry no time of their own), read just before the push
  *   bell-uring   the consumer sleeps on the doorbell (io_uring FUTEX_WAIT)
  *                before each record; the producer pushes once it is in
  *   bell-thread  the same with the fallback waiter thread
@@ -67,7 +68,7 @@ static void *producer(void *arg)
 			L.ts = v05__now_ns();
 			__atomic_store_n(&L.seq, i, __ATOMIC_RELEASE);
 		} else {
-			v05_producer_push(p, i, 0, 1.0f);
+			v05_producer_push(p, v05__now_ns(), 0, 0, 1.0f);
 		}
 	}
 	if (p)
@@ -83,7 +84,7 @@ static void on_record(void *ctx, const struct v05_record *rec, uint32_t lane)
 
 	(void)ctx;
 	(void)lane;
-	lat[got++] = now - rec->timestamp_ns;
+	lat[got++] = now - rec->key;
 	__atomic_store_n(&L.ack, got, __ATOMIC_RELEASE);
 }
 

@@ -31,6 +31,7 @@
 static uint32_t nprompts;
 static char name[64];
 static uint64_t *keys;
+static uint32_t *gens;
 
 static double prior_of(uint32_t i)
 {
@@ -58,7 +59,9 @@ static void *producer(void *arg)
 	}
 	for (uint32_t i = id; i < nprompts; i += PRODUCERS) {
 		for (uint32_t s = 0; s < K; s++)
-			r[s] = (struct v05_reward){ keys[i], s, reward_of(i, s) };
+			r[s] = (struct v05_reward){ .key = keys[i], .gen = gens[i],
+						    .sample = s,
+						    .reward = reward_of(i, s) };
 		if (v05_producer_push_batch(p, r, K) != (int)K) {
 			fprintf(stderr, "bench_poll: push: %s\n", v05_errmsg());
 			exit(1);
@@ -125,6 +128,8 @@ static double once(uint64_t *seg_bytes, uint64_t *prompt_bytes,
 		fprintf(stderr, "bench_poll: submit: %s\n", v05_errmsg());
 		exit(1);
 	}
+	for (uint32_t i = 0; i < nprompts; i++)
+		gens[i] = d[i].gen;
 	for (uint32_t i = 0; i < PRODUCERS; i++)
 		pthread_create(&t[i], NULL, producer, (void *)(uintptr_t)i);
 	for (uint32_t i = 0; i < PRODUCERS; i++)
@@ -178,6 +183,7 @@ int main(int argc, char **argv)
 	if (nprompts < 64 || reps < 1 || reps > 32)
 		return 2;
 	keys = calloc(nprompts, sizeof(*keys));
+	gens = calloc(nprompts, sizeof(*gens));
 	for (int i = 0; i < reps; i++)
 		ns[i] = once(&seg_bytes, &prompt_bytes, &empty[i]);
 	memcpy(sorted, ns, sizeof(double) * (size_t)reps);

@@ -89,7 +89,8 @@ static void *v05_producer(void *arg)
 		abort();
 	for (uint64_t i = 0; i < records; i += batch) {
 		for (uint32_t j = 0; j < batch; j++)
-			r[j] = (struct v05_reward){ i + j, j, 1.0f };
+			r[j] = (struct v05_reward){ .key = i + j, .sample = j,
+						     .reward = 1.0f };
 		while (v05_producer_push_batch(p, r, batch) == -EAGAIN)
 			;
 	}
@@ -254,7 +255,8 @@ static void instr_v05(void)
 	v05__lanes_init(&lanes, &v05seg);
 	for (uint64_t i = 0; i < records; i += batch) {
 		for (uint32_t j = 0; j < batch; j++)
-			r[j] = (struct v05_reward){ i + j, j, 1.0f };
+			r[j] = (struct v05_reward){ .key = i + j, .sample = j,
+						     .reward = 1.0f };
 		instr_v05_push(p, r);
 		instr_v05_drain(&lanes, &sum);
 	}

@@ -21,7 +21,9 @@ static_assert(sizeof(struct v05_prompt_in) == 24, "v05_prompt_in ABI");
 static_assert(sizeof(struct v05_decision) == 64, "v05_decision ABI");
 static_assert(sizeof(struct v05_group) == 104, "v05_group ABI");
 static_assert(sizeof(struct v05_support) == 16, "v05_support ABI");
-static_assert(sizeof(struct v05_reward) == 16, "v05_reward ABI");
+/* 24: gen names the prompt instance (segment ABI 4). */
+static_assert(sizeof(struct v05_reward) == 24, "v05_reward ABI");
+static_assert(offsetof(struct v05_reward, gen) == 8, "v05_reward ABI");
 static_assert(sizeof(struct v05_observer_info) == 776, "v05_observer_info ABI");
 static_assert(offsetof(struct v05_observer_info, journal_error) == 136,
 	      "v05_observer_info ABI");

@@ -72,10 +72,10 @@ void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane)
 		reject(p, rec, V05_C_REJ_UNKNOWN);
 		return;
 	}
-	/* Pushed before this prompt was submitted: a late reward for an
-	 * earlier instance of the same uid (released, then submitted again),
-	 * never one for this instance, whose samples did not exist yet. */
-	if (e->state == V05_P_FINAL || rec->timestamp_ns < e->born_ns) {
+	/* Another instance's: a late reward for an earlier instance of the
+	 * same uid (released, then submitted again), whenever it was pushed;
+	 * each instance has its own slot generation. */
+	if (e->state == V05_P_FINAL || rec->gen != e->gen) {
 		reject(p, rec, V05_C_REJ_LATE);
 		return;
 	}
@@ -94,16 +94,16 @@ void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane)
 	 * stores the same value again. */
 	v05__slot_rewards(v05__slot(&p->seg, e->slot))[rec->sample] = r;
 	e->received |= bit;
-	e->last_ts = rec->timestamp_ns;
+	/* A clock read per 64 records: now_ns is at most that stale, which
+	 * latencies (microseconds and up) do not see. */
+	if ((++p->clock_tick & 63) == 0)
+		v05__clock_refresh(p);
+	e->last_ts = p->now_ns;
 	v05__count(p, V05_C_REWARDS_APPLIED, 1);
 	/* Arguments are computed even with no tracer attached: keep them
 	 * to loads (the tracer can count the mask's bits). */
 	V05_PROBE4(reward_applied, rec->key, rec->sample, e->received,
-		   p->now_ns - rec->timestamp_ns);
-	/* A clock read per 64 records, or when this record is newer than the
-	 * last read (a latency is never computed against an older clock). */
-	if ((++p->clock_tick & 63) == 0 || p->now_ns < rec->timestamp_ns)
-		v05__clock_refresh(p);
+		   rec->gen);
 	if (e->received == e->issued && e->state == V05_P_COLLECTING)
 		v05__decide(p, e);
 }

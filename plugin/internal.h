@@ -51,7 +51,9 @@ struct v05_plugin_state {
 	int32_t journal_errno;
 	char journal_error[160];
 	char wait_reason[160];
-	uint8_t pad[1024 - 360];
+	uint32_t last_gen;            /* slot generations (shm/arena.h)    */
+	uint32_t pad_a;
+	uint8_t pad[1024 - 368];
 };
 static_assert(sizeof(struct v05_plugin_state) == 1024, "plugin state ABI");
 

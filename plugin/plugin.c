@@ -55,12 +55,11 @@ void v05__plugin_free_local(struct v05_plugin *p)
 }
 
 /*
- * Slot generations start, at a slot's first allocation, at a random value
- * drawn per process that owns the segment: a decision of another plugin
- * (same slot number, maybe the same uid) then carries a generation this
- * segment's slot does not have, and v05_release refuses it. Drawn lazily
- * per slot (arena.c), so create does not touch every slot's page. Without
- * randomness the clock and pid serve; they differ too.
+ * Slot generations count on from a random value drawn when the segment is
+ * new: a decision of another plugin (same slot number, maybe the same uid)
+ * then carries a generation this segment's slot does not have, and
+ * v05_release refuses it. The counter lives in the persistent state, so a
+ * takeover goes on from it. Without randomness the clock and pid serve.
  */
 static uint32_t random_gen_base(const struct v05_plugin *p)
 {
@@ -128,8 +127,12 @@ int v05__plugin_init_local(struct v05_plugin *p)
 	p->lanes.event_ctx = p;
 	if (!ret)
 		ret = v05__arena_init(&p->arena, &p->seg);
-	if (!ret)
-		p->arena.gen_base = random_gen_base(p);
+	if (!ret) {
+		/* 0 until the first allocation (arena.c skips 0). */
+		if (p->st->last_gen == 0)
+			p->st->last_gen = random_gen_base(p);
+		p->arena.last_gen = &p->st->last_gen;
+	}
 	if (!ret) {
 		ret = v05__waiter_init(&p->waiter, &p->seg.bell->doorbell,
 				       (p->cfg.flags & V05_CONFIG_WAIT_THREAD) ?

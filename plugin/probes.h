@@ -5,9 +5,7 @@
  * attached each is a single nop; built out entirely with -Dusdt=disabled.
  * Arguments are integers only (the sdt ABI handles those everywhere):
  *   reward_applied  key, sample, mask of the group's samples received so
- *                   far, age in ns (the plugin's clock, read at most 64
- *                   rewards ago, minus the producer's timestamp; as a
- *                   signed number it may be slightly negative)
+ *                   far, the prompt instance's gen
  *   reward_rejected key, sample, reason (the V05_C_REJ_* counter index)
  *   decision        key, kind (enum v05_decision_kind), k, latency in ns
  *   final           key, k, latency in ns, group sequence number

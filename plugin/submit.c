@@ -53,7 +53,8 @@ static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
 	h->batch_id = batch_id;
 	h->seq = 0;
 	e->prior = in->prior;
-	e->born_ns = v05__now_ns();
+	e->gen = h->gen;
+	e->last_ts = 0;
 	e->slot = slot;
 	e->batch = b;
 	e->round = 0;

@@ -36,17 +36,20 @@ void v05__arena_fini(struct v05_arena *a)
 int v05__arena_alloc(struct v05_arena *a, uint32_t *slot)
 {
 	struct v05_slot_hdr *h;
-	uint32_t i;
+	uint32_t i, gen;
 
 	if (a->nfree == 0)
 		return -ENOSPC;
 	i = a->free[--a->nfree];
 	h = v05__slot(a->seg, i);
-	/* A slot never allocated (gen 0) starts at the base; later uses
-	 * count on from wherever it is. */
-	if (h->gen == 0)
-		h->gen = a->gen_base;
-	h->gen++;
+	/* The counter first, then the slot: an owner killed between the two
+	 * leaves a generation unused, never one used twice. 0 is skipped
+	 * (a slot never allocated has it). */
+	gen = *a->last_gen + 1;
+	if (gen == 0)
+		gen = 1;
+	*a->last_gen = gen;
+	h->gen = gen;
 	h->k = 0;
 	h->flags = 0;
 	/* Relaxed: readers only trust FINAL, which is stored with release. */

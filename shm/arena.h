@@ -41,10 +41,12 @@ struct v05_arena {
 	struct v05_segment *seg;
 	uint32_t *free; /* stack of free slot indices */
 	uint32_t nfree;
-	/* Where a slot's generation starts at its first allocation (the
-	 * plugin draws it at random, so that two segments' generations do
-	 * not match: plugin.c); 0 if not set. */
-	uint32_t gen_base;
+	/* The last generation handed out, in the owner's persistent state
+	 * (it survives a takeover): each allocation takes the next, so a
+	 * generation names one use of one slot among the last 2^32 uses of
+	 * any slot, and a reward or decision carrying it names one prompt
+	 * instance. Its start is drawn at random by the plugin (plugin.c). */
+	uint32_t *last_gen;
 };
 
 /* Free list from the slots' states (all FREE in a new segment). */

@@ -58,11 +58,12 @@ static inline void record_copy(struct v05_record *dst,
 			       const struct v05_record *src)
 {
 	dst->key = src->key;
-	dst->timestamp_ns = src->timestamp_ns;
+	dst->gen = src->gen;
 	dst->sample = src->sample;
 	dst->reward = src->reward;
 	dst->flags = src->flags;
 	dst->seq = src->seq;
+	dst->zero = src->zero;
 }
 
 /*
@@ -113,7 +114,7 @@ static uint32_t apply_prefetched(struct v05_lanes *l, uint32_t lane,
 			l->prefetch(ctx, v05_load_relaxed(
 				&slots[(head + j + PREFETCH_NEAR) & mask].key), 1);
 		record_copy(&rec, &slots[(head + j) & mask]);
-		if (((rec.seq ^ (head + j)) | rec.flags) != 0) {
+		if (((rec.seq ^ (head + j)) | rec.flags | rec.zero) != 0) {
 			bad++;
 			continue;
 		}
@@ -157,9 +158,9 @@ drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
 			record_copy(&rec, &slots[(head + j) & mask]);
 			/* seq is the index the producer library wrote the
 			 * record at; a mismatch or unknown flags mean bytes
-			 * it did not write. One test for both: they share
-			 * the record's line, so the check costs no miss. */
-			if (((rec.seq ^ (head + j)) | rec.flags) != 0) {
+			 * it did not write. One test for all three: they
+			 * share the record's line, so it costs no miss. */
+			if (((rec.seq ^ (head + j)) | rec.flags | rec.zero) != 0) {
 				bad++;
 				continue;
 			}

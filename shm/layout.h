@@ -35,8 +35,9 @@
 #include <stdint.h>
 
 #define V05_SHM_MAGIC 0x01006d6873353076ull /* "v05shm\0\1" little-endian */
-#define V05_SHM_ABI 3u /* 3: producers map only their lane; the batch record holds
-			* the v05-eb fit, the config the normaliser */
+#define V05_SHM_ABI 4u /* 3: producers map only their lane; the batch record holds
+			* the v05-eb fit, the config the normaliser. 4: a
+			* record names its prompt instance (gen), not a time */
 #define V05_PAGE 4096u
 #define V05_LINE 128u /* two 64-byte lines: adjacent-line prefetch */
 
@@ -221,14 +222,20 @@ struct v05_lane_own {
 };
 static_assert(sizeof(struct v05_lane_own) == 64, "lane statistics ABI");
 
-/* A reward record in a producer lane: 32 bytes, two per 64-byte line. */
+/*
+ * A reward record in a producer lane: 32 bytes, two per 64-byte line. gen
+ * names the instance of the prompt (the decision's gen): a uid released
+ * and submitted again is another instance, so a late reward for the first
+ * one is never credited to the second, whenever it was pushed.
+ */
 struct v05_record {
 	uint64_t key;          /* v05_key(uid)                             */
-	uint64_t timestamp_ns; /* CLOCK_MONOTONIC at push                  */
+	uint32_t gen;          /* the decision's gen: the prompt instance  */
 	uint32_t sample;       /* sample index within the prompt's group   */
 	float reward;          /* in [-1, 1]                               */
 	uint32_t flags;        /* 0; anything else is rejected as corrupt  */
 	uint32_t seq;          /* the lane index it was written at         */
+	uint32_t zero;         /* 0, checked with flags                    */
 };
 static_assert(sizeof(struct v05_record) == 32, "record ABI");
 
@@ -259,9 +266,11 @@ struct v05_prompt {
 	uint8_t round;
 	uint8_t pad8;
 	float gap;         /* k_target - k at the last decision (padding)  */
-	uint64_t last_ts;  /* producer timestamp of the last applied reward */
-	uint64_t born_ns;  /* CLOCK_MONOTONIC at submit: a reward pushed
-			    * before it belongs to an earlier instance    */
+	uint64_t last_ts;  /* CLOCK_MONOTONIC (the plugin's) at which the
+			    * last reward was applied; 0 none yet         */
+	uint32_t gen;      /* the instance: its slot's generation, unique
+			    * per allocation; a reward must carry it      */
+	uint32_t pad_gen;
 };
 static_assert(sizeof(struct v05_prompt) == 64, "prompt entry is one line");
 
@@ -278,7 +287,8 @@ enum v05_slot_state {
 struct v05_slot_hdr {
 	uint64_t key;
 	uint32_t state;  /* enum v05_slot_state; store-release at FINAL  */
-	uint32_t gen;    /* incremented at each allocation               */
+	uint32_t gen;    /* at each allocation, the next of a counter over
+			  * all slots (arena.h): unique per prompt instance */
 	uint32_t k;      /* final group size                             */
 	uint32_t action; /* enum v05_action at final (stop or drop)      */
 	uint32_t uid_len;

@@ -218,28 +218,19 @@ int v05__producer_open_mapped(struct v05_segment *seg, unsigned flags,
  * field by field, like the consumer's copy, so that ThreadSanitizer sees
  * both sides of the ring. */
 static void write_record(struct v05_producer *p, uint32_t i, uint64_t key,
-			 uint32_t sample, float reward, uint64_t ts)
+			 uint32_t gen, uint32_t sample, float reward)
 {
 	struct v05_record *lane = (struct v05_record *)(void *)p->ring.slots;
 	uint32_t seq = p->ring.tail + i;
 	struct v05_record *rec = &lane[seq & p->ring.mask];
 
 	rec->key = key;
-	rec->timestamp_ns = ts;
+	rec->gen = gen;
 	rec->sample = sample;
 	rec->reward = reward;
 	rec->flags = 0;
 	rec->seq = seq;
-}
-
-/* CLOCK_MONOTONIC, the clock the plugin's born_ns comes from, read inline
- * (v05__now_ns's frame is a measurable share of a one-record push). */
-static inline uint64_t stamp_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	rec->zero = 0;
 }
 
 static uint32_t publish(struct v05_producer *p)
@@ -252,7 +243,7 @@ static uint32_t publish(struct v05_producer *p)
 }
 
 V05_API int v05_producer_push(struct v05_producer *p, uint64_t key,
-			      uint32_t sample, float reward)
+			      uint32_t gen, uint32_t sample, float reward)
 {
 	int ret = check_handle(p);
 
@@ -260,7 +251,7 @@ V05_API int v05_producer_push(struct v05_producer *p, uint64_t key,
 		return ret;
 	if (v05__ring_prod_reserve(&p->ring, 1))
 		return v05__fail_str(-EAGAIN, "push: the lane is full");
-	write_record(p, 0, key, sample, reward, stamp_now());
+	write_record(p, 0, key, gen, sample, reward);
 	v05__ring_prod_commit(&p->ring, 1);
 	if (!(p->flags & V05_PRODUCER_DEFER))
 		publish(p);
@@ -270,7 +261,6 @@ V05_API int v05_producer_push(struct v05_producer *p, uint64_t key,
 V05_API int v05_producer_push_batch(struct v05_producer *p,
 				    const struct v05_reward *r, uint32_t n)
 {
-	uint64_t ts;
 	int ret = check_handle(p);
 
 	if (ret)
@@ -282,9 +272,9 @@ V05_API int v05_producer_push_batch(struct v05_producer *p,
 				 n, p->ring.mask + 1);
 	if (v05__ring_prod_reserve(&p->ring, n))
 		return v05__fail_str(-EAGAIN, "push_batch: the lane is full");
-	ts = stamp_now();
 	for (uint32_t i = 0; i < n; i++)
-		write_record(p, i, r[i].key, r[i].sample, r[i].reward, ts);
+		write_record(p, i, r[i].key, r[i].gen, r[i].sample,
+			     r[i].reward);
 	v05__ring_prod_commit(&p->ring, n);
 	publish(p);
 	return (int)n;

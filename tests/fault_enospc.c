@@ -149,7 +149,7 @@ static int child(const char *dir)
 			return fail("submit on the small segment");
 		for (uint32_t s = 0; s < 64; s++)
 			if (d[0].samples >> s & 1)
-				v05_producer_push(w, d[0].key, s, 1.0f);
+				v05_producer_push(w, d[0].key, d[0].gen, s, 1.0f);
 		while (n == 0)
 			n = v05_poll(small, d, 8);
 		if (n != 1 || d[0].kind != V05_DECISION_FINAL)

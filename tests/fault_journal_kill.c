@@ -54,7 +54,7 @@ static uint32_t handle(struct v05_plugin *p, struct v05_producer *w,
 		if (d[j].kind == V05_DECISION_SAMPLE) {
 			for (uint32_t s = 0; s < 64; s++)
 				if (d[j].samples >> s & 1)
-					while (v05_producer_push(w, d[j].key, s,
+					while (v05_producer_push(w, d[j].key, d[j].gen, s,
 								 reward_of(d[j].key, s)) == -EAGAIN)
 						v05_poll(p, NULL, 0);
 		} else {

@@ -80,7 +80,7 @@ static int wake_through_thread(struct v05_plugin *p, const char *name)
 		struct v05_producer *w;
 
 		if (read(go[0], &c, 1) != 1 || v05_producer_open(name, 0, &w) ||
-		    v05_producer_push(w, 7, 0, 1.f))
+		    v05_producer_push(w, 7, 0, 0, 1.f))
 			_exit(1);
 		v05_producer_close(w);
 		_exit(0);

@@ -119,7 +119,7 @@ static void wait_eintr(const char *path)
 
 	/* Nothing lost: the rewards now wake the wait and finish it. */
 	for (uint32_t s = 0; s < 4; s++)
-		assert_int_equal(v05_producer_push(w, d[0].key, s, s ? 1.f : -1.f), 0);
+		assert_int_equal(v05_producer_push(w, d[0].key, d[0].gen, s, s ? 1.f : -1.f), 0);
 	assert_int_equal(v05_wait(p, 10000), 1);
 	n = v05_poll(p, d, 4);
 	assert_int_equal(n, 1);
@@ -160,9 +160,10 @@ static void test_push_wait_eintr(void **state)
 	assert_int_equal(v05_producer_open(name, 0, &w), 0);
 	/* Fill the lane: 16 records nobody drains (unknown keys). */
 	for (uint32_t i = 0; i < 16; i++)
-		assert_int_equal(v05_producer_push(w, 1000 + i, 0, 1.f), 0);
-	r = (struct v05_reward){ d[0].key, 0, 1.f };
-	assert_int_equal(v05_producer_push(w, r.key, 0, 1.f), -EAGAIN);
+		assert_int_equal(v05_producer_push(w, 1000 + i, 0, 0, 1.f), 0);
+	r = (struct v05_reward){ .key = d[0].key, .gen = d[0].gen,
+				 .sample = 0, .reward = 1.f };
+	assert_int_equal(v05_producer_push(w, r.key, r.gen, 0, 1.f), -EAGAIN);
 
 	start_signals(&t);
 	ret = v05_producer_push_wait(w, &r, 1, 10000);
@@ -196,7 +197,8 @@ static void uid_of(char *buf, uint32_t producer, uint32_t i)
 
 /* Producer j pushes the 4 rewards of each of its prompts; the stopped one
  * stops itself halfway, so the test knows exactly what is unpublished. */
-static void producer_main(const char *name, uint32_t j, int stop_halfway)
+static void producer_main(const char *name, uint32_t j, int stop_halfway,
+			  const struct v05_decision *d)
 {
 	struct v05_producer *w;
 	char uid[24];
@@ -209,8 +211,10 @@ static void producer_main(const char *name, uint32_t j, int stop_halfway)
 		uid_of(uid, j, i);
 		for (uint32_t s = 0; s < 4; s++)
 			if (v05_producer_push_wait(w, &(struct v05_reward){
-						   v05_key(uid, strlen(uid)), s,
-						   (i + s) % 3 ? 1.f : -1.f }, 1,
+					.key = v05_key(uid, strlen(uid)),
+					.gen = d[j * PROMPTS_EACH + i].gen,
+					.sample = s,
+					.reward = (i + s) % 3 ? 1.f : -1.f }, 1,
 						   10000) != 1)
 				_exit(3);
 	}
@@ -257,7 +261,7 @@ static void test_stopped_producer(void **state)
 		pid[j] = fork();
 		assert_true(pid[j] >= 0);
 		if (pid[j] == 0)
-			producer_main(name, j, j == 0);
+			producer_main(name, j, j == 0, d);
 	}
 	/* Producer 0 has stopped itself, half its records published. */
 	assert_int_equal(waitpid(pid[0], &st, WUNTRACED), pid[0]);

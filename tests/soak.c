@@ -20,6 +20,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,8 +42,10 @@
 
 struct cmd {
 	uint64_t key;
+	uint32_t gen;
 	uint32_t sample;
 	float reward;
+	uint32_t pad;
 };
 
 struct worker {
@@ -101,10 +104,12 @@ static void worker_main(int fd)
 				continue;
 			_exit(3);
 		}
-		/* Whole commands only: the pipe moves them in multiples of
-		 * 16 bytes up to PIPE_BUF. */
+		/* Whole commands only: each write is whole commands of at
+		 * most PIPE_BUF bytes (atomic), each read a multiple. */
 		for (ssize_t i = 0; i < n / (ssize_t)sizeof(c[0]); i++)
-			r[i] = (struct v05_reward){ c[i].key, c[i].sample, c[i].reward };
+			r[i] = (struct v05_reward){ .key = c[i].key, .gen = c[i].gen,
+						    .sample = c[i].sample,
+						    .reward = c[i].reward };
 		if (v05_producer_push_wait(p, r, (uint32_t)(n / (ssize_t)sizeof(c[0])),
 					   10000) < 0)
 			_exit(4);
@@ -135,7 +140,7 @@ static void start_worker(int i)
 	w[i].len = 0;
 }
 
-static void send_cmd(int i, uint64_t key, uint32_t s)
+static void send_cmd(int i, uint64_t key, uint32_t gen, uint32_t s)
 {
 	struct worker *x = &w[i];
 
@@ -145,7 +150,7 @@ static void send_cmd(int i, uint64_t key, uint32_t s)
 		if (!x->out)
 			die("out of memory");
 	}
-	x->out[x->len++] = (struct cmd){ key, s, reward_of(key, s) };
+	x->out[x->len++] = (struct cmd){ key, gen, s, reward_of(key, s), 0 };
 }
 
 static void flush_workers(void)
@@ -158,8 +163,8 @@ static void flush_workers(void)
 			size_t n = x->len - done;
 			ssize_t k;
 
-			if (n > 256)
-				n = 256;
+			if (n > PIPE_BUF / sizeof(struct cmd))
+				n = PIPE_BUF / sizeof(struct cmd);
 			k = write(x->fd, x->out + done, n * sizeof(struct cmd));
 			if (k <= 0)
 				break;
@@ -196,7 +201,7 @@ static void kill_one(struct v05_plugin *p, int i)
 		slot_worker[e->slot] = (int8_t)to;
 		for (uint32_t s = 0; s < 64; s++) {
 			if (owed >> s & 1) {
-				send_cmd(to, e->key, s);
+				send_cmd(to, e->key, e->gen, s);
 				resent++;
 			}
 		}
@@ -304,7 +309,7 @@ handle:
 				slot_worker[d[j].slot] = (int8_t)wi;
 				for (uint32_t s = 0; s < 64; s++)
 					if (d[j].samples >> s & 1)
-						send_cmd(wi, d[j].key, s);
+						send_cmd(wi, d[j].key, d[j].gen, s);
 				continue;
 			}
 			k_sum += d[j].k;

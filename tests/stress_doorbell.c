@@ -64,7 +64,7 @@ static int producer(const char *name, struct v05_shm_doorbell *ctl,
 			while (__atomic_load_n(committed, __ATOMIC_ACQUIRE) < i)
 				v05_cpu_relax();
 		}
-		if (v05_producer_push(p, i, 0, 1.f))
+		if (v05_producer_push(p, i, 0, 0, 1.f))
 			return 1;
 	}
 	return v05_producer_close(p) ? 1 : 0;

@@ -24,6 +24,7 @@ struct fx {
 	struct v05_producer *w;
 	struct v05_decision d[MAXD];
 	uint64_t keys[N];
+	uint32_t gens[N]; /* of the last submit's instances */
 };
 
 static void fx_open(struct fx *f, uint32_t mode, uint32_t k_init,
@@ -74,13 +75,15 @@ static uint64_t submit(struct fx *f, char tag)
 		f->keys[i] = v05_key(uids[i], in[i].uid_len);
 	}
 	assert_int_equal(v05_submit(f->p, in, N, f->d, NULL), N);
+	for (uint32_t i = 0; i < N; i++)
+		f->gens[i] = f->d[i].gen;
 	return f->d[0].batch;
 }
 
 static void push_all(struct fx *f, uint32_t i, uint32_t k)
 {
 	for (uint32_t s = 0; s < k; s++)
-		assert_int_equal(v05_producer_push(f->w, f->keys[i], s,
+		assert_int_equal(v05_producer_push(f->w, f->keys[i], f->gens[i], s,
 						   s % 2 ? 1.0f : -1.0f), 0);
 }
 
@@ -182,6 +185,8 @@ static void test_cancel_held(void **state)
 			}
 			assert_int_equal(v05_submit(f.p, in, N / 2, f.d, NULL),
 					 N / 2);
+			for (uint32_t i = 0; i < N / 2; i++)
+				f.gens[half * N / 2 + i] = f.d[i].gen;
 			if (half == 0)
 				b1 = f.d[0].batch;
 			else

@@ -82,7 +82,7 @@ static void test_plugin_failures(void **state)
 	struct v05_plugin *p;
 	struct v05_producer *w;
 	struct v05_group g;
-	struct v05_reward rec = { 1, 0, 1.0f };
+	struct v05_reward rec = { .key = 1, .reward = 1.0f };
 	uint32_t cap;
 
 	(void)state;
@@ -101,10 +101,10 @@ static void test_plugin_failures(void **state)
 	assert_int_equal(v05_producer_open(name, 0, &w), 0);
 	/* Fill the lane: nothing polls it. */
 	cap = 0;
-	while (v05_producer_push(w, 1, 0, 1.0f) == 0)
+	while (v05_producer_push(w, 1, 0, 0, 1.0f) == 0)
 		cap++;
 	assert_true(cap >= 64);
-	CHECK(v05_producer_push(w, 1, 0, 1.0f));
+	CHECK(v05_producer_push(w, 1, 0, 0, 1.0f));
 	CHECK(v05_producer_push_batch(w, &rec, 1));
 	assert_int_equal(v05_producer_close(w), 0);
 	assert_int_equal(v05_plugin_close(p, V05_CLOSE_UNLINK), 0);

@@ -83,7 +83,7 @@ static int run_limited(const char *name, const char *journal, uint32_t n,
 	m = v05_submit(p, in, n, d, NULL);
 	for (int i = 0; i < m; i++)
 		for (uint32_t s = 0; s < 4; s++)
-			v05_producer_push(w, d[i].key, s, (i + s) % 2 ? 1.0f : -1.0f);
+			v05_producer_push(w, d[i].key, d[i].gen, s, (i + s) % 2 ? 1.0f : -1.0f);
 	while (finals < n) {
 		m = v05_poll(p, d, 128);
 		if (m < 0) {

@@ -22,6 +22,7 @@
 
 struct sink {
 	uint64_t keys[8192];
+	uint32_t gens[8192];
 	uint32_t lanes[8192];
 	uint32_t n;
 };
@@ -32,6 +33,7 @@ static void collect(void *ctx, const struct v05_record *rec, uint32_t lane)
 
 	assert_true(s->n < 8192);
 	s->keys[s->n] = rec->key;
+	s->gens[s->n] = rec->gen;
 	s->lanes[s->n] = lane;
 	s->n++;
 }
@@ -90,9 +92,10 @@ static void test_wraparound_odd_batches(void **state)
 	 * many times. Drain in uneven steps too. */
 	for (int round = 0; round < 100; round++) {
 		for (int i = 0; i < 7; i++) {
-			batch[i].key = next + (uint64_t)i;
-			batch[i].sample = (uint32_t)i;
-			batch[i].reward = 0.5f;
+			batch[i] = (struct v05_reward){
+				.key = next + (uint64_t)i,
+				.gen = (uint32_t)(next + (uint64_t)i) ^ 0x9e37u,
+				.sample = (uint32_t)i, .reward = 0.5f };
 		}
 		assert_int_equal(v05_producer_push_batch(p, batch, 7), 7);
 		next += 7;
@@ -102,8 +105,10 @@ static void test_wraparound_odd_batches(void **state)
 	}
 	v05__lanes_drain(&f->lanes, 1000, 64, collect, &f->sink);
 	assert_int_equal(f->sink.n, 700);
-	for (uint32_t i = 0; i < 700; i++)
+	for (uint32_t i = 0; i < 700; i++) {
 		assert_true(f->sink.keys[i] == i);
+		assert_int_equal(f->sink.gens[i], i ^ 0x9e37u);
+	}
 	/* The indices did wrap. */
 	assert_true(v05__lane(&f->owner, 0)->tail < 1000);
 	assert_int_equal(ctr(f, V05_C_REJ_CORRUPT), 0);
@@ -123,9 +128,9 @@ static void test_full_and_empty(void **state)
 	assert_int_equal(v05__lanes_drain(&f->lanes, 100, 16, collect, &f->sink), 0);
 	assert_false(v05__lanes_pending(&f->lanes));
 	for (int i = 0; i < 16; i++)
-		assert_int_equal(v05_producer_push(p, (uint64_t)i + 1, 0, 0.f), 0);
+		assert_int_equal(v05_producer_push(p, (uint64_t)i + 1, 0, 0, 0.f), 0);
 	assert_true(v05__lanes_pending(&f->lanes));
-	assert_int_equal(v05_producer_push(p, 99, 0, 0.f), -EAGAIN);
+	assert_int_equal(v05_producer_push(p, 99, 0, 0, 0.f), -EAGAIN);
 	/* All or nothing: 8 do not fit after draining 5. */
 	assert_int_equal(v05__lanes_drain(&f->lanes, 5, 16, collect, &f->sink), 5);
 	tail = v05__lane(&f->owner, 0)->tail;
@@ -149,7 +154,7 @@ static void test_deferred_publish(void **state)
 	(void)state;
 	assert_int_equal(v05_producer_open(f->name, V05_PRODUCER_DEFER, &p), 0);
 	for (int i = 0; i < 10; i++)
-		assert_int_equal(v05_producer_push(p, 7, (uint32_t)i, 1.f), 0);
+		assert_int_equal(v05_producer_push(p, 7, 0, (uint32_t)i, 1.f), 0);
 	assert_false(v05__lanes_pending(&f->lanes));
 	assert_int_equal(v05_producer_flush(p), 10);
 	assert_int_equal(v05_producer_flush(p), 0);
@@ -182,7 +187,7 @@ static void test_foreign_bytes(void **state)
 	assert_int_equal(r->head, 8 + 16 + 5);
 	/* A real producer continues from there. */
 	assert_int_equal(v05_producer_open(f->name, 0, &p), 0);
-	assert_int_equal(v05_producer_push(p, 42, 0, 0.f), 0);
+	assert_int_equal(v05_producer_push(p, 42, 0, 0, 0.f), 0);
 	assert_int_equal(v05__lanes_drain(&f->lanes, 100, 16, collect, &f->sink), 1);
 	assert_true(f->sink.keys[1] == 42);
 	assert_int_equal(v05_producer_close(p), 0);
@@ -201,14 +206,14 @@ static void test_claims(void **state)
 	assert_int_equal(v05_producer_open(f->name, 0, &b), 0);
 	assert_int_not_equal(v05_producer_lane(a), v05_producer_lane(b));
 	assert_int_equal(v05_producer_open(f->name, 0, &c), -EBUSY);
-	assert_int_equal(v05_producer_push(b, 5, 1, 1.f), 0);
+	assert_int_equal(v05_producer_push(b, 5, 0, 1, 1.f), 0);
 	v05__lanes_reclaim(&f->lanes, true, collect, &f->sink);
 	assert_int_equal(v05_producer_close(b), 0);
 	v05__lanes_reclaim(&f->lanes, true, collect, &f->sink);
 	assert_int_equal(v05_producer_open(f->name, 0, &c), 0);
 	v05__lanes_reclaim(&f->lanes, true, collect, &f->sink);
 	/* c continues b's lane where b left it; nothing lost. */
-	assert_int_equal(v05_producer_push(c, 6, 1, 1.f), 0);
+	assert_int_equal(v05_producer_push(c, 6, 0, 1, 1.f), 0);
 	assert_int_equal(v05__lanes_drain(&f->lanes, 100, 16, collect, &f->sink), 2);
 	assert_true(f->sink.keys[0] == 5 && f->sink.keys[1] == 6);
 	assert_int_equal(f->owner.lane_own[v05_producer_lane(c)].consumed, 2);
@@ -233,7 +238,7 @@ static void test_lane_page_not_trusted(void **state)
 	(void)state;
 	assert_int_equal(v05_producer_open(f->name, 0, &p), 0);
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(v05_producer_push(p, 10 + (uint64_t)i, 0, 0.f), 0);
+		assert_int_equal(v05_producer_push(p, 10 + (uint64_t)i, 0, 0, 0.f), 0);
 	assert_int_equal(v05__lanes_drain(&f->lanes, 100, 16, collect, &f->sink), 3);
 	/* A buggy producer scribbles over its whole header page. */
 	memset(r, 0xa5, sizeof(*r));
@@ -249,7 +254,7 @@ static void test_lane_page_not_trusted(void **state)
 	assert_int_equal(f->owner.lane_own[0].high_water, 3);
 	assert_int_equal(v05_producer_close(p), 0);
 	assert_int_equal(v05_producer_open(f->name, 0, &p), 0);
-	assert_int_equal(v05_producer_push(p, 42, 0, 0.f), 0);
+	assert_int_equal(v05_producer_push(p, 42, 0, 0, 0.f), 0);
 	assert_int_equal(v05__lanes_drain(&f->lanes, 100, 16, collect, &f->sink), 1);
 	assert_true(f->sink.keys[3] == 42);
 	assert_int_equal(ctr(f, V05_C_LANE_OVERRUNS), 0);
@@ -273,7 +278,7 @@ static void test_dead_producer_reclaim(void **state)
 		if (v05_producer_open(f->name, 0, &cp))
 			_exit(1);
 		for (int i = 0; i < 10; i++)
-			if (v05_producer_push(cp, 100 + (uint64_t)i, 0, 0.f))
+			if (v05_producer_push(cp, 100 + (uint64_t)i, 0, 0, 0.f))
 				_exit(2);
 		_exit(0); /* dies holding the lane */
 	}
@@ -289,7 +294,7 @@ static void test_dead_producer_reclaim(void **state)
 		assert_true(f->sink.keys[i] == 100 + i);
 	assert_int_equal(ctr(f, V05_C_LANE_RECLAIMS), 1);
 	assert_int_equal(v05_producer_open(f->name, 0, &p), 0);
-	assert_int_equal(v05_producer_push(p, 1, 0, 0.f), 0);
+	assert_int_equal(v05_producer_push(p, 1, 0, 0, 0.f), 0);
 	assert_int_equal(v05__lanes_drain(&f->lanes, 100, 16, collect, &f->sink), 1);
 	/* A live owner is left alone. */
 	assert_int_equal(v05__lanes_reclaim(&f->lanes, true, collect, &f->sink), 0);
@@ -309,10 +314,10 @@ static void test_fork_child_refused(void **state)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0)
-		_exit(v05_producer_push(p, 1, 0, 0.f) == -ECHILD ? 0 : 1);
+		_exit(v05_producer_push(p, 1, 0, 0, 0.f) == -ECHILD ? 0 : 1);
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	assert_int_equal(v05_producer_push(p, 1, 0, 0.f), 0);
+	assert_int_equal(v05_producer_push(p, 1, 0, 0, 0.f), 0);
 	assert_int_equal(v05_producer_close(p), 0);
 	teardown(f);
 }

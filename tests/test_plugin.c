@@ -168,28 +168,30 @@ static void test_bad_input_counted(void **state)
 	struct v05_group g0;
 	uint64_t keys[2];
 	float adv_before[4];
+	uint32_t g;
 
 	(void)state;
 	fx_config(f);
 	fx_open(f);
 	submit(f, priors, 2, keys);
 	memcpy(first, f->d, sizeof(first));
-	assert_int_equal(v05_producer_push(f->w, keys[0], 0, NAN), 0);
-	assert_int_equal(v05_producer_push(f->w, keys[0], 0, INFINITY), 0);
-	assert_int_equal(v05_producer_push(f->w, keys[0], 0, 1.5f), 0);
-	assert_int_equal(v05_producer_push(f->w, 12345, 0, 1.0f), 0);
+	g = first[0].gen;
+	assert_int_equal(v05_producer_push(f->w, keys[0], g, 0, NAN), 0);
+	assert_int_equal(v05_producer_push(f->w, keys[0], g, 0, INFINITY), 0);
+	assert_int_equal(v05_producer_push(f->w, keys[0], g, 0, 1.5f), 0);
+	assert_int_equal(v05_producer_push(f->w, 12345, g, 0, 1.0f), 0);
 	/* Key 0 is no prompt's (it marks an empty table entry): unknown. */
-	assert_int_equal(v05_producer_push(f->w, 0, 0, 1.0f), 0);
-	assert_int_equal(v05_producer_push(f->w, keys[0], 4, 1.0f), 0);
-	assert_int_equal(v05_producer_push(f->w, keys[0], 999, 1.0f), 0);
+	assert_int_equal(v05_producer_push(f->w, 0, g, 0, 1.0f), 0);
+	assert_int_equal(v05_producer_push(f->w, keys[0], g, 4, 1.0f), 0);
+	assert_int_equal(v05_producer_push(f->w, keys[0], g, 999, 1.0f), 0);
 	push_samples(f, keys[0], 0x7, r);
-	assert_int_equal(v05_producer_push(f->w, keys[0], 1, -1.0f), 0); /* dup */
+	assert_int_equal(v05_producer_push(f->w, keys[0], g, 1, -1.0f), 0); /* dup */
 	push_samples(f, keys[0], 0x8, r);
 	push_samples(f, keys[1], 0xf, r);
 	assert_int_equal(v05_poll(f->p, f->d, MAXD), 2);
 	assert_int_equal(v05_group(f->p, f->d[0].slot, &g0), 0);
 	memcpy(adv_before, g0.advantages, sizeof(adv_before));
-	assert_int_equal(v05_producer_push(f->w, keys[0], 2, -1.0f), 0); /* late */
+	assert_int_equal(v05_producer_push(f->w, keys[0], g, 2, -1.0f), 0); /* late */
 	assert_int_equal(v05_poll(f->p, f->d, MAXD), 0);
 	assert_int_equal(ctr(f, V05_C_REJ_NONFINITE), 2);
 	assert_int_equal(ctr(f, V05_C_REJ_RANGE), 1);

@@ -118,7 +118,7 @@ static void push(struct fx *f, int m)
 			if (!(d->samples >> s & 1))
 				continue;
 			f->issued[i]++;
-			assert_int_equal(v05_producer_push(f->w, d->key, s,
+			assert_int_equal(v05_producer_push(f->w, d->key, d->gen, s,
 							   f->r[i][s]), 0);
 		}
 	}

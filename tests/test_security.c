@@ -103,7 +103,7 @@ static int as_nobody(const char *name, const char *path, int expect_open_ok)
 			/* The creator widened the mode: with the opt-in, a
 			 * push goes through. */
 			if (v05_producer_open(name, V05_PRODUCER_ANY_UID, &w) ||
-			    v05_producer_push(w, 42, 0, 1.f))
+			    v05_producer_push(w, 42, 0, 0, 1.f))
 				bad |= 64;
 			else
 				v05_producer_close(w);

@@ -125,35 +125,46 @@ static void test_late_reward_not_credited_to_new_instance(void **state)
 	uint64_t keys[1];
 	uint64_t late_before;
 	struct v05_prompt *e;
+	uint32_t old_gen;
 
 	(void)state;
 	fx_config(f);
 	f->c.params.mode = V05_MODE_V05_FIXED;
 	fx_open(f);
 	assert_int_equal(submit(f, priors, 1, keys), 1);
+	old_gen = f->d[0].gen;
 	push_samples(f, keys[0], 0x7, r); /* samples 0..2 of 4 */
 	assert_int_equal(v05_poll(f->p, f->d, MAXD), 0);
 	/* The group completes and is released. */
-	assert_int_equal(v05_producer_push(f->w, keys[0], 3, 1.0f), 0);
+	assert_int_equal(v05_producer_push(f->w, keys[0], old_gen, 3, 1.0f), 0);
 	assert_int_equal(v05_poll(f->p, f->d, MAXD), 1);
 	assert_int_equal(v05_release(f->p, f->d[0].slot, f->d[0].gen,
 				     f->d[0].key), 0);
 	/* The old instance's late reward, still in flight... */
-	assert_int_equal(v05_producer_push(f->w, keys[0], 1, -1.0f), 0);
+	assert_int_equal(v05_producer_push(f->w, keys[0], old_gen, 1, -1.0f), 0);
 	/* ...is drained only after the uid was submitted again. Submit
-	 * without polling first: add the prompt through v05_submit only. */
+	 * without polling first: add the prompt through v05_submit only.
+	 * Then another late one, pushed after the new submit (only the
+	 * generation tells the instances apart), and the new instance's own
+	 * reward for the same sample, which must go through. */
 	{
 		struct v05_prompt_in in = { "u0", 2, 0.0 };
 		struct v05_decision d[1];
 
 		assert_int_equal(v05_submit(f->p, &in, 1, d, NULL), 1);
+		assert_true(d[0].gen != old_gen);
+		assert_int_equal(v05_producer_push(f->w, keys[0], old_gen, 2,
+						   -1.0f), 0);
+		assert_int_equal(v05_producer_push(f->w, keys[0], d[0].gen, 0,
+						   1.0f), 0);
 	}
 	late_before = ctr(f, V05_C_REJ_LATE);
 	assert_int_equal(v05_poll(f->p, f->d, MAXD), 0);
-	assert_int_equal(ctr(f, V05_C_REJ_LATE), late_before + 1);
+	assert_int_equal(ctr(f, V05_C_REJ_LATE), late_before + 2);
 	e = v05__table_find(&f->p->table, keys[0]);
-	/* Nothing credited to the new instance. */
-	assert_true(e != NULL && e->received == 0);
+	/* Nothing of the old instance credited to the new one; its own
+	 * reward is. */
+	assert_true(e != NULL && e->received == 0x1);
 	fx_close(f);
 	free(f);
 }

@@ -142,16 +142,23 @@ static void test_arena_reuse(void **state)
 	struct v05_segment seg;
 	struct v05_arena a;
 	uint32_t slots[8], s;
+	/* The counter's wrap is in the run: 0 is skipped. */
+	uint32_t last_gen = UINT32_MAX - 3;
 	char name[64];
 
 	(void)state;
 	test_name(name, sizeof(name), "arena");
 	assert_int_equal(v05__segment_create(name, &g, NULL, 0, 0600, &seg), 0);
 	assert_int_equal(v05__arena_init(&a, &seg), 0);
+	a.last_gen = &last_gen;
+	/* Generations: one counter over all slots, each use the next. */
 	for (int i = 0; i < 8; i++) {
 		assert_int_equal(v05__arena_alloc(&a, &slots[i]), 0);
 		assert_int_equal(slots[i], i);
-		assert_int_equal(v05__slot(&seg, slots[i])->gen, 1);
+		assert_int_equal(v05__slot(&seg, slots[i])->gen,
+				 i < 3 ? UINT32_MAX - 2 + (uint32_t)i :
+					 (uint32_t)i - 2);
+		assert_int_equal(last_gen, v05__slot(&seg, slots[i])->gen);
 		v05__slot_rewards(v05__slot(&seg, slots[i]))[15] = (float)i;
 		v05__slot_advantages(&seg, v05__slot(&seg, slots[i]))[0] = -1.f;
 	}
@@ -166,14 +173,16 @@ static void test_arena_reuse(void **state)
 	v05__arena_free(&a, 5);
 	assert_int_equal(v05__arena_alloc(&a, &s), 0);
 	assert_int_equal(s, 5);
-	assert_int_equal(v05__slot(&seg, 5)->gen, 2);
-	/* Rebuilt from the states, as a takeover does: only 3 is free. */
+	assert_int_equal(v05__slot(&seg, 5)->gen, 6);
+	/* Rebuilt from the states, as a takeover does: only 3 is free; the
+	 * counter (in the owner's state) goes on. */
 	v05__arena_fini(&a);
 	assert_int_equal(v05__arena_init(&a, &seg), 0);
+	a.last_gen = &last_gen;
 	assert_int_equal(a.nfree, 1);
 	assert_int_equal(v05__arena_alloc(&a, &s), 0);
 	assert_int_equal(s, 3);
-	assert_int_equal(v05__slot(&seg, 3)->gen, 2);
+	assert_int_equal(v05__slot(&seg, 3)->gen, 7);
 	v05__arena_fini(&a);
 	v05__segment_detach(&seg);
 	assert_int_equal(v05_segment_unlink(name), 0);

@@ -6,7 +6,7 @@ stopping) inside an LLM rollout engine. Pure Python over libv05 (ctypes).
     for d in plugin.submit([(uid, v05.prior_from_p(p)) for uid, p in batch]):
         ...                       # generate d.samples for d.uid
     writer = v05.RewardWriter.attach("run1")   # in each reward worker
-    writer.push(uid, sample, v05.reward_from_binary(correct))
+    writer.push(uid, sample, v05.reward_from_binary(correct), gen=d.gen)
     for d in plugin.poll(): ...   # "sample", "final", "drop"
     g = plugin.group(d)           # g.rewards, g.advantages: views, no copy
     plugin.release(d)

@@ -86,8 +86,9 @@ class Support(ctypes.Structure):
 
 
 class Reward(ctypes.Structure):
-    _fields_ = [("key", ctypes.c_uint64), ("sample", ctypes.c_uint32),
-                ("reward", ctypes.c_float)]
+    _fields_ = [("key", ctypes.c_uint64), ("gen", ctypes.c_uint32),
+                ("sample", ctypes.c_uint32), ("reward", ctypes.c_float),
+                ("reserved", ctypes.c_uint32)]
 
 
 class ObserverInfo(ctypes.Structure):
@@ -122,7 +123,7 @@ path_loaded = None  # the libv05 this process uses (set by _load)
 
 def _check_abi():
     expect = {Params: 32, Estimate: 64, Config: 96, PromptIn: 24,
-              Decision_: 64, Group_: 104, Support: 16, Reward: 16,
+              Decision_: 64, Group_: 104, Support: 16, Reward: 24,
               ObserverInfo: 776, LaneStat: 32}
     for struct, size in expect.items():
         if ctypes.sizeof(struct) != size:
@@ -231,7 +232,7 @@ _sig("v05_counters", _int, _P, ctypes.POINTER(_u64), _u32)
 _sig("v05_counter_name", ctypes.c_char_p, _u32)
 _sig("v05_producer_open", _int, ctypes.c_char_p, ctypes.c_uint,
      ctypes.POINTER(_P))
-_sig("v05_producer_push", _int, _P, _u64, _u32, ctypes.c_float)
+_sig("v05_producer_push", _int, _P, _u64, _u32, _u32, ctypes.c_float)
 _sig("v05_producer_push_batch", _int, _P, ctypes.POINTER(Reward), _u32)
 _sig("v05_producer_push_wait", _int, _P, ctypes.POINTER(Reward), _u32, _int)
 _sig("v05_producer_flush", _int, _P)

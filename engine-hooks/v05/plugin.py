@@ -72,7 +72,8 @@ class Decision:
     halted: bool
     recovered: bool
     batch_size: int = 0
-    gen: int = 0  # the slot's generation: release() checks it with the key
+    gen: int = 0  # the prompt instance: release() checks it with the key,
+    # and every reward for these samples carries it (RewardWriter.push)
 
 
 class Group:

@@ -74,15 +74,15 @@ class GroupRollout:
     score: compute each sample's reward in this process and push it (a sync
     function runs in a pool of `score_threads` threads, so with more than
     one it must be thread-safe; an async def is awaited); None when reward workers elsewhere push rewards themselves
-    (then on_output(uid, sample, output) hands them each finished
-    sequence; it must not block). release: release slots after collecting
+    (then on_output(uid, sample, gen, output) hands them each finished
+    sequence, with the gen their push must carry; it must not block). release: release slots after collecting
     the results (advantages are then copied out); False keeps the
     zero-copy views, the caller releases.
     """
 
     def __init__(self, plugin: Plugin, generate: GenerateFn, *,
                  score: Optional[ScoreFn] = None,
-                 on_output: Optional[Callable[[Uid, int, Any], None]] = None,
+                 on_output: Optional[Callable[[Uid, int, int, Any], None]] = None,
                  on_barrier: Optional[BarrierFn] = None,
                  release: bool = False, poll_timeout: float = 0.05,
                  score_threads: int = 1):
@@ -129,29 +129,30 @@ class GroupRollout:
                 self._writers.append(w)
         return w
 
-    def _push(self, uid, sample, reward):
-        self._writer().push(uid, sample, float(reward))
+    def _push(self, uid, sample, gen, reward):
+        self._writer().push(uid, sample, float(reward), gen=gen)
 
-    def _score_and_push(self, uid, sample, out):
-        self._push(uid, sample, self.score(uid, sample, out))
+    def _score_and_push(self, uid, sample, gen, out):
+        self._push(uid, sample, gen, self.score(uid, sample, out))
 
-    async def _finish(self, uid, sample, out):
+    async def _finish(self, uid, sample, gen, out):
         loop = asyncio.get_running_loop()
         if self.score is None:
-            self.on_output(uid, sample, out)
+            self.on_output(uid, sample, gen, out)
         elif self._score_async:
             r = await self.score(uid, sample, out)
-            await loop.run_in_executor(self._pool, self._push, uid, sample, r)
+            await loop.run_in_executor(self._pool, self._push, uid, sample,
+                                       gen, r)
         else:
             await loop.run_in_executor(self._pool, self._score_and_push,
-                                       uid, sample, out)
+                                       uid, sample, gen, out)
 
-    async def _one(self, prompt, uid, sample, batch, outputs, errors):
+    async def _one(self, prompt, uid, sample, batch, gen, outputs, errors):
         try:
             self.generate_calls += 1
             out = await self.generate(prompt, uid, sample, batch)
             outputs.setdefault(uid, {})[sample] = out
-            await self._finish(uid, sample, out)
+            await self._finish(uid, sample, gen, out)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # surfaced by run(), not lost in a task
@@ -189,7 +190,8 @@ class GroupRollout:
         def spawn(d: Decision):
             for s in d.samples:
                 t = asyncio.ensure_future(self._one(
-                    prompts[d.uid], d.uid, s, d.batch, outputs, errors))
+                    prompts[d.uid], d.uid, s, d.batch, d.gen, outputs,
+                    errors))
                 tasks.add(t)
                 t.add_done_callback(tasks.discard)
 

@@ -107,7 +107,7 @@ def _worker(segment: str, inbox, seed: int) -> None:
     scores it, pushes the reward through its own lane."""
     from .writer import RewardWriter
     writer = RewardWriter.attach(segment)
-    due = []  # (time, uid, sample, p)
+    due = []  # (time, uid, sample, p, gen)
     done = False
     while not done or due:
         timeout = None
@@ -125,8 +125,8 @@ def _worker(segment: str, inbox, seed: int) -> None:
                     heapq.heappush(due, it)
         now = time.monotonic()
         while due and (due[0][0] <= now or done):
-            _, uid, sample, p = heapq.heappop(due)
-            writer.push(uid, sample, sim_reward(uid, sample, p, seed))
+            _, uid, sample, p, gen = heapq.heappop(due)
+            writer.push(uid, sample, sim_reward(uid, sample, p, seed), gen=gen)
     writer.close()
 
 
@@ -209,7 +209,7 @@ class SimEngine:
             w = self.next_worker % len(self.queues)
             self.next_worker += 1
             per.setdefault(w, []).append((now + self.latency.sample(self.rng),
-                                          pr.uid, s, pr.p))
+                                          pr.uid, s, pr.p, d.gen))
         for w, items in per.items():
             self.queues[w].put(items)
 

@@ -149,7 +149,8 @@ class V05GRPOTrainer(GRPOTrainer):
             requests = []
             for d in decisions:
                 if d.kind == "sample":
-                    requests.extend((index[d.uid], s) for s in d.samples)
+                    requests.extend((index[d.uid], s, d.gen)
+                                    for s in d.samples)
                 elif d.kind in ("final", "drop"):
                     g = self.v05.group(d)
                     groups[d.uid] = {"k": g.k,
@@ -176,9 +177,9 @@ class V05GRPOTrainer(GRPOTrainer):
     def _sample(self, examples, prompt_ids, uids, requests, completions):
         """Generate one completion per (prompt, sample) request, score them
         with the reward functions and push each reward."""
-        ids = [prompt_ids[p] for p, _ in requests]
+        ids = [prompt_ids[p] for p, _, _ in requests]
         completion_ids, _ = self._generate_single_turn(ids, None, {}, 1)
-        prompts = [examples[p]["prompt"] for p, _ in requests]
+        prompts = [examples[p]["prompt"] for p, _, _ in requests]
         if _is_conversational({"prompt": prompts[0]}):
             texts = self.processing_class.batch_decode(
                 completion_ids, skip_special_tokens=True)
@@ -186,14 +187,16 @@ class V05GRPOTrainer(GRPOTrainer):
         else:
             texts = self.processing_class.batch_decode(
                 completion_ids, skip_special_tokens=True)
-        inputs = [examples[p] for p, _ in requests]
+        inputs = [examples[p] for p, _, _ in requests]
         per_func = self._calculate_rewards(inputs, prompts, texts,
                                            completion_ids)
         w = self.reward_weights.to(per_func.device)
         scores = (per_func * w.unsqueeze(0)).nansum(dim=1)
-        for (p, s), ids_, score in zip(requests, completion_ids, scores.tolist()):
+        for (p, s, gen), ids_, score in zip(requests, completion_ids,
+                                            scores.tolist()):
             completions[p][s] = list(ids_)
-            self.v05_writer.push(uids[p], s, self.v05_to_reward(score))
+            self.v05_writer.push(uids[p], s, self.v05_to_reward(score),
+                                 gen=gen)
         self._metrics["train"]["reward"].append(scores.mean().item())
 
     def _generate_and_score_completions(self, inputs):

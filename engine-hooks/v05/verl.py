@@ -450,13 +450,20 @@ _writers = _Writers()
 
 def _push(segment, nt, i, reward) -> bool:
     """Push row i's reward if the row is a v05 sample and the segment is on
-    this host. Rows without v05_sample (validation) are only scored."""
+    this host. Rows without v05_sample (validation) are only scored. A v05
+    row carries v05_gen too (the gen of the decision that issued it: the
+    prompt's instance); one without it is refused, not guessed."""
     if segment is None or "v05_sample" not in nt or "uid" not in nt:
         return False
+    if "v05_gen" not in nt:
+        raise ValueError("v05: a row with v05_sample but no v05_gen (the "
+                         "issuing decision's gen); the rollout side must "
+                         "put both into non_tensor_batch")
     w = _writers.get(segment)
     if w is None:
         return False
-    w.push(str(nt["uid"][i]), int(nt["v05_sample"][i]), reward)
+    w.push(str(nt["uid"][i]), int(nt["v05_sample"][i]), reward,
+           gen=int(nt["v05_gen"][i]))
     return True
 
 

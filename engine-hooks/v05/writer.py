@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Reward workers' side: push (uid, sample, reward) into the plugin."""
+"""Reward workers' side: push (uid, sample, reward, gen) into the plugin."""
 
 import ctypes
 import errno
@@ -15,6 +15,20 @@ __all__ = ["RewardWriter", "Reader"]
 
 PRODUCER_DEFER = _lib.const("V05_PRODUCER_DEFER")
 PRODUCER_ANY_UID = _lib.const("V05_PRODUCER_ANY_UID")
+
+
+def _uid_gen(uid, gen):
+    """(uid, gen) from a uid and its gen, or from a Decision."""
+    from .plugin import Decision
+    if isinstance(uid, Decision):
+        if gen is None:
+            gen = uid.gen
+        uid = uid.uid
+    if gen is None:
+        raise TypeError("push: gen is required: the gen of the decision that "
+                        "issued the sample (it tells a late reward of an "
+                        "earlier instance of the uid from this one's)")
+    return uid, _checks.u32("gen", gen)
 
 
 class RewardWriter:
@@ -65,29 +79,43 @@ class RewardWriter:
             self._keys[uid] = k
         return k
 
-    def push(self, uid: Uid, sample: int, reward: float) -> None:
+    def push(self, uid, sample: int, reward: float, *,
+             gen: Optional[int] = None) -> None:
         """Reward of sample `sample` of prompt `uid`, on [-1, 1]
-        (v05.reward_from_binary maps 0/1)."""
+        (v05.reward_from_binary maps 0/1). gen is the gen of the decision
+        that issued the sample: it names the prompt's instance, so a late
+        reward for a uid since released and submitted again is rejected,
+        not credited to the new one. `uid` may be that Decision itself
+        (its uid and gen are taken)."""
+        uid, gen = _uid_gen(uid, gen)
         p = self._handle()
         key = self._key(uid)
         sample = _checks.u32("sample", sample)
-        r = lib.v05_producer_push(p, key, sample, float(reward))
+        r = lib.v05_producer_push(p, key, gen, sample, float(reward))
         if r == -_lib.EAGAIN:
-            rec = _lib.Reward(key, sample, float(reward))
+            rec = _lib.Reward(key=key, gen=gen, sample=sample,
+                              reward=float(reward))
             r = lib.v05_producer_push_wait(p, ctypes.byref(rec), 1,
                                            self._timeout_ms())
         check(r, "push")
 
-    def push_many(self, uids: Sequence[Uid], samples, rewards) -> None:
-        """Many rewards, published with one store (waits for room)."""
+    def push_many(self, uids: Sequence, samples, rewards,
+                  gens: Optional[Sequence[int]] = None) -> None:
+        """Many rewards, published with one store (waits for room). gens:
+        each reward's decision gen (as push); may be left out when `uids`
+        are the Decisions themselves."""
         samples = [_checks.u32("sample", s) for s in samples]
         rewards = np.asarray(rewards, dtype=np.float32)
         n = len(uids)
-        if len(samples) != n or len(rewards) != n:
-            raise ValueError("uids, samples and rewards differ in length")
+        if len(samples) != n or len(rewards) != n or \
+                (gens is not None and len(gens) != n):
+            raise ValueError("uids, samples, rewards and gens differ in "
+                             "length")
         recs = (_lib.Reward * n)()
         for i in range(n):
-            recs[i].key = self._key(uids[i])
+            uid, gen = _uid_gen(uids[i], None if gens is None else gens[i])
+            recs[i].key = self._key(uid)
+            recs[i].gen = gen
             recs[i].sample = samples[i]
             recs[i].reward = float(rewards[i])
         check(lib.v05_producer_push_wait(self._handle(), recs, n,

@@ -44,10 +44,19 @@ V05_API int v05_segment_reclaim(const char *name, unsigned flags);
 
 struct v05_producer;
 
+/*
+ * gen is the gen of the decision that issued the sample (struct
+ * v05_decision): it names the prompt's instance, so that a late reward for
+ * a uid since released and submitted again is rejected, not credited to
+ * the new instance. A reward worker gets it with the job (uid, sample,
+ * gen) from the engine side.
+ */
 struct v05_reward {
 	uint64_t key;    /* v05_key(uid)                         */
+	uint32_t gen;    /* the decision's gen                   */
 	uint32_t sample; /* sample index the plugin issued       */
 	float reward;    /* in [-1, 1]                           */
+	uint32_t reserved; /* 0                                  */
 };
 
 /* Producer open flags. */
@@ -67,7 +76,7 @@ V05_API int v05_producer_open(const char *name, unsigned flags,
 /* Append one record; published at once unless V05_PRODUCER_DEFER.
  * -EAGAIN when the lane is full (nothing written). */
 V05_API int v05_producer_push(struct v05_producer *p, uint64_t key,
-			      uint32_t sample, float reward);
+			      uint32_t gen, uint32_t sample, float reward);
 
 /* Append n records and publish them with one release store, all or none:
  * -EAGAIN when fewer than n fit. Returns n. */

@@ -2,8 +2,10 @@
 /*
  * libFuzzer target: a hostile producer writes any bytes into its own lane
  * and publishes any tail; the plugin polls. Input:
- *   byte 0      mode: bit 0 set = "shaped", each record's seq and flags are
- *               made right, its timestamp is now, and its key is one of
+ *   byte 0      mode: bit 0 set = "shaped", each record's seq, flags and
+ *               zero word are made right, its gen is its prompt's
+ *               unless the raw gen is odd (another instance's), and
+ *               its key is one of
  *               the live prompts' keys (key % 5, the fifth a key nobody
  *               submitted), so the bytes
  *               reach the reward checks instead of the lane's
@@ -83,6 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct v05_prompt_in in[PROMPTS];
 	char name[64], uids[PROMPTS][8];
 	uint64_t keys[PROMPTS + 1], c[V05_COUNTER_SLOTS], rejected = 0;
+	uint32_t gens[PROMPTS + 1];
 	struct v05_producer *w = NULL;
 	struct v05_plugin *p = NULL;
 	struct v05_ring_hdr *lane;
@@ -112,6 +115,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	keys[PROMPTS] = v05_key("nobody", 6);
 	check(v05_submit(p, in, PROMPTS, d, NULL) == (int)PROMPTS, "submit");
+	for (uint32_t i = 0; i < PROMPTS; i++)
+		gens[i] = d[i].gen;
+	gens[PROMPTS] = 0;
 	/* A real claim first: the hostile producer owns its lane. */
 	check(v05_producer_open(name, 0, &w) == 0, "producer open");
 
@@ -127,10 +133,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (data[0] & 1) {
 			r.seq = head + (uint32_t)j;
 			r.flags = 0;
+			r.zero = 0;
+			/* Mostly the instance's own gen; an odd raw gen stays
+			 * as it came (another instance's: late). */
+			if (!(r.gen & 1))
+				r.gen = gens[r.key % (PROMPTS + 1)];
 			r.key = keys[r.key % (PROMPTS + 1)];
-			/* Pushed now: a reward pushed before its prompt was
-			 * submitted is late (an earlier instance's). */
-			r.timestamp_ns = v05__now_ns();
 		}
 		recs[(head + j) & (LANE_CAP - 1)] = r;
 	}

@@ -143,7 +143,7 @@ static uint8_t *real_journal(size_t *len)
 			}
 			for (uint32_t s = 0; s < 64; s++)
 				if (d[j].samples >> s & 1)
-					v05_producer_push(w, d[j].key, s,
+					v05_producer_push(w, d[j].key, d[j].gen, s,
 							  (s + j) % 3 ? 1.0f : -1.0f);
 		}
 		m = v05_poll(p, d, 64);

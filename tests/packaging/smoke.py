@@ -22,12 +22,13 @@ def step(msg):
     print(f"smoke: {msg}", flush=True)
 
 
-def worker(name, uid, samples, rewards):
-    """The reward worker: another process, attached by segment name."""
+def worker(name, uid, gen, samples, rewards):
+    """The reward worker: another process, attached by segment name; the
+    job is (uid, gen, samples), as an engine hands it out."""
     import v05
     with v05.RewardWriter.attach(name) as w:
         for s in samples:
-            w.push(uid, s, rewards[s])
+            w.push(uid, s, rewards[s], gen=gen)
         w.flush()
 
 
@@ -119,7 +120,7 @@ def main():
                     final = d
                     break
                 w = spawn.Process(target=worker,
-                                  args=(name, uid, d.samples, rewards))
+                                  args=(name, uid, d.gen, d.samples, rewards))
                 w.start()
                 w.join(60)
                 assert w.exitcode == 0, w.exitcode

@@ -364,7 +364,7 @@ def verl_rollout(plugin, uids):
                 for s in d.samples:
                     score = 1 if outcome(d.uid, s) > 0 else 0
                     rows.append((d.uid, s, score))
-                    writer.push(d.uid, s, vverl.score_to_reward(score))
+                    writer.push(d, s, vverl.score_to_reward(score))
             elif d.kind == "final":
                 finals[d.uid] = d
         if len(finals) < len(uids):

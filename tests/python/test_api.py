@@ -20,7 +20,7 @@ def drive(plugin, writer, decisions, reward=lambda uid, s: 1.0):
         for d in pending:
             if d.kind == "sample":
                 for s in d.samples:
-                    writer.push(d.uid, s, reward(d.uid, s))
+                    writer.push(d, s, reward(d.uid, s))
             elif d.kind in ("final", "drop"):
                 finals[d.uid] = d
         if len(finals) < n:
@@ -129,9 +129,10 @@ def test_attach_recover(segname):
     p = v05.Plugin.create(segname, max_prompts=8, pad_multiple=1, mode="v05")
     ds = p.submit([("a", 0.8), ("b", 0.8)])
     with v05.RewardWriter.attach(segname) as w:
+        assert [d.uid for d in ds] == ["a", "b"]
         for s in ds[0].samples:
-            w.push("a", s, 1.0)
-        w.push("b", 0, 1.0)
+            w.push("a", s, 1.0, gen=ds[0].gen)
+        w.push(ds[1], 0, 1.0)
     assert p.wait_blocking(5.0)
     assert [d.kind for d in p.poll()] == ["final"]
     p.close(unlink=False)

@@ -10,11 +10,11 @@ import pytest
 import v05
 
 
-def pusher(name, go, uid):
+def pusher(name, go, uid, gen):
     go.wait(30)
     with v05.RewardWriter.attach(name) as w:
         for s in range(4):
-            w.push(uid, s, 1.0)
+            w.push(uid, s, 1.0, gen=gen)
 
 
 @pytest.mark.parametrize("wait", ["auto", "thread"])
@@ -25,10 +25,10 @@ def test_wait_wakes_on_reward(segname, wait):
                 assert p.wait_path == "thread"
             else:  # io_uring where the kernel allows it
                 assert p.wait_path in ("io_uring", "thread"), p.wait_reason
-            p.submit([("q", 0.8)])
+            (first,) = p.submit([("q", 0.8)])
             ctx = mp.get_context("fork")
             go = ctx.Event()
-            proc = ctx.Process(target=pusher, args=(segname, go, "q"))
+            proc = ctx.Process(target=pusher, args=(segname, go, "q", first.gen))
             proc.start()
             # Nothing yet: a short wait times out.
             assert await p.wait(0.05) is False

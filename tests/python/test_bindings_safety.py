@@ -12,9 +12,11 @@ import pytest
 import v05
 
 
-def finish(p, w, uid, reward=1.0):
+def finish(p, w, first, reward=1.0):
+    """Push the 4 rewards of `first` (the prompt's submit decision)."""
+    uid = first.uid
     for s in range(4):
-        w.push(uid, s, reward)
+        w.push(first, s, reward)
     while True:
         assert p.wait_blocking(5.0)
         for d in p.poll():
@@ -34,11 +36,21 @@ def test_counts_checked_before_c(segname):
         with pytest.raises(OverflowError):
             p.support_sample(n=1, seed=2**64)
         with pytest.raises(OverflowError):
-            w.push("a", 2**32 + 1, 1.0)
+            w.push("a", 2**32 + 1, 1.0, gen=1)
         with pytest.raises(ValueError):
-            w.push("a", -1, 1.0)
+            w.push("a", -1, 1.0, gen=1)
         with pytest.raises(OverflowError):
-            w.push_many(["a"], [2**32 + 1], [1.0])
+            w.push("a", 0, 1.0, gen=2**32 + 1)
+        with pytest.raises(ValueError):
+            w.push("a", 0, 1.0, gen=-1)
+        with pytest.raises(TypeError, match="gen is required"):
+            w.push("a", 0, 1.0)
+        with pytest.raises(OverflowError):
+            w.push_many(["a"], [2**32 + 1], [1.0], [1])
+        with pytest.raises(TypeError, match="gen is required"):
+            w.push_many(["a"], [0], [1.0])
+        with pytest.raises(ValueError, match="differ in length"):
+            w.push_many(["a"], [0], [1.0], [1, 2])
         with pytest.raises(OverflowError):
             p.group(2**32)
         with pytest.raises(OverflowError):
@@ -69,8 +81,8 @@ def test_reader_views_read_only_and_close_refused(segname):
             v05.RewardWriter.attach(segname) as w:
         r = v05.Reader.open(segname)
         p.poll()  # the plugin sees the reader
-        p.submit([("a", 0.0)])
-        d = finish(p, w, "a")
+        (first,) = p.submit([("a", 0.0)])
+        d = finish(p, w, first)
         g = None
         for _ in range(1000):
             p.poll()
@@ -100,8 +112,8 @@ def test_reader_views_read_only_and_close_refused(segname):
 def test_forced_close_leaves_views_readable(segname):
     p = v05.Plugin.create(segname, max_prompts=1, mode="v05-fixed")
     w = v05.RewardWriter.attach(segname)
-    p.submit([("a", 0.0)])
-    d = finish(p, w, "a", 1.0)
+    (first,) = p.submit([("a", 0.0)])
+    d = finish(p, w, first, 1.0)
     g = p.group(d)
     rew, adv = g.rewards, g.advantages
     t_rew, t_adv = g.torch()
@@ -118,11 +130,11 @@ def test_forced_close_leaves_views_readable(segname):
 def test_release_checks_identity(segname):
     with v05.Plugin.create(segname, max_prompts=1, mode="v05-fixed") as p, \
             v05.RewardWriter.attach(segname) as w:
-        p.submit([("a", 0.0)])
-        old = finish(p, w, "a")
+        (first,) = p.submit([("a", 0.0)])
+        old = finish(p, w, first)
         p.release(old)
-        p.submit([("a", 0.0)])
-        new = finish(p, w, "a", -1.0)
+        (first,) = p.submit([("a", 0.0)])
+        new = finish(p, w, first, -1.0)
         assert new.slot == old.slot and new.gen != old.gen
         with pytest.raises(v05.V05Error) as e:
             p.release(old)
@@ -131,3 +143,24 @@ def test_release_checks_identity(segname):
         assert g.rewards[0] == -1.0
         del g
         p.release(new)
+
+
+def test_late_reward_of_an_earlier_instance_rejected(segname):
+    """A reward for a uid released and submitted again, pushed after the
+    new submit with the old decision's gen, is late: the new instance gets
+    only its own."""
+    with v05.Plugin.create(segname, max_prompts=1, mode="v05-fixed") as p, \
+            v05.RewardWriter.attach(segname) as w:
+        (old_first,) = p.submit([("a", 0.0)])
+        p.release(finish(p, w, old_first))
+        (first,) = p.submit([("a", 0.0)])
+        assert first.gen != old_first.gen
+        w.push(old_first, 0, -1.0)          # the old instance's, late
+        w.push("a", 1, -1.0, gen=old_first.gen)
+        p.poll()
+        assert p.stats()["rejected_late"] == 2
+        d = finish(p, w, first, 1.0)        # its own, all four
+        g = p.group(d)
+        assert list(g.rewards) == [1.0] * 4
+        del g
+        p.release(d)

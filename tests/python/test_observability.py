@@ -25,15 +25,16 @@ def drive(name):
                           mode="v05-fixed", k_init=K, k_max=K, pad_multiple=1)
     w = v05.RewardWriter.attach(name)
     first = p.submit([(f"u{i}", 0.6 - 0.05 * i) for i in range(N)])
+    gen = {d.uid: d.gen for d in first}
     # The bad ones first, while their prompts are still collecting.
     for uid, s, r in (("u0", 0, math.nan), ("u1", 0, 1.5), ("nobody", 0, 1.0),
                       ("u2", 9, 1.0)):
-        w.push(uid, s, r)
+        w.push(uid, s, r, gen=gen.get(uid, 0))
     for d in first:
         for s in d.samples:
-            w.push(d.uid, s, 1.0 if (s + int(d.uid[1:])) % 3 else -1.0)
+            w.push(d, s, 1.0 if (s + int(d.uid[1:])) % 3 else -1.0)
             if d.uid == "u3" and s == 0:
-                w.push(d.uid, s, 1.0)  # a duplicate
+                w.push(d, s, 1.0)  # a duplicate
     w.flush()
     finals = []
     deadline = time.monotonic() + 10
@@ -43,7 +44,7 @@ def drive(name):
             asyncio_free_wait(p)
     assert len(finals) == N
     # A late reward, after the group is final (not yet released).
-    w.push("u4", 1, 1.0)
+    w.push("u4", 1, 1.0, gen=gen["u4"])
     w.flush()
     while p.stats()["rejected_late"] == 0 and time.monotonic() < deadline:
         p.poll()

@@ -75,7 +75,7 @@ def test_plugin_v05_eb_two_waves(segname):
                     if d.kind == "sample":
                         i = int(d.uid[1:])
                         for s in d.samples:
-                            w.push(d.uid, s, 1.0 if (i * 31 + s * 17) % 100
+                            w.push(d, s, 1.0 if (i * 31 + s * 17) % 100
                                    < 100 * p_true[i] else -1.0)
                         again = again or d.samples[0] >= 4
                     else:

@@ -13,9 +13,11 @@ import v05
 from v05 import _lib
 
 
-def finish(p, w, uid, reward):
+def finish(p, w, first, reward):
+    """Push the 4 rewards of `first` (the prompt's submit decision)."""
+    uid = first.uid
     for s in range(4):
-        w.push(uid, s, reward)
+        w.push(first, s, reward)
     while True:
         assert p.wait_blocking(5.0)
         for d in p.poll():
@@ -26,8 +28,8 @@ def finish(p, w, uid, reward):
 def test_numpy_and_torch_share_the_slot(segname):
     with v05.Plugin.create(segname, max_prompts=1, mode="v05-fixed") as p, \
             v05.RewardWriter.attach(segname) as w:
-        p.submit([("first", 0.0)])
-        d1 = finish(p, w, "first", 1.0)
+        (first,) = p.submit([("first", 0.0)])
+        d1 = finish(p, w, first, 1.0)
         g = p.group(d1)
         raw = _lib.Group_()
         assert _lib.lib.v05_group(p._handle(), d1.slot, ctypes.byref(raw)) == 0
@@ -41,8 +43,8 @@ def test_numpy_and_torch_share_the_slot(segname):
         # Release, reuse the (only) slot for another group: the same views
         # now show what the plugin wrote for it.
         p.release(d1)
-        p.submit([("second", 0.6)])
-        d2 = finish(p, w, "second", -1.0)
+        (first,) = p.submit([("second", 0.6)])
+        d2 = finish(p, w, first, -1.0)
         assert d2.slot == d1.slot
         fresh = p.group(d2)
         assert not np.array_equal(before, fresh.advantages)

@@ -49,7 +49,8 @@ def roll_out(plugin, uids, priors):
                 for s in d.samples:
                     score = outcome(d.uid, s)
                     rows.append((d.uid, s, score))
-                    writer.push(d.uid, s, vverl.score_to_reward(score))
+                    writer.push(d.uid, s, vverl.score_to_reward(score),
+                                gen=d.gen)
             elif d.kind == "final":
                 finals[d.uid] = d
         if len(finals) < len(uids):
@@ -296,7 +297,7 @@ def trainer_config(tmp_path, segname):
     })
 
 
-def one_row(tok, uid, sample, text, truth):
+def one_row(tok, uid, sample, text, truth, gen=0):
     """A one-row DataProto as verl's agent loop sends to the reward loop."""
     p = torch.tensor(tok("q?")["input_ids"])
     r = torch.tensor(tok(text)["input_ids"])
@@ -306,6 +307,7 @@ def one_row(tok, uid, sample, text, truth):
                  "attention_mask": torch.ones_like(ids)[None]},
         non_tensors={"uid": np.array([uid], dtype=object),
                      "v05_sample": np.array([sample]),
+                     "v05_gen": np.array([gen]),
                      "data_source": np.array(["test"], dtype=object),
                      "reward_model": np.array([{"ground_truth": truth}], dtype=object)})
 
@@ -329,11 +331,12 @@ def test_reward_loop_worker_builds_and_pushes(segname, tmp_path, monkeypatch):
         pending = plugin.submit([(u, 0.0) for u in uids])
         finals, pushed = {}, 0
         while len(finals) < len(uids):
-            rows = [(d.uid, s) for d in pending if d.kind == "sample" for s in d.samples]
+            rows = [(d.uid, s, d.gen) for d in pending if d.kind == "sample"
+                    for s in d.samples]
             results = await asyncio.gather(*[worker.compute_score(
-                one_row(tok, u, s, "yes" if outcome(u, s) else "no", "yes"))
-                for u, s in rows])
-            for (u, s), res in zip(rows, results):
+                one_row(tok, u, s, "yes" if outcome(u, s) else "no", "yes", g))
+                for u, s, g in rows])
+            for (u, s, _), res in zip(rows, results):
                 assert res["reward_score"] == outcome(u, s)
                 assert res["reward_extra_info"]["v05_pushed"] is True
                 assert res["reward_extra_info"]["v05_reward"] == (1.0 if outcome(u, s) else -1.0)
@@ -393,6 +396,7 @@ def test_legacy_manager_built_by_registry(segname, tmp_path):
                                                 segment=segname)
         ds = plugin.submit([("L0", 0.0), ("L1", 0.0)])
         rows = [(d.uid, s) for d in ds for s in d.samples]
+        gens = [d.gen for d in ds for s in d.samples]
         # Rows of different lengths: pad as verl does (right-padded responses).
         texts = ["yes" if outcome(u, s) else "no" for u, s in rows]
         p = torch.tensor(tok("q?")["input_ids"])
@@ -408,6 +412,7 @@ def test_legacy_manager_built_by_registry(segname, tmp_path):
                      "attention_mask": attn},
             non_tensors={"uid": np.array([u for u, _ in rows], dtype=object),
                          "v05_sample": np.array([s for _, s in rows]),
+                         "v05_gen": np.array(gens),
                          "data_source": np.array(["t"] * len(rows), dtype=object),
                          "reward_model": np.array([{"ground_truth": "yes"}] * len(rows),
                                                   dtype=object)})

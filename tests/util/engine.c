@@ -26,7 +26,7 @@ struct cmd {
 	uint32_t sample;
 	float reward;
 	uint32_t op;
-	uint32_t pad;
+	uint32_t gen;
 };
 
 static uint64_t mix(uint64_t z)
@@ -123,8 +123,9 @@ static int push_corrupt(struct v05_segment *seg, struct v05_ring_hdr **lane,
 	r->key = c->key;
 	r->sample = c->sample;
 	r->reward = c->reward;
-	r->timestamp_ns = v05__now_ns();
+	r->gen = c->gen;
 	r->flags = 0x80;
+	r->zero = 0;
 	r->seq = ring->tail;
 	v05__ring_prod_commit(ring, 1);
 	v05__ring_prod_publish(ring);
@@ -172,7 +173,9 @@ static int worker(const char *name, int fd)
 			continue;
 		}
 		{
-			struct v05_reward r = { c.key, c.sample, c.reward };
+			struct v05_reward r = { .key = c.key, .gen = c.gen,
+						.sample = c.sample,
+						.reward = c.reward };
 
 			int ret = v05_producer_push_wait(p, &r, 1, 30000);
 
@@ -301,9 +304,9 @@ int eng_index(const struct eng *e, uint64_t key)
 	return -1;
 }
 
-static void garbage(struct eng *e, uint64_t key)
+static void garbage(struct eng *e, uint64_t key, uint32_t gen)
 {
-	struct cmd c = { key, 0, NAN, OP_PUSH, 0 };
+	struct cmd c = { key, 0, NAN, OP_PUSH, gen };
 
 	send_cmd(e, &c);
 	e->dirt.sent_nan++;
@@ -344,7 +347,7 @@ void eng_handle(struct eng *e, const struct v05_decision *d)
 		for (uint32_t j = 0; j < n; j++) {
 			struct cmd c = { d->key, list[j],
 					 eng_reward(&e->prompts[i], list[j], e->seed),
-					 OP_PUSH, 0 };
+					 OP_PUSH, d->gen };
 
 			send_cmd(e, &c);
 			if (e->dirt.dup_every &&
@@ -359,7 +362,7 @@ void eng_handle(struct eng *e, const struct v05_decision *d)
 			}
 		}
 		for (uint32_t g = 0; g < e->dirt.garbage; g++)
-			garbage(e, d->key);
+			garbage(e, d->key, d->gen);
 	} else {
 		struct eng_result *r = &e->res[i];
 		struct v05_group g;
@@ -373,7 +376,8 @@ void eng_handle(struct eng *e, const struct v05_decision *d)
 		memcpy(r->adv, g.advantages, 4u * g.k);
 		e->finals++;
 		if (e->dirt.late_every && e->finals % e->dirt.late_every == 0) {
-			struct cmd c = { d->key, 0, g.rewards[0], OP_PUSH, 0 };
+			struct cmd c = { d->key, 0, g.rewards[0], OP_PUSH,
+					 d->gen };
 
 			send_cmd(e, &c);
 			e->dirt.sent_late++;

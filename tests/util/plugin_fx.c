@@ -62,12 +62,22 @@ int submit(struct fx *f, const double *priors, uint32_t n,
 	return v05_submit(f->p, in, n, f->d, NULL);
 }
 
+uint32_t fx_gen(struct fx *f, uint64_t key)
+{
+	struct v05_prompt *e = v05__table_find(&f->p->table, key);
+
+	return e ? e->gen : 0;
+}
+
 void push_samples(struct fx *f, uint64_t key, uint64_t samples,
 			 const float *r)
 {
+	uint32_t gen = fx_gen(f, key);
+
 	for (uint32_t s = 0; s < 64; s++)
 		if (samples >> s & 1)
-			assert_int_equal(v05_producer_push(f->w, key, s, r[s]), 0);
+			assert_int_equal(v05_producer_push(f->w, key, gen, s,
+							   r[s]), 0);
 }
 
 int find(const uint64_t *keys, uint32_t n, uint64_t key)

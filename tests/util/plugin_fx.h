@@ -27,5 +27,8 @@ int submit(struct fx *f, const double *priors, uint32_t n,
 void push_samples(struct fx *f, uint64_t key, uint64_t samples,
 			 const float *r);
 int find(const uint64_t *keys, uint32_t n, uint64_t key);
+/* The gen of key's current instance (what its decisions carry); 0 if the
+ * key is not in the table. */
+uint32_t fx_gen(struct fx *f, uint64_t key);
 
 #endif

@@ -20,6 +20,7 @@ void stream_check_record(void *ctx, const struct v05_record *rec,
 	c->total++;
 	if (producer >= STREAM_MAX_PRODUCERS || n != c->next[producer] ||
 	    rec->sample != stream_sample(rec->key) ||
+	    rec->gen != (uint32_t)(rec->key >> 32) ||
 	    rec->reward != stream_reward(rec->key)) {
 		if (!c->bad)
 			snprintf(c->first_error, sizeof(c->first_error),

@@ -36,7 +36,9 @@ static inline float stream_reward(uint64_t key)
 static inline struct v05_reward stream_record(uint32_t producer, uint64_t n)
 {
 	uint64_t key = stream_key(producer, n);
-	struct v05_reward r = { key, stream_sample(key), stream_reward(key) };
+	struct v05_reward r = { .key = key, .gen = (uint32_t)(key >> 32),
+				.sample = stream_sample(key),
+				.reward = stream_reward(key) };
 
 	return r;
 }

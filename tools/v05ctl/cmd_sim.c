@@ -218,7 +218,7 @@ static int apply_decision(struct v05_plugin *pl, struct v05_producer *w,
 		for (uint32_t s = 0; s < 64; s++) {
 			if (!(d->samples >> s & 1))
 				continue;
-			if (v05_producer_push(w, d->key, s,
+			if (v05_producer_push(w, d->key, d->gen, s,
 					      reward_of(o->seed, first + i, s, p[i])))
 				return sim_fail("push");
 		}
