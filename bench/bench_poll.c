@@ -8,9 +8,13 @@
  * before the clock starts: this is the consumer's cost alone.
  *   bench_poll PROMPTS REPS   -> JSON on stdout
  * Then the cost of a poll with nothing to do (every lane empty, no release,
- * no deadline due): EMPTY_POLLS calls, timed. Under callgrind, poll_apply
- * and poll_empty (never inlined) give the instructions per reward and per
- * empty poll (bench/instr).
+ * no deadline due): EMPTY_POLLS calls, timed, and beside it, alternating
+ * in blocks, the same number of bare scans of the empty lanes
+ * (v05__lanes_drain alone: what any consumer of 8 lanes pays), so that
+ * what v05_poll adds to the scan shows as a difference taken in one run.
+ * Under callgrind, poll_apply, poll_empty and scan_empty (never inlined)
+ * give the instructions per reward, per empty poll and per bare scan
+ * (bench/instr).
  * The stream (prompt i: prior ((i % 21) - 10) / 10, reward of sample s:
  * +1 iff (7i + 3s) % 5 < 3) is the one bench/poll_python.py replays.
  */
@@ -94,8 +98,17 @@ poll_empty(struct v05_plugin *p, struct v05_decision *d, uint32_t polls)
 			abort();
 }
 
+/* Bare scans of the empty lanes, as v05_poll does first. */
+static __attribute__((noinline, used)) void
+scan_empty(struct v05_plugin *p, uint32_t scans)
+{
+	for (uint32_t i = 0; i < scans; i++)
+		if (v05__lanes_drain(&p->lanes, 4096, 64, v05__apply_record, p))
+			abort();
+}
+
 static double once(uint64_t *seg_bytes, uint64_t *prompt_bytes,
-		   double *empty_ns)
+		   double *empty_ns, double *scan_ns)
 {
 	struct v05_prompt_in *in = calloc(nprompts, sizeof(*in));
 	struct v05_decision *d = calloc(2 * (size_t)nprompts, sizeof(*d));
@@ -141,9 +154,17 @@ static double once(uint64_t *seg_bytes, uint64_t *prompt_bytes,
 	 * empty polls. */
 	while (v05_poll(p, d, 2 * nprompts) > 0)
 		;
-	t2 = v05__now_ns();
-	poll_empty(p, d, EMPTY_POLLS);
-	*empty_ns = (double)(v05__now_ns() - t2) / EMPTY_POLLS;
+	/* Ten blocks of each, alternating, so that the host's load falls on
+	 * both alike. */
+	*empty_ns = *scan_ns = 0;
+	for (int blk = 0; blk < 10; blk++) {
+		t2 = v05__now_ns();
+		poll_empty(p, d, EMPTY_POLLS / 10);
+		*empty_ns += (double)(v05__now_ns() - t2) / EMPTY_POLLS;
+		t2 = v05__now_ns();
+		scan_empty(p, EMPTY_POLLS / 10);
+		*scan_ns += (double)(v05__now_ns() - t2) / EMPTY_POLLS;
+	}
 	for (uint32_t i = 0; i < PRODUCERS; i++)
 		v05_producer_close(handles[i]);
 	*seg_bytes = p->seg.size;
@@ -174,7 +195,7 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-	double ns[32], sorted[32], empty[32];
+	double ns[32], sorted[32], empty[32], scan[32], extra[32];
 	uint64_t seg_bytes = 0, prompt_bytes = 0;
 	int reps;
 
@@ -185,14 +206,24 @@ int main(int argc, char **argv)
 	keys = calloc(nprompts, sizeof(*keys));
 	gens = calloc(nprompts, sizeof(*gens));
 	for (int i = 0; i < reps; i++)
-		ns[i] = once(&seg_bytes, &prompt_bytes, &empty[i]);
+		ns[i] = once(&seg_bytes, &prompt_bytes, &empty[i], &scan[i]);
 	memcpy(sorted, ns, sizeof(double) * (size_t)reps);
 	qsort(sorted, (size_t)reps, sizeof(double), cmp);
 	printf("{\"empty_poll_runs_ns\": [");
 	for (int i = 0; i < reps; i++)
 		printf(i ? ", %.1f" : "%.1f", empty[i]);
+	printf("], \"lane_scan_runs_ns\": [");
+	for (int i = 0; i < reps; i++) {
+		printf(i ? ", %.1f" : "%.1f", scan[i]);
+		extra[i] = empty[i] - scan[i];
+	}
 	qsort(empty, (size_t)reps, sizeof(double), cmp);
-	printf("], \"median_empty_poll_ns\": %.1f, ", empty[reps / 2]);
+	qsort(scan, (size_t)reps, sizeof(double), cmp);
+	qsort(extra, (size_t)reps, sizeof(double), cmp);
+	printf("], \"median_empty_poll_ns\": %.1f, \"median_lane_scan_ns\": %.1f, "
+	       "\"median_poll_over_scan_ns\": %.1f, \"poll_over_scan_range_ns\": [%.1f, %.1f], ",
+	       empty[reps / 2], scan[reps / 2], extra[reps / 2], extra[0],
+	       extra[reps - 1]);
 	printf("\"prompts\": %u, \"producers\": %u, \"rewards\": %llu, "
 	       "\"median_ns_per_reward\": %.1f, \"runs_ns\": [",
 	       nprompts, PRODUCERS, (unsigned long long)nprompts * K,

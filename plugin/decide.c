@@ -26,6 +26,7 @@ void v05__clock_refresh(struct v05_plugin *p)
 {
 	p->now_ns = v05__now_ns();
 	p->wall_offset_ns = (int64_t)(v05__wall_ns() - p->now_ns);
+	p->clock_stale = false;
 }
 
 void v05__prefetch_key(void *ctx, uint64_t key, int stage)
@@ -94,9 +95,10 @@ void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane)
 	 * stores the same value again. */
 	v05__slot_rewards(v05__slot(&p->seg, e->slot))[rec->sample] = r;
 	e->received |= bit;
-	/* A clock read per 64 records: now_ns is at most that stale, which
-	 * latencies (microseconds and up) do not see. */
-	if ((++p->clock_tick & 63) == 0)
+	/* A clock read at a poll's first record, then per 64 records: now_ns
+	 * is at most that stale, which latencies (microseconds and up) do
+	 * not see. */
+	if (__builtin_expect(p->clock_stale, 0) || (++p->clock_tick & 63) == 0)
 		v05__clock_refresh(p);
 	e->last_ts = p->now_ns;
 	v05__count(p, V05_C_REWARDS_APPLIED, 1);

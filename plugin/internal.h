@@ -92,10 +92,18 @@ struct v05_plugin {
 	int journal_error_pending; /* reported once by v05_poll */
 	uint64_t journal_writes_seen;
 	/* CLOCK_MONOTONIC read at most once per 64 records (decide.c) and
-	 * the offset that turns it into CLOCK_REALTIME for final_ns. */
+	 * the offset that turns it into CLOCK_REALTIME for final_ns. Stale
+	 * from the start of each poll until the first record or deadline
+	 * needs it: a poll with nothing to do reads no precise clock. */
 	uint64_t now_ns;
 	int64_t wall_offset_ns;
 	uint32_t clock_tick;
+	bool clock_stale;
+	/* Polls since the coarse clock was last read, and that reading:
+	 * the interval checks (reader, lane reclaim, heartbeat) read it on
+	 * every 8th poll and on a poll after a wait. */
+	uint32_t poll_tick;
+	uint64_t coarse_ns;
 	/* Scratch for a round's padding: slot_count entries, allocated at
 	 * create so that polling does not allocate. */
 	struct pad_item *pad_items;
@@ -140,8 +148,9 @@ static inline void v05__gauge(struct v05_plugin *p, int c, int64_t d)
 	v05_store_relaxed(x, (uint64_t)((int64_t)v05_load_relaxed(x) + d));
 }
 
-/* The clock the decisions use: refreshed at poll start and every 64
- * records, and whenever a record carries a later timestamp. */
+/* The clock the decisions use: refreshed by the first record a poll
+ * applies (or the first stream deadline it finds due), then every 64
+ * records. */
 void v05__clock_refresh(struct v05_plugin *p);
 
 /* config.c: the configuration's copy in the segment header. */
@@ -190,7 +199,7 @@ void v05__record_latency(struct v05_plugin *p, uint64_t ns);
 
 /* policy.c: the batch policy (rounds / stream, halt, padding). */
 void v05__policy_held(struct v05_plugin *p, uint32_t b);
-void v05__policy_deadlines(struct v05_plugin *p, uint64_t now);
+void v05__policy_deadlines(struct v05_plugin *p);
 int64_t v05__policy_next_deadline_ns(struct v05_plugin *p, uint64_t now);
 void v05__policy_resume(struct v05_plugin *p, uint32_t b);
 int v05__batch_hold(struct v05_plugin *p, uint32_t b, uint64_t key);

@@ -321,6 +321,11 @@ static int reap(struct v05_journal *j, int wait)
 	return j->error;
 }
 
+int v05__journal_busy(const struct v05_journal *j)
+{
+	return j->inflight >= 0 || j->len[j->fill] != 0;
+}
+
 int v05__journal_pump(struct v05_journal *j, int wait)
 {
 	do {

@@ -43,6 +43,10 @@ int v05__journal_append(struct v05_journal *j, const struct v05_jrec *fixed,
 /* Reap finished writes, start the next; wait: until nothing is queued. */
 int v05__journal_pump(struct v05_journal *j, int wait);
 
+/* 1 while records wait in the buffer or a write is in flight: a pump
+ * has something to do. */
+int v05__journal_busy(const struct v05_journal *j);
+
 /* Groups with seq <= this are on disk (fdatasync'ed with SYNC_BATCH). */
 uint64_t v05__journal_durable(const struct v05_journal *j);
 uint64_t v05__journal_offset(const struct v05_journal *j);

@@ -348,18 +348,25 @@ void v05__policy_held(struct v05_plugin *p, uint32_t b)
 		stream_check(p, b);
 }
 
-void v05__policy_deadlines(struct v05_plugin *p, uint64_t now)
+void v05__policy_deadlines(struct v05_plugin *p)
 {
-	uint64_t dl = (uint64_t)p->cfg.stream_deadline_us * 1000u;
+	uint64_t dl = (uint64_t)p->cfg.stream_deadline_us * 1000u, now = 0;
 
 	if (p->cfg.schedule != V05_SCHEDULE_STREAM)
 		return;
 	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++) {
 		struct v05_batch_rec *rec = &p->batch_recs[b];
 
+		if (!rec->id || !p->batches[b].n_held || !rec->hold_since_ns)
+			continue;
+		/* The clock only when a batch holds prompts; its decisions'
+		 * latencies and final_ns use it too. */
+		if (!now) {
+			v05__clock_refresh(p);
+			now = p->now_ns;
+		}
 		/* hold_since may be later than a `now` taken before it. */
-		if (rec->id && p->batches[b].n_held && rec->hold_since_ns &&
-		    now >= rec->hold_since_ns && now - rec->hold_since_ns >= dl)
+		if (now >= rec->hold_since_ns && now - rec->hold_since_ns >= dl)
 			release(p, b);
 	}
 }

@@ -184,11 +184,16 @@ drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
  */
 static inline uint32_t lane_avail(struct v05_ring_cons *c)
 {
-	uint32_t avail = c->tail_cache - c->head;
+	uint32_t avail = c->tail_cache - c->head, tail;
 
 	if (avail == 0) {
-		c->tail_cache = v05_load_acquire(&c->r->tail); /* A2 */
-		avail = c->tail_cache - c->head;
+		tail = v05_load_acquire(&c->r->tail); /* A2 */
+		/* Stored only when it moved: an empty lane costs two loads
+		 * and a compare, no store. */
+		if (tail != c->head) {
+			c->tail_cache = tail;
+			avail = tail - c->head;
+		}
 	}
 	return avail;
 }
@@ -243,23 +248,26 @@ drain_sweeps(struct v05_lanes *l, uint32_t i, uint32_t k,
 	}
 }
 
-/* The first sweep's search for a lane with records is a leaf loop: a poll
- * with nothing to do saves no registers and makes no call. */
+/* The first sweep's search for a lane with records is a leaf loop, in two
+ * straight runs (from rr to the end, then from 0), so that a poll with
+ * nothing to do saves no registers, makes no call and wraps no index. */
 uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
 			  v05_record_fn fn, void *ctx)
 {
-	uint32_t n = l->n, i = l->rr;
+	struct v05_ring_cons *c = l->cons;
+	uint32_t n = l->n, start = l->rr;
 
 	if (budget == 0)
 		return 0;
-	if (++l->rr >= n)
-		l->rr = 0;
-	for (uint32_t k = 0; k < n; k++) {
-		if (lane_avail(&l->cons[i]))
-			return drain_sweeps(l, i, k, budget, batch, fn, ctx);
-		if (++i == n)
-			i = 0;
-	}
+	l->rr = start + 1 < n ? start + 1 : 0;
+	for (uint32_t i = start; i < n; i++)
+		if (lane_avail(&c[i]))
+			return drain_sweeps(l, i, i - start, budget, batch, fn,
+					    ctx);
+	for (uint32_t i = 0; i < start; i++)
+		if (lane_avail(&c[i]))
+			return drain_sweeps(l, i, n - start + i, budget, batch,
+					    fn, ctx);
 	return 0;
 }
 

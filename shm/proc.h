@@ -31,5 +31,9 @@ int v05__proc_stat(pid_t pid, uint64_t *start_ticks, char *state);
 /* CLOCK_MONOTONIC and CLOCK_REALTIME in nanoseconds. */
 uint64_t v05__now_ns(void);
 uint64_t v05__wall_ns(void);
+/* CLOCK_MONOTONIC_COARSE: the time of the last kernel tick, at most a tick
+ * (1 to 4 ms) behind v05__now_ns and never ahead of it; a few loads from
+ * the vDSO page, no time-stamp counter. For intervals of milliseconds. */
+uint64_t v05__coarse_ns(void);
 
 #endif
