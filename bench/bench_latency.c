@@ -22,11 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shm/doorbell.h"
-#include "shm/lanes.h"
-#include "shm/proc.h"
-#include "shm/segment.h"
-#include "shm/waiter.h"
+#include "v05-internal/shm.h"
 
 struct line {
 	_Alignas(128) uint64_t ts;

@@ -25,8 +25,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "plugin/internal.h"
-#include "shm/proc.h"
+#include "v05-internal/plugin.h"
+#include "v05-internal/shm.h"
 #include "v05.h"
 
 #define PRODUCERS 8u

@@ -34,9 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shm/lanes.h"
-#include "shm/proc.h"
-#include "shm/segment.h"
+#include "v05-internal/shm.h"
 
 #ifdef HAVE_DPDK
 #include <rte_ring.h>

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/internal.h"
-#include "shm/error.h"
+#include "internal.h"
+#include "../shm/error.h"
 
 V05_API void v05_config_default(struct v05_config *c)
 {

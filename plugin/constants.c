@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "shm/error.h"
+#include "../shm/error.h"
 #include "v05.h"
 
 #define C(x) { #x, (int64_t)(x) }

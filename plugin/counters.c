@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "plugin/internal.h"
-#include "shm/error.h"
+#include "internal.h"
+#include "../shm/error.h"
 
 static const char *const named[V05_C_NAMED_END] = {
 	[V05_C_REWARDS_APPLIED] = "rewards_applied",

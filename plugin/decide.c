@@ -12,10 +12,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "plugin/internal.h"
-#include "plugin/probes.h"
-#include "plugin/stats_core.h"
-#include "shm/proc.h"
+#include "internal.h"
+#include "probes.h"
+#include "stats_core.h"
+#include "../shm/proc.h"
 
 uint32_t v05__group_k(const struct v05_prompt *e)
 {

@@ -14,8 +14,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "plugin/stats_core.h"
-#include "shm/error.h"
+#include "stats_core.h"
+#include "../shm/error.h"
 #include "v05/stats.h"
 
 /* log B(a, b) */

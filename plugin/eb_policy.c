@@ -13,8 +13,8 @@
  */
 #include <math.h>
 
-#include "plugin/internal.h"
-#include "plugin/stats_core.h"
+#include "internal.h"
+#include "stats_core.h"
 
 /* The successes in the prompt's received rewards, in sample order. */
 static double successes(struct v05_plugin *p, const struct v05_prompt *e,

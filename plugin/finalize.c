@@ -12,10 +12,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "plugin/internal.h"
-#include "plugin/journal.h"
-#include "plugin/probes.h"
-#include "plugin/stats_core.h"
+#include "internal.h"
+#include "journal.h"
+#include "probes.h"
+#include "stats_core.h"
 
 void v05__record_latency(struct v05_plugin *p, uint64_t ns)
 {

@@ -15,9 +15,9 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "plugin/journal.h"
-#include "shm/error.h"
-#include "shm/proc.h"
+#include "journal.h"
+#include "../shm/error.h"
+#include "../shm/proc.h"
 #include "v05/plugin.h"
 
 #define JBUF (256u * 1024u)

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "plugin/journal_format.h"
+#include "journal_format.h"
 
 /* ---- writing (the plugin) ----------------------------------------------- */
 

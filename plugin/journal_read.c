@@ -7,7 +7,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "plugin/journal_format.h"
+#include "journal_format.h"
 #include "v05/stats.h"
 
 const char *v05__journal_tail_name(uint32_t tail)

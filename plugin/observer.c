@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/internal.h"
-#include "shm/error.h"
-#include "shm/proc.h"
-#include "shm/segment.h"
-#include "shm/waiter.h"
+#include "internal.h"
+#include "../shm/error.h"
+#include "../shm/proc.h"
+#include "../shm/segment.h"
+#include "../shm/waiter.h"
 #include "v05/observer.h"
 
 static_assert(V05_JOURNAL_STATE_OFF == (int)V05_JOURNAL_OFF &&

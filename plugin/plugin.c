@@ -13,11 +13,11 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "plugin/internal.h"
-#include "plugin/journal.h"
-#include "shm/doorbell.h"
-#include "shm/error.h"
-#include "shm/proc.h"
+#include "internal.h"
+#include "journal.h"
+#include "../shm/doorbell.h"
+#include "../shm/error.h"
+#include "../shm/proc.h"
 
 #define POLL_BUDGET 65536u /* records per poll, bounds a poll's latency */
 #define DRAIN_BATCH 64u    /* records per lane per turn                 */

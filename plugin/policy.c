@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/internal.h"
-#include "plugin/probes.h"
-#include "shm/error.h"
-#include "shm/proc.h"
+#include "internal.h"
+#include "probes.h"
+#include "../shm/error.h"
+#include "../shm/proc.h"
 
 int v05__batch_hold(struct v05_plugin *p, uint32_t b, uint64_t key)
 {

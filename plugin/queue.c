@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/internal.h"
-#include "plugin/probes.h"
-#include "shm/error.h"
+#include "internal.h"
+#include "probes.h"
+#include "../shm/error.h"
 
 void *(*v05__queue_malloc)(size_t n) = malloc;
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/internal.h"
-#include "shm/error.h"
+#include "internal.h"
+#include "../shm/error.h"
 
 struct v05_reader {
 	struct v05_segment seg;

@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/internal.h"
-#include "plugin/journal.h"
-#include "shm/error.h"
-#include "shm/proc.h"
+#include "internal.h"
+#include "journal.h"
+#include "../shm/error.h"
+#include "../shm/proc.h"
 
 #define READER_CHECK_NS 50000000ull
 

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "plugin/stats_core.h"
-#include "shm/error.h"
+#include "stats_core.h"
+#include "../shm/error.h"
 #include "v05/stats.h"
 
 static const char *const mode_names[V05_MODE_COUNT] = {

@@ -5,9 +5,9 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "plugin/internal.h"
-#include "shm/error.h"
-#include "shm/proc.h"
+#include "internal.h"
+#include "../shm/error.h"
+#include "../shm/proc.h"
 
 static int alloc_batch(struct v05_plugin *p, uint32_t *b)
 {

@@ -4,9 +4,9 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "plugin/internal.h"
-#include "plugin/splitmix.h"
-#include "shm/error.h"
+#include "internal.h"
+#include "splitmix.h"
+#include "../shm/error.h"
 
 static struct v05_support_hdr *support_hdr(struct v05_plugin *p)
 {

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/internal.h"
-#include "plugin/journal.h"
-#include "shm/error.h"
-#include "shm/proc.h"
+#include "internal.h"
+#include "journal.h"
+#include "../shm/error.h"
+#include "../shm/proc.h"
 
 /* Put final groups the journal lacks back into it, in group order. */
 static void rejournal(struct v05_plugin *p, uint32_t *list, uint32_t n)

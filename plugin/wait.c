@@ -8,10 +8,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "plugin/internal.h"
-#include "shm/doorbell.h"
-#include "shm/error.h"
-#include "shm/proc.h"
+#include "internal.h"
+#include "../shm/doorbell.h"
+#include "../shm/error.h"
+#include "../shm/proc.h"
 
 void v05__disarm(struct v05_plugin *p)
 {

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-#include "shm/arena.h"
+#include "arena.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "shm/atomics.h"
-#include "shm/error.h"
+#include "atomics.h"
+#include "error.h"
 
 int v05__arena_init(struct v05_arena *a, struct v05_segment *seg)
 {

@@ -16,8 +16,8 @@
 
 #include <stdint.h>
 
-#include "shm/layout.h"
-#include "shm/segment.h"
+#include "layout.h"
+#include "segment.h"
 
 static inline struct v05_slot_hdr *v05__slot(const struct v05_segment *s,
 					     uint32_t i)

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-#include "shm/completion.h"
+#include "completion.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "shm/error.h"
-#include "shm/proc.h"
+#include "error.h"
+#include "proc.h"
 
 static struct v05_completion *completion_slots(struct v05_ring_hdr *h)
 {

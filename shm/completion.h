@@ -16,8 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "shm/ring.h"
-#include "shm/segment.h"
+#include "ring.h"
+#include "segment.h"
 
 /* Plugin side. */
 struct v05_completions {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "shm/doorbell.h"
+#include "doorbell.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -36,8 +36,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "shm/atomics.h"
-#include "shm/layout.h"
+#include "atomics.h"
+#include "layout.h"
 
 void v05__doorbell_ring(struct v05_shm_doorbell *bell);
 

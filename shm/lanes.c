@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-#include "shm/lanes.h"
+#include "lanes.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "shm/error.h"
-#include "shm/proc.h"
+#include "error.h"
+#include "proc.h"
 
 static inline void report(struct v05_lanes *l, enum v05_lane_event ev,
 			  uint32_t lane, uint32_t n)

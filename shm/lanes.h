@@ -15,8 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "shm/ring.h"
-#include "shm/segment.h"
+#include "ring.h"
+#include "segment.h"
 
 /* How often the consumer checks lane owners for death. */
 #define V05_RECLAIM_INTERVAL_NS 50000000ull

@@ -3,8 +3,8 @@
  * used by create (to lay out) and by attach (to verify). */
 #include <errno.h>
 
-#include "shm/error.h"
-#include "shm/layout.h"
+#include "error.h"
+#include "layout.h"
 
 static int is_pow2(uint32_t x)
 {

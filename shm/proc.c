@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "shm/proc.h"
+#include "proc.h"
 
 #include <errno.h>
 #include <fcntl.h>

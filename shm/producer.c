@@ -8,12 +8,12 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "shm/doorbell.h"
-#include "shm/error.h"
-#include "shm/lanes.h"
-#include "shm/proc.h"
-#include "shm/ring.h"
-#include "shm/segment.h"
+#include "doorbell.h"
+#include "error.h"
+#include "lanes.h"
+#include "proc.h"
+#include "ring.h"
+#include "segment.h"
 #include "v05/shm.h"
 
 struct v05_producer {

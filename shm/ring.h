@@ -23,8 +23,8 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "shm/atomics.h"
-#include "shm/layout.h"
+#include "atomics.h"
+#include "layout.h"
 
 struct v05_ring_prod {
 	struct v05_ring_hdr *r;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Segment create / attach / detach / unlink / reclaim. */
-#include "shm/segment.h"
+#include "segment.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,10 +14,10 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "shm/atomics.h"
-#include "shm/doorbell.h"
-#include "shm/error.h"
-#include "shm/proc.h"
+#include "atomics.h"
+#include "doorbell.h"
+#include "error.h"
+#include "proc.h"
 
 static const char *const region_names[V05_REGION_COUNT] = {
 	"control", "lanes",   "table",   "arena",

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shm/layout.h"
+#include "layout.h"
 #include "v05/shm.h"
 
 /* Which regions a role maps, and how (everything else is PROT_NONE). */

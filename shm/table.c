@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-#include "shm/table.h"
+#include "table.h"
 
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
 
-#include "shm/atomics.h"
+#include "atomics.h"
 
 /*
  * The table lives in shared memory and its owner may be killed at any

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "shm/layout.h"
+#include "layout.h"
 
 struct v05_table {
 	struct v05_prompt *e;

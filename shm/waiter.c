@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "shm/waiter.h"
+#include "waiter.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -9,9 +9,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "shm/atomics.h"
-#include "shm/doorbell.h"
-#include "shm/error.h"
+#include "atomics.h"
+#include "doorbell.h"
+#include "error.h"
 
 /* Not in liburing 2.3's headers (kernel 6.7 uapi). */
 #define V05_IORING_OP_FUTEX_WAIT 51

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "shm/layout.h"
+#include "layout.h"
 
 struct v05_waiter {
 	int path;       /* V05_WAIT_IO_URING or V05_WAIT_THREAD */

@@ -23,10 +23,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "plugin/vocab.h"
-#include "plugin/journal.h"
-#include "shm/proc.h"
 #include "util/seg.h"
+#include "v05-internal/journal.h"
+#include "v05-internal/shm.h"
+#include "v05-internal/vocab.h"
 #include "v05.h"
 
 #define BATCH 512u

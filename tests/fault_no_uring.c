@@ -24,10 +24,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "plugin/vocab.h"
-#include "plugin/journal.h"
 #include "util/engine.h"
 #include "util/seg.h"
+#include "v05-internal/journal.h"
+#include "v05-internal/vocab.h"
 #include "v05.h"
 
 #define N 256u

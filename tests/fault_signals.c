@@ -25,10 +25,10 @@
 
 #include <cmocka.h>
 
-#include "plugin/vocab.h"
+#include "v05-internal/vocab.h"
 
-#include "shm/proc.h"
 #include "util/seg.h"
+#include "v05-internal/shm.h"
 #include "v05.h"
 
 static volatile sig_atomic_t signals_seen;

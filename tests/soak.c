@@ -29,9 +29,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "plugin/internal.h"
-#include "shm/proc.h"
 #include "util/seg.h"
+#include "v05-internal/plugin.h"
+#include "v05-internal/shm.h"
 #include "v05.h"
 
 #define WORKERS 8

@@ -16,10 +16,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "plugin/vocab.h"
-#include "shm/lanes.h"
 #include "util/seg.h"
 #include "util/stream.h"
+#include "v05-internal/shm.h"
+#include "v05-internal/vocab.h"
 
 #define STEADY 3u
 #define VICTIM_BASE 100u

@@ -22,12 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "shm/atomics.h"
-#include "shm/doorbell.h"
-#include "shm/lanes.h"
-#include "shm/proc.h"
-#include "shm/waiter.h"
 #include "util/seg.h"
+#include "v05-internal/shm.h"
 
 struct count {
 	uint64_t n, bad;

@@ -14,12 +14,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "plugin/vocab.h"
-#include "shm/lanes.h"
-#include "shm/waiter.h"
 #include "util/consume.h"
 #include "util/seg.h"
 #include "util/stream.h"
+#include "v05-internal/shm.h"
+#include "v05-internal/vocab.h"
 
 static char name[64];
 static uint64_t per_producer;

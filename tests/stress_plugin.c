@@ -28,10 +28,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "plugin/internal.h"
-#include "plugin/journal.h"
 #include "util/engine.h"
 #include "util/seg.h"
+#include "v05-internal/journal.h"
+#include "v05-internal/plugin.h"
 
 static void config(struct v05_config *c, uint32_t n, int stream)
 {

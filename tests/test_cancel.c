@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "plugin/internal.h"
 #include "util/seg.h"
+#include "v05-internal/plugin.h"
 
 #define N 16
 #define MAXD 256

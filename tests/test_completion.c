@@ -11,9 +11,8 @@
 
 #include <cmocka.h>
 
-#include "shm/completion.h"
-#include "shm/proc.h"
 #include "util/seg.h"
+#include "v05-internal/shm.h"
 
 struct got {
 	uint32_t slot[64], gen[64], n;

@@ -13,10 +13,10 @@
 
 #include <cmocka.h>
 
-#include "plugin/internal.h"
-#include "v05/observer.h"
-#include "shm/error.h"
 #include "util/seg.h"
+#include "v05-internal/plugin.h"
+#include "v05-internal/shm.h"
+#include "v05/observer.h"
 
 #define SENTINEL "sentinel: an earlier failure"
 

@@ -22,10 +22,10 @@
 
 #include <cmocka.h>
 
-#include "plugin/internal.h"
-#include "plugin/journal.h"
 #include "util/run.h"
 #include "util/seg.h"
+#include "v05-internal/journal.h"
+#include "v05-internal/plugin.h"
 
 static char *v05ctl_path;
 static char tmpdir[] = "/tmp/v05-journal-XXXXXX";

@@ -14,11 +14,10 @@
 
 #include <cmocka.h>
 
-#include "plugin/vocab.h"
+#include "v05-internal/vocab.h"
 
-#include "shm/lanes.h"
-#include "shm/segment.h"
 #include "util/seg.h"
+#include "v05-internal/shm.h"
 
 struct sink {
 	uint64_t keys[8192];

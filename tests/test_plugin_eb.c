@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "plugin/vocab.h"
+#include "v05-internal/vocab.h"
 
 #include "util/seg.h"
 #include "v05.h"

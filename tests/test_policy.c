@@ -15,10 +15,10 @@
 
 #include <cmocka.h>
 
-#include "plugin/internal.h"
-#include "shm/proc.h"
 #include "util/plugin_fx.h"
 #include "util/seg.h"
+#include "v05-internal/plugin.h"
+#include "v05-internal/shm.h"
 
 /*
  * 8 prompts, k_init 4, k_step 2, k_max 16, pad 8, halt 0.25, c = 0.0039.

@@ -25,8 +25,8 @@
 
 #include <cmocka.h>
 
-#include "plugin/internal.h"
 #include "util/seg.h"
+#include "v05-internal/plugin.h"
 #include "v05.h"
 
 static struct v05_plugin *make(const char *name, uint32_t mode)

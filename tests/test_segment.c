@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "shm/segment.h"
 #include "util/seg.h"
+#include "v05-internal/shm.h"
 
 static void test_names(void **state)
 {

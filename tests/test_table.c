@@ -11,9 +11,8 @@
 
 #include <cmocka.h>
 
-#include "shm/arena.h"
-#include "shm/table.h"
 #include "util/seg.h"
+#include "v05-internal/shm.h"
 
 #define CAP 256u
 

@@ -15,10 +15,10 @@
 
 #include <cmocka.h>
 
-#include "plugin/internal.h"
-#include "shm/proc.h"
 #include "util/plugin_fx.h"
 #include "util/seg.h"
+#include "v05-internal/plugin.h"
+#include "v05-internal/shm.h"
 
 static void test_attach_and_recover(void **state)
 {

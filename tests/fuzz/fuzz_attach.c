@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "shm/segment.h"
+#include "v05-internal/shm.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -31,7 +31,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "plugin/journal.h"
+#include "v05-internal/journal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

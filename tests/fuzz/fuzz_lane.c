@@ -31,9 +31,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "plugin/internal.h"
-#include "shm/proc.h"
-#include "shm/segment.h"
+#include "v05-internal/plugin.h"
+#include "v05-internal/shm.h"
 #include "v05.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

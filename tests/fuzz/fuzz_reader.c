@@ -21,8 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shm/completion.h"
-#include "shm/segment.h"
+#include "v05-internal/shm.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -20,9 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "plugin/journal.h"
-#include "shm/layout.h"
-#include "shm/segment.h"
+#include "v05-internal/journal.h"
+#include "v05-internal/shm.h"
 #include "v05.h"
 
 static int write_file(const char *dir, const char *sub, const char *file,

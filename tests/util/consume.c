@@ -4,8 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "shm/doorbell.h"
-#include "shm/proc.h"
+#include "v05-internal/shm.h"
 
 int consume_until(struct v05_lanes *l, struct v05_waiter *w,
 		  v05_record_fn fn, void *ctx, const uint64_t *total,

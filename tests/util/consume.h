@@ -5,8 +5,7 @@
 
 #include <stdint.h>
 
-#include "shm/lanes.h"
-#include "shm/waiter.h"
+#include "v05-internal/shm.h"
 
 struct consume_stats {
 	uint64_t sleeps; /* waits that actually blocked */

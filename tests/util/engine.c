@@ -13,10 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "shm/lanes.h"
-#include "shm/proc.h"
-#include "shm/ring.h"
-#include "shm/segment.h"
+#include "v05-internal/shm.h"
 #include "v05/shm.h"
 
 enum { OP_PUSH = 1, OP_CORRUPT = 2 };

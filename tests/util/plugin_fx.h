@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "plugin/internal.h"
+#include "v05-internal/plugin.h"
 
 #define MAXD 1024
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "seg.h"
-#include "plugin/vocab.h"
+#include "v05-internal/vocab.h"
 
 #include <stdio.h>
 #include <stdlib.h>

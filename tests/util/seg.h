@@ -6,8 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shm/lanes.h"
-#include "shm/layout.h"
+#include "v05-internal/shm.h"
 
 /* "t-<tag>-<pid>-<n>": unique per process and call. */
 void test_name(char *buf, size_t len, const char *tag);

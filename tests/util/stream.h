@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "shm/layout.h"
+#include "v05-internal/shm.h"
 #include "v05/shm.h"
 
 #define STREAM_MAX_PRODUCERS 1024u

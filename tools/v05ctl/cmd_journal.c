@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "json.h"
-#include "plugin/journal_format.h"
+#include "v05-internal/journal.h"
 #include "v05.h"
 #include "v05ctl.h"
 

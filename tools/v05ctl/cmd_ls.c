@@ -12,10 +12,9 @@
 #include <string.h>
 
 #include "json.h"
-#include "plugin/vocab.h"
-#include "shm/layout.h"
-#include "shm/segment.h"
 #include "stat_view.h"
+#include "v05-internal/shm.h"
+#include "v05-internal/vocab.h"
 #include "v05.h"
 #include "v05ctl.h"
 

@@ -13,11 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "plugin/splitmix.h"
 #include "json.h"
 #include "num.h"
-#include "plugin/vocab.h"
-#include "shm/layout.h"
+#include "v05-internal/shm.h"
+#include "v05-internal/splitmix.h"
+#include "v05-internal/vocab.h"
 #include "v05.h"
 #include "v05ctl.h"
 

@@ -17,9 +17,8 @@
 
 #include "json.h"
 #include "num.h"
-#include "shm/layout.h"
-#include "shm/segment.h"
 #include "stat_view.h"
+#include "v05-internal/shm.h"
 #include "v05.h"
 #include "v05ctl.h"
 

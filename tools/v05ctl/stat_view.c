@@ -7,9 +7,8 @@
 #include <time.h>
 
 #include "json.h"
-#include "plugin/vocab.h"
-#include "shm/layout.h"
-#include "shm/proc.h"
+#include "v05-internal/shm.h"
+#include "v05-internal/vocab.h"
 
 int stat_take(struct v05_observer *o, const char *name, struct stat_view *v)
 {
