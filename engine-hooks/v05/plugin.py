@@ -2,6 +2,7 @@
 """The plugin: lives in the engine's process, turns rewards into decisions."""
 
 import asyncio
+import collections
 import ctypes
 import errno
 import dataclasses
@@ -154,6 +155,35 @@ def _samples(mask: int) -> List[int]:
     return [s for s in range(64) if mask >> s & 1]
 
 
+class LruMap:
+    """A dict that keeps its `cap` most recently set keys: what a long run
+    remembers per prompt stays bounded."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self._d = collections.OrderedDict()
+
+    def __setitem__(self, key, value):
+        self._d[key] = value
+        self._d.move_to_end(key)
+        if len(self._d) > self.cap:
+            self._d.popitem(last=False)
+
+    def get(self, key, default=None):
+        return self._d.get(key, default)
+
+    def pop(self, key, default=None):
+        return self._d.pop(key, default)
+
+    def __len__(self):
+        return len(self._d)
+
+
+# Released prompts' uids kept for support_sample: the support buffer's
+# largest capacity (V05_SUPPORT_MAX).
+RELEASED_UIDS = 65536
+
+
 class Plugin:
     """v05 inside the engine's process. Create one per engine (it owns a
     shared-memory segment), or attach to take over a dead owner's."""
@@ -161,7 +191,10 @@ class Plugin:
     def __init__(self, handle, name):
         self._p = ctypes.c_void_p(handle)
         self.name = name
-        self._uids = {}  # key -> uid as the caller gave it
+        # key -> uid as the caller gave it: live prompts here (dropped at
+        # release), the last RELEASED_UIDS released ones in _released.
+        self._uids = {}
+        self._released = LruMap(RELEASED_UIDS)
         self._views = []  # weak references to slot buffers handed out
         self._buf = (_lib.Decision_ * 4096)()
         self.last_rejected = {}
@@ -303,6 +336,8 @@ class Plugin:
     def _uid_of(self, key, slot):
         uid = self._uids.get(key)
         if uid is None:
+            uid = self._released.get(key)
+        if uid is None:
             buf = ctypes.create_string_buffer(UID_MAX)
             n = lib.v05_slot_uid(self._handle(), slot, buf, UID_MAX)
             if n >= 0:
@@ -417,6 +452,9 @@ class Plugin:
                             "number (a bare number cannot be checked)")
         check(lib.v05_release(self._handle(), x.slot, x.gen, x.key),
               f"release slot {x.slot}")
+        uid = self._uids.pop(x.key, None)
+        if uid is not None:
+            self._released[x.key] = uid
 
     def slot_offsets(self, x) -> Tuple[int, int]:
         """Byte offsets of a slot's rewards and advantages in the segment
@@ -490,14 +528,16 @@ class Plugin:
         return counters_dict(vals)
 
     def support_sample(self, n: int = 256, seed: int = 0):
-        """Up to n of the last 512 final groups: (uid, key, mean, k)."""
+        """Up to n of the last 512 final groups: (uid, key, mean, k); uid
+        is None for a group released more than RELEASED_UIDS releases ago
+        (its uid is no longer remembered here)."""
         n = _checks.u32("n", n, 0, 1 << 20)
         seed = _checks.u64("seed", seed)
         out = (_lib.Support * max(1, n))()
         m = check(lib.v05_support_sample(self._handle(), out, n, seed),
                   "support sample")
-        return [(self._uids.get(out[i].key), out[i].key, out[i].mean,
-                 out[i].k) for i in range(m)]
+        return [(self._uids.get(out[i].key, self._released.get(out[i].key)),
+                 out[i].key, out[i].mean, out[i].k) for i in range(m)]
 
 
 def track_view(views: list, buf) -> None:

@@ -15,7 +15,7 @@ success rate from earlier epochs, with a default for prompts not seen yet.
 import math
 from typing import Callable, Dict, Iterable, List, Sequence, Tuple
 
-from .plugin import Plugin, Uid, key_of
+from .plugin import LruMap, Plugin, Uid, key_of
 
 __all__ = ["ValueModelPrior", "HistoryPrior", "p_to_prior"]
 
@@ -38,14 +38,18 @@ class ValueModelPrior:
 
     def __init__(self, plugin: Plugin, predict: PredictFn, *,
                  batch_size: int = 64, context_size: int = 256,
-                 default_p: float = 0.5, seed: int = 0):
-        if batch_size < 1 or context_size < 0:
-            raise ValueError("batch_size >= 1 and context_size >= 0")
+                 default_p: float = 0.5, seed: int = 0,
+                 max_texts: int = 65536):
+        if batch_size < 1 or context_size < 0 or max_texts < 1:
+            raise ValueError("batch_size >= 1, context_size >= 0 and "
+                             "max_texts >= 1")
         self.plugin, self.predict = plugin, predict
         self.batch_size, self.context_size = batch_size, context_size
         self.default_p = default_p
         self.seed = seed
-        self.texts: Dict[int, str] = {}  # key -> prompt text
+        # key -> prompt text of the last `max_texts` prompts (the support
+        # buffer holds at most 65,536 groups)
+        self.texts = LruMap(max_texts)
 
     def remember(self, uid: Uid, text: str) -> None:
         """Keep a prompt's text so it can serve as context once final."""

@@ -395,8 +395,10 @@ def compute_v05_advantage(token_level_rewards, response_mask, index=None,
             unknown_rows.extend(rows)
             continue
         idx = _check_rows(uid, rec, row_rewards, samples)
-        a = torch.from_numpy(np.asarray(rec.advantages))
-        adv[rows] = a[idx]
+        # Gathered in numpy: a copy, so the tensor never wraps the
+        # segment's read-only view.
+        adv[rows] = torch.from_numpy(
+            np.asarray(rec.advantages)[np.asarray(idx, dtype=np.int64)])
     for uid in used_segment:
         _groups.done(segment, uid)
 

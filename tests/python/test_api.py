@@ -157,3 +157,34 @@ def test_support_sample(segname):
         assert {uid for uid, *_ in sample} == {f"s{i}" for i in range(40)}
         assert all(mean == 0.0 and k == 4 for _, _, mean, k in sample)
         assert len(p.support_sample(10, seed=1)) == 10
+
+
+def test_uid_memory_bounded(segname):
+    """What the bindings remember per prompt does not grow with the run:
+    a released prompt's uid leaves the live map (kept, bounded, for
+    support_sample), and a prior's texts keep the most recent."""
+    from v05.plugin import LruMap
+    from v05.prior import ValueModelPrior
+    with v05.Plugin.create(segname, max_prompts=4, mode="v05-fixed",
+                           k_init=2, k_max=2, pad_multiple=1) as p:
+        p._released.cap = 8
+        with v05.RewardWriter.attach(segname) as w:
+            for i in range(40):
+                (d,) = p.submit([(f"u{i}", 0.0)])
+                w.push(d, 0, 1.0)
+                w.push(d, 1, 1.0)
+                assert p.wait_blocking(5.0)
+                (f,) = p.poll()
+                assert f.kind == "final" and f.uid == f"u{i}"
+                p.release(f)
+        assert len(p._uids) == 0 and len(p._released) == 8
+        # Older groups in the support buffer come back without a uid.
+        got = {u for u, *_ in p.support_sample(40)}
+        assert got - {None} <= {f"u{i}" for i in range(32, 40)}
+        prior = ValueModelPrior(p, lambda *a: [], max_texts=5)
+        for i in range(20):
+            prior.remember(f"t{i}", "text")
+        assert len(prior.texts) == 5 and prior.texts.get(v05.key_of("t19")) == "text"
+    m = LruMap(2)
+    m[1] = "a"; m[2] = "b"; m[1] = "a"; m[3] = "c"
+    assert m.get(2) is None and m.get(1) == "a" and m.get(3) == "c"
