@@ -74,7 +74,7 @@ static void *producer(void *arg)
 
 static uint64_t got;
 
-static void on_record(void *ctx, const struct v05_record *rec, uint32_t lane)
+static void on_record_one(void *ctx, const struct v05_record *rec, uint32_t lane)
 {
 	uint64_t now = v05__now_ns();
 
@@ -82,6 +82,14 @@ static void on_record(void *ctx, const struct v05_record *rec, uint32_t lane)
 	(void)lane;
 	lat[got++] = now - rec->key;
 	__atomic_store_n(&L.ack, got, __ATOMIC_RELEASE);
+}
+
+/* The lanes hand records over in batches. */
+static void on_record(void *ctx, const struct v05_record *recs, uint32_t n,
+                      uint32_t lane)
+{
+	for (uint32_t j = 0; j < n; j++)
+		on_record_one(ctx, &recs[j], lane);
 }
 
 static int cmp(const void *a, const void *b)

@@ -103,7 +103,7 @@ static __attribute__((noinline, used)) void
 scan_empty(struct v05_plugin *p, uint32_t scans)
 {
 	for (uint32_t i = 0; i < scans; i++)
-		if (v05__lanes_drain(&p->lanes, 4096, 64, v05__apply_record, p))
+		if (v05__lanes_drain(&p->lanes, 4096, 64, v05__apply_records, p))
 			abort();
 }
 

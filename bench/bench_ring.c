@@ -96,10 +96,15 @@ static void *v05_producer(void *arg)
 	return NULL;
 }
 
-static void v05_sum(void *ctx, const struct v05_record *rec, uint32_t lane)
+static void v05_sum(void *ctx, const struct v05_record *recs, uint32_t n,
+		    uint32_t lane)
 {
+	uint64_t sum = 0;
+
 	(void)lane;
-	*(uint64_t *)ctx += rec->key;
+	for (uint32_t j = 0; j < n; j++)
+		sum += recs[j].key;
+	*(uint64_t *)ctx += sum;
 }
 
 static double run_v05(void)

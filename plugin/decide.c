@@ -29,9 +29,13 @@ void v05__clock_refresh(struct v05_plugin *p)
 	p->clock_stale = false;
 }
 
-void v05__prefetch_key(void *ctx, uint64_t key, int stage)
+/*
+ * Prefetch what applying a record with this key will touch: stage 0 (far
+ * ahead) the table entry the key alone locates, stage 1 (nearer) the slot
+ * that entry names. A hint: the key may be anything.
+ */
+static inline void prefetch_key(struct v05_plugin *p, uint64_t key, int stage)
 {
-	struct v05_plugin *p = ctx;
 	const struct v05_prompt *e;
 
 	if (stage == 0) {
@@ -52,14 +56,12 @@ static void reject(struct v05_plugin *p, const struct v05_record *rec,
 	V05_PROBE3(reward_rejected, rec->key, rec->sample, reason);
 }
 
-void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane)
+static void apply_one(struct v05_plugin *p, const struct v05_record *rec)
 {
-	struct v05_plugin *p = ctx;
 	struct v05_prompt *e;
 	uint64_t bit;
 	float r = rec->reward;
 
-	(void)lane;
 	if (!isfinite(r)) {
 		reject(p, rec, V05_C_REJ_NONFINITE);
 		return;
@@ -108,6 +110,26 @@ void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane)
 		   rec->gen);
 	if (e->received == e->issued && e->state == V05_P_COLLECTING)
 		v05__decide(p, e);
+}
+
+/* Far enough ahead to hide a DRAM access behind the records between:
+ * stage 0 (the table entry) at 8, stage 1 (the slot it names) at 4. */
+#define PREFETCH_FAR 8u
+#define PREFETCH_NEAR 4u
+
+void v05__apply_records(void *ctx, const struct v05_record *recs, uint32_t n,
+			uint32_t lane)
+{
+	struct v05_plugin *p = ctx;
+
+	(void)lane;
+	for (uint32_t j = 0; j < n; j++) {
+		if (j + PREFETCH_FAR < n)
+			prefetch_key(p, recs[j + PREFETCH_FAR].key, 0);
+		if (j + PREFETCH_NEAR < n)
+			prefetch_key(p, recs[j + PREFETCH_NEAR].key, 1);
+		apply_one(p, &recs[j]);
+	}
 }
 
 /* "More": the prompt waits for its batch's policy. gap is its padding

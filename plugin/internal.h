@@ -174,8 +174,9 @@ uint32_t v05__dequeue(struct v05_plugin *p, struct v05_decision *out,
 		      uint32_t max);
 
 /* decide.c: apply rewards, decide ("more" holds, "stop" finalizes). */
-void v05__apply_record(void *ctx, const struct v05_record *rec, uint32_t lane);
-void v05__prefetch_key(void *ctx, uint64_t key, int stage);
+/* The lanes' v05_record_fn: a batch of checked records, with prefetch. */
+void v05__apply_records(void *ctx, const struct v05_record *recs, uint32_t n,
+			uint32_t lane);
 void v05__decide(struct v05_plugin *p, struct v05_prompt *e);
 uint32_t v05__group_k(const struct v05_prompt *e);
 

@@ -122,7 +122,6 @@ int v05__plugin_init_local(struct v05_plugin *p)
 	memset(p->pad_items, 0, (size_t)g->slot_count * sizeof(*p->pad_items));
 	v05__clock_refresh(p);
 	ret = v05__lanes_init(&p->lanes, &p->seg);
-	p->lanes.prefetch = v05__prefetch_key;
 	p->lanes.event = lane_event;
 	p->lanes.event_ctx = p;
 	if (!ret)
@@ -345,9 +344,9 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 		v05__releases_drain(&p->compl, v05__release_from_reader, p);
 	if (now >= p->next_reader_check_ns)
 		v05__check_reader(p, now);
-	v05__lanes_drain(&p->lanes, POLL_BUDGET, DRAIN_BATCH, v05__apply_record, p);
+	v05__lanes_drain(&p->lanes, POLL_BUDGET, DRAIN_BATCH, v05__apply_records, p);
 	if (now >= p->lanes.next_reclaim_ns)
-		v05__lanes_reclaim_at(&p->lanes, now, v05__apply_record, p);
+		v05__lanes_reclaim_at(&p->lanes, now, v05__apply_records, p);
 	if (p->cfg.schedule == V05_SCHEDULE_STREAM)
 		v05__policy_deadlines(p);
 	if (p->journal && (p->npending_free || v05__journal_busy(p->journal)))

@@ -99,42 +99,25 @@ static inline void observe_owner(struct v05_lanes *l, uint32_t lane,
 	v05_store_relaxed(&own->owner_seen, owner);
 }
 
-/* Far enough ahead to hide a DRAM access behind the records between:
- * stage 0 (the table entry) at 8, stage 1 (the slot it names) at 4. */
-#define PREFETCH_FAR 8u
-#define PREFETCH_NEAR 4u
-
 /*
- * The records of a batch with the prefetch hints (the plugin's path): the
- * hint for record j + PREFETCH_FAR and j + PREFETCH_NEAR before record j.
- * Returns the records rejected.
+ * Copy n records from src (the lane, from index seq on) to dst[ok...],
+ * keeping each that passes: seq is the index the producer library wrote it
+ * at; a mismatch, unknown flags or a nonzero zero word mean bytes the
+ * library did not write. One test for all three (they share the record's
+ * line, so it costs no miss), and no branch: a bad copy is overwritten by
+ * the next. Returns ok plus the records kept.
  */
-static uint32_t apply_prefetched(struct v05_lanes *l, uint32_t lane,
-				 const struct v05_record *slots, uint32_t head,
-				 uint32_t mask, uint32_t n, v05_record_fn fn,
-				 void *ctx)
+static inline uint32_t copy_checked(struct v05_record *dst,
+				    const struct v05_record *src, uint32_t n,
+				    uint32_t seq, uint32_t ok)
 {
-	uint32_t bad = 0;
+	for (uint32_t j = 0; j < n; j++, seq++) {
+		struct v05_record *r = &dst[ok];
 
-	for (uint32_t j = 0; j < n; j++) {
-		struct v05_record rec;
-
-		/* Relaxed: hints only; each record is copied and checked
-		 * when its turn comes. */
-		if (j + PREFETCH_FAR < n)
-			l->prefetch(ctx, v05_load_relaxed(
-				&slots[(head + j + PREFETCH_FAR) & mask].key), 0);
-		if (j + PREFETCH_NEAR < n)
-			l->prefetch(ctx, v05_load_relaxed(
-				&slots[(head + j + PREFETCH_NEAR) & mask].key), 1);
-		record_copy(&rec, &slots[(head + j) & mask]);
-		if (((rec.seq ^ (head + j)) | rec.flags | rec.zero) != 0) {
-			bad++;
-			continue;
-		}
-		fn(ctx, &rec, lane);
+		record_copy(r, &src[j]);
+		ok += ((r->seq ^ seq) | r->flags | r->zero) == 0;
 	}
-	return bad;
+	return ok;
 }
 
 /*
@@ -148,7 +131,8 @@ drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
 	struct v05_ring_cons *c = &l->cons[i];
 	struct v05_lane_own *own = &l->seg->lane_own[i];
 	const struct v05_record *slots = (const void *)c->slots;
-	uint32_t head = c->head, mask = c->mask, bad = 0;
+	struct v05_record recs[V05_LANE_BATCH_MAX];
+	uint32_t head = c->head, mask = c->mask, ok = 0;
 	uint32_t n = avail < max ? avail : max;
 
 	if (avail > mask + 1) {
@@ -163,26 +147,24 @@ drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
 	if (avail > v05_load_relaxed(&own->high_water))
 		v05_store_relaxed(&own->high_water, avail);
 	observe_owner(l, i, own, v05_load_relaxed(&c->r->owner));
-	if (l->prefetch) {
-		bad = apply_prefetched(l, i, slots, head, mask, n, fn, ctx);
-	} else {
-		for (uint32_t j = 0; j < n; j++) {
-			struct v05_record rec;
+	if (n > V05_LANE_BATCH_MAX)
+		n = V05_LANE_BATCH_MAX;
+	/* At most two straight runs: up to the lane's end, then from its
+	 * start. */
+	{
+		uint32_t at = head & mask, first = mask + 1 - at;
 
-			record_copy(&rec, &slots[(head + j) & mask]);
-			/* seq is the index the producer library wrote the
-			 * record at; a mismatch or unknown flags mean bytes
-			 * it did not write. One test for all three: they
-			 * share the record's line, so it costs no miss. */
-			if (((rec.seq ^ (head + j)) | rec.flags | rec.zero) != 0) {
-				bad++;
-				continue;
-			}
-			fn(ctx, &rec, i);
-		}
+		if (first > n)
+			first = n;
+		ok = copy_checked(recs, &slots[at], first, head, 0);
+		if (first < n)
+			ok = copy_checked(recs, slots, n - first, head + first,
+					  ok);
 	}
-	if (bad)
-		report(l, V05_LANE_CORRUPT, i, bad);
+	if (ok)
+		fn(ctx, recs, ok, i);
+	if (ok != n)
+		report(l, V05_LANE_CORRUPT, i, n - ok);
 	/* After fn: exactly once. The owner's copy first: a takeover
 	 * resumes from it, and the batch is applied; then the producer's. */
 	v05_store_relaxed(&own->head, head + n);

@@ -21,18 +21,18 @@
 /* How often the consumer checks lane owners for death. */
 #define V05_RECLAIM_INTERVAL_NS 50000000ull
 
-/* Called for each record that passed the lane checks: a private copy, so
- * the producer cannot change it between check and use. */
-typedef void (*v05_record_fn)(void *ctx, const struct v05_record *rec,
-			      uint32_t lane);
+/* Most records handed to a v05_record_fn at once (a drain's batch is
+ * capped to it): the private copies live on the consumer's stack. */
+#define V05_LANE_BATCH_MAX 64u
 
 /*
- * Called with the key of records ahead of the one being applied, to
- * prefetch what applying them will touch: stage 0 far ahead (what the key
- * alone locates), stage 1 nearer (what stage 0 brought in leads to). A
- * hint: the key is read from the ring without a copy and may be anything.
+ * Called with n (1..V05_LANE_BATCH_MAX) consecutive records of one lane
+ * that passed the lane checks, in lane order: private copies, so the
+ * producer cannot change them between check and use. One call per batch,
+ * so the callee can look ahead (prefetch) and the call is paid once.
  */
-typedef void (*v05_prefetch_fn)(void *ctx, uint64_t key, int stage);
+typedef void (*v05_record_fn)(void *ctx, const struct v05_record *recs,
+			      uint32_t n, uint32_t lane);
 
 /*
  * What the lanes report instead of counting it themselves (the counters
@@ -53,7 +53,6 @@ typedef void (*v05_lane_event_fn)(void *ctx, enum v05_lane_event ev,
 struct v05_lanes {
 	struct v05_segment *seg;
 	struct v05_ring_cons *cons; /* one per lane */
-	v05_prefetch_fn prefetch;   /* optional */
 	v05_lane_event_fn event;    /* optional; called with event_ctx */
 	void *event_ctx;
 	uint32_t n;
@@ -65,10 +64,11 @@ int v05__lanes_init(struct v05_lanes *l, struct v05_segment *seg);
 void v05__lanes_fini(struct v05_lanes *l);
 
 /*
- * Drain up to budget records, at most batch per lane per turn, starting one
- * lane further each call. A lane's head advances only after fn returned for
- * its records (exactly once across a crash of the consumer: at most the
- * batch in hand is replayed). Returns the records handed to fn or rejected.
+ * Drain up to budget records, at most batch (capped to V05_LANE_BATCH_MAX)
+ * per lane per turn, starting one lane further each call. A lane's head
+ * advances only after fn returned for its records (exactly once across a
+ * crash of the consumer: at most the batch in hand is replayed). Returns
+ * the records handed to fn or rejected.
  */
 uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
 			  v05_record_fn fn, void *ctx);

@@ -365,7 +365,7 @@ handle:
 	}
 	while (v05_poll(p, d, 4 * BATCH) > 0)
 		;
-	v05__lanes_reclaim(&p->lanes, true, v05__apply_record, p);
+	v05__lanes_reclaim(&p->lanes, true, v05__apply_records, p);
 	while (v05_poll(p, d, 4 * BATCH) > 0)
 		;
 	v05_counters(p, c, V05_COUNTER_SLOTS);

@@ -29,13 +29,21 @@ struct count {
 	uint64_t n, bad;
 };
 
-static void on_record(void *ctx, const struct v05_record *rec, uint32_t lane)
+static void on_record_one(void *ctx, const struct v05_record *rec, uint32_t lane)
 {
 	struct count *c = ctx;
 
 	(void)lane;
 	c->bad += rec->key != c->n + 1;
 	c->n++;
+}
+
+/* The lanes hand records over in batches. */
+static void on_record(void *ctx, const struct v05_record *recs, uint32_t n,
+                      uint32_t lane)
+{
+	for (uint32_t j = 0; j < n; j++)
+		on_record_one(ctx, &recs[j], lane);
 }
 
 /* Bumped by the consumer after its re-check found nothing, right before

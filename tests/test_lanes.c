@@ -26,7 +26,7 @@ struct sink {
 	uint32_t n;
 };
 
-static void collect(void *ctx, const struct v05_record *rec, uint32_t lane)
+static void collect_one(void *ctx, const struct v05_record *rec, uint32_t lane)
 {
 	struct sink *s = ctx;
 
@@ -35,6 +35,14 @@ static void collect(void *ctx, const struct v05_record *rec, uint32_t lane)
 	s->gens[s->n] = rec->gen;
 	s->lanes[s->n] = lane;
 	s->n++;
+}
+
+/* The lanes hand records over in batches. */
+static void collect(void *ctx, const struct v05_record *recs, uint32_t n,
+                    uint32_t lane)
+{
+	for (uint32_t j = 0; j < n; j++)
+		collect_one(ctx, &recs[j], lane);
 }
 
 struct fixture {

@@ -10,8 +10,8 @@ void stream_check_init(struct stream_check *c)
 	memset(c, 0, sizeof(*c));
 }
 
-void stream_check_record(void *ctx, const struct v05_record *rec,
-			 uint32_t lane)
+static void check_one(void *ctx, const struct v05_record *rec,
+		      uint32_t lane)
 {
 	struct stream_check *c = ctx;
 	uint64_t producer = rec->key >> 40;
@@ -34,6 +34,13 @@ void stream_check_record(void *ctx, const struct v05_record *rec,
 		return;
 	}
 	c->next[producer]++;
+}
+
+void stream_check_record(void *ctx, const struct v05_record *recs, uint32_t n,
+			 uint32_t lane)
+{
+	for (uint32_t j = 0; j < n; j++)
+		check_one(ctx, &recs[j], lane);
 }
 
 int stream_push_batch(struct v05_producer *p, uint32_t id, uint64_t *n,

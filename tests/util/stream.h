@@ -60,7 +60,7 @@ struct stream_check {
 
 void stream_check_init(struct stream_check *c);
 /* A v05_record_fn: ctx is a struct stream_check. */
-void stream_check_record(void *ctx, const struct v05_record *rec,
+void stream_check_record(void *ctx, const struct v05_record *recs, uint32_t n,
 			 uint32_t lane);
 
 #endif
