@@ -233,7 +233,7 @@ V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
 	if (ret) {
 		v05__plugin_free_local(p);
 		v05__waiter_fini(&p->waiter);
-		unlink(p->seg.path); /* keeps the error message, unlike the API */
+		v05__segment_remove(&p->seg); /* keeps the error message */
 		v05__segment_detach(&p->seg);
 		free(p);
 		return ret;

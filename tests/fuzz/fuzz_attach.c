@@ -53,9 +53,14 @@ static void try_attach(enum v05_role role)
 			size_t len = v05__lane_stride(seg.hdr.geo.lane_capacity);
 
 			for (uint32_t l = 0; l < seg.hdr.geo.lane_count; l++) {
-				uint8_t *m = mmap(NULL, len, PROT_READ, MAP_SHARED,
-						  seg.fd, (off_t)v05__lane_offset(&seg, l));
+				int fd = v05__lane_file_open(&seg, V05_FILE_LANE, l,
+							     O_RDONLY);
+				uint8_t *m;
 
+				if (fd < 0)
+					continue; /* checked: refused */
+				m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+				close(fd);
 				if (m == MAP_FAILED)
 					abort();
 				sum += m[len - 1];

@@ -87,7 +87,10 @@ int cmd_ls(int argc, char **argv)
 		uint32_t held = 0;
 		int ret;
 
-		if (strncmp(list[i]->d_name, "v05-", 4) || !name[0]) {
+		/* A segment's lane and doorbell files (v05-NAME:lane.0, ...)
+		 * carry a ':', which no segment name has. */
+		if (strncmp(list[i]->d_name, "v05-", 4) || !name[0] ||
+		    strchr(name, ':')) {
 			free(list[i]);
 			continue;
 		}
