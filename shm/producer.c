@@ -2,14 +2,17 @@
 /* Producer API: a reward worker's end of its lane. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "shm/broker.h"
 #include "shm/doorbell.h"
 #include "shm/error.h"
 #include "shm/lanes.h"
@@ -161,6 +164,51 @@ static int claim_lane(struct v05_producer *p, unsigned flags)
 			 seg->name, seg->hdr.geo.lane_count, dead, bound);
 }
 
+/*
+ * A lane from the segment owner's broker (a producer of another uid, which
+ * may open none of the segment's files): the broker reserved it with a
+ * token; the claim is the CAS token -> our word. Lost (the reservation
+ * expired and another producer of our uid took the lane): ask again.
+ */
+static int claim_brokered(struct v05_producer *p, const char *name,
+			  unsigned flags)
+{
+	uint64_t me = v05__owner_self();
+
+	if (!me)
+		return v05__fail(-EIO, "cannot read /proc/self/stat");
+	for (int attempt = 0; attempt < 4; attempt++) {
+		struct v05_ring_hdr *r;
+		uint32_t i;
+		uint64_t token;
+		int ret = v05__broker_request(name, &p->own, &r, &i, &token);
+
+		if (ret)
+			return ret;
+		p->seg = &p->own;
+		/* A3, as in claim_lane. */
+		if (v05_cas_acq_rel(&r->owner, &token, me)) {
+			lane_claimed(p, r, i, me, flags);
+			return 0;
+		}
+		lane_unmap(p, r);
+		v05__segment_detach(&p->own);
+	}
+	return v05__fail(-EBUSY, "segment %s: the broker's lanes were taken each time",
+			 name);
+}
+
+/* Does segment name belong to another uid? (Its path's owner; an error
+ * is left for the attach to report.) */
+static bool other_uid(const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	return !v05__segment_path(name, path, sizeof(path)) &&
+	       !lstat(path, &st) && st.st_uid != geteuid();
+}
+
 static int open_common(const char *name, struct v05_segment *mapped,
 		       unsigned flags, struct v05_producer **out)
 {
@@ -178,6 +226,14 @@ static int open_common(const char *name, struct v05_segment *mapped,
 		return v05__fail(-ENOMEM, "producer: out of memory");
 	if (mapped) {
 		p->seg = mapped;
+	} else if ((flags & V05_PRODUCER_ANY_UID) && other_uid(name)) {
+		ret = claim_brokered(p, name, flags);
+		if (ret) {
+			free(p);
+			return ret;
+		}
+		*out = p;
+		return 0;
 	} else {
 		ret = v05__segment_attach(name, V05_ROLE_PRODUCER,
 					  flags & V05_PRODUCER_ANY_UID ?
@@ -192,6 +248,28 @@ static int open_common(const char *name, struct v05_segment *mapped,
 	if (ret) {
 		if (!mapped)
 			v05__segment_detach(&p->own);
+		free(p);
+		return ret;
+	}
+	*out = p;
+	return 0;
+}
+
+int v05__producer_open_brokered(const char *name, unsigned flags,
+				struct v05_producer **out)
+{
+	struct v05_producer *p;
+	int ret;
+
+	v05__clear_error();
+	pthread_once(&atfork_once, register_atfork);
+	if (v05_name_check(name))
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return v05__fail(-ENOMEM, "producer: out of memory");
+	ret = claim_brokered(p, name, flags);
+	if (ret) {
 		free(p);
 		return ret;
 	}
