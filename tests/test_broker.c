@@ -88,11 +88,11 @@ static void test_brokered_producer(void **state)
 	assert_true(lane >= 0 && lane < 2);
 	/* Claimed: the lane's owner word is the producer's (here, ours),
 	 * no longer the broker's reservation. */
-	assert_int_equal(v05__lane(&p->seg, (uint32_t)lane)->owner,
+	assert_int_equal(v05_load_relaxed(&v05__lane(&p->seg, (uint32_t)lane)->owner),
 			 v05__owner_self());
 	assert_true(push_and_apply(p, w, "brokered") > 0);
 	/* Same uid as the owner: no binding (no boundary to keep). */
-	assert_int_equal(p->seg.lane_own[lane].bound, 0);
+	assert_int_equal(v05_load_relaxed(&p->seg.lane_own[lane].bound), 0);
 	v05_producer_close(w);
 	v05_plugin_close(p, 0);
 	/* The broker stopped with its plugin. */
@@ -163,7 +163,7 @@ static void test_bad_clients(void **state)
 	/* The garbage and the hung client each hold a reservation (their
 	 * grant sits unread); the one that left may too, until it expires. */
 	for (uint32_t i = 0; i < 4; i++)
-		held += v05__lane(&p->seg, i)->owner == me &&
+		held += v05_load_relaxed(&v05__lane(&p->seg, i)->owner) == me &&
 			(int)i != v05_producer_lane(w);
 	assert_true(held >= 2 && held <= 3);
 	/* Lanes run out: the broker answers -EBUSY, with its reason. */
