@@ -113,8 +113,10 @@ static int reserve_lane(struct v05_broker *b, uint32_t uid)
 				v05_store_relaxed(&own->bound_uid, uid);
 				v05_store_relaxed(&own->bound, 1u);
 				if (v05__lane_file_bind(seg, i)) {
-					/* The lane stays bound, its file under
-					 * the old name: not handed out. */
+					/* Its file kept its name, same-uid
+					 * producers may claim it: not bound,
+					 * not handed out. */
+					v05_store_relaxed(&own->bound, 0u);
 					v05_store_release(&r->owner, 0);
 					continue;
 				}

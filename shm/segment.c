@@ -675,7 +675,7 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 	if (mprotect(base, V05_PAGE, PROT_READ)) {
 		ret = v05__fail(-errno, "mprotect header: %s", v05__errstr(errno));
 		v05__segment_detach(seg);
-		unlink_all(seg->path);
+		v05__segment_remove(seg);
 		return ret;
 	}
 	return 0;
@@ -705,6 +705,10 @@ int v05__segment_attach(const char *name, enum v05_role role, unsigned flags,
 	if (ret)
 		return ret;
 	fd = open(seg->path, (rw ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && errno == EACCES && rw)
+		return v05__fail(-EACCES,
+				 "open %s for writing: %s (only its owner's uid may write a segment; a producer of another uid needs the plugin's broker)",
+				 seg->path, v05__errstr(errno));
 	if (fd < 0)
 		return v05__fail(-errno, "open %s: %s", seg->path, v05__errstr(errno));
 	if (fstat(fd, &st)) {
