@@ -210,7 +210,7 @@ static int overlay(struct v05_segment *seg, uint64_t off, uint64_t len, int fd,
 	return 0;
 }
 
-static void unlink_all(const char *seg_path);
+static void unlink_lanes(const char *seg_path, uint32_t lanes);
 
 static void files_close(struct v05_segment *seg)
 {
@@ -807,13 +807,37 @@ void v05__segment_detach_readable(struct v05_segment *seg)
 	v05__segment_detach(seg);
 }
 
+/*
+ * How many lanes the segment file at seg_path says it has: from a header
+ * that validates, else V05_LANES_MAX (every name a segment can have).
+ */
+static uint32_t lanes_of(const char *seg_path)
+{
+	struct v05_shm_header h;
+	struct stat st;
+	uint32_t n = V05_LANES_MAX;
+	int fd = open(seg_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return n;
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode) &&
+	    pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+	    h.magic == V05_SHM_MAGIC && h.abi_version == V05_SHM_ABI &&
+	    h.checksum == v05__header_checksum(&h) &&
+	    h.geo.lane_count <= V05_LANES_MAX)
+		n = h.geo.lane_count;
+	close(fd);
+	return n;
+}
+
 /* Remove every file a segment can have besides its own: each lane's under
- * either name, and the doorbell's. Missing ones are no error. */
-static void unlink_all(const char *seg_path)
+ * either name, and the doorbell's, for the lanes its header names (all
+ * there can be where it names none). Missing ones are no error. */
+static void unlink_lanes(const char *seg_path, uint32_t lanes)
 {
 	char path[PATH_MAX];
 
-	for (uint32_t i = 0; i < V05_LANES_MAX; i++) {
+	for (uint32_t i = 0; i < lanes; i++) {
 		if (!file_path(seg_path, V05_FILE_LANE, i, path, sizeof(path)))
 			unlink(path);
 		if (!file_path(seg_path, V05_FILE_BOUND, i, path, sizeof(path)))
@@ -826,23 +850,26 @@ static void unlink_all(const char *seg_path)
 void v05__segment_remove(const struct v05_segment *seg)
 {
 	unlink(seg->path);
-	unlink_all(seg->path);
+	unlink_lanes(seg->path, seg->hdr.geo.lane_count ? seg->hdr.geo.lane_count :
+							   V05_LANES_MAX);
 }
 
 V05_API int v05_segment_unlink(const char *name)
 {
 	char path[PATH_MAX];
+	uint32_t lanes;
 	int ret;
 
 	v05__clear_error();
 	ret = v05__segment_path(name, path, sizeof(path));
 	if (ret)
 		return ret;
+	lanes = lanes_of(path);
 	ret = unlink(path) ? v05__fail(-errno, "unlink %s: %s", path,
 				       v05__errstr(errno)) : 0;
 	/* Whatever became of the segment file, its lanes' and doorbell's
 	 * files go too (a create killed half-way leaves some). */
-	unlink_all(path);
+	unlink_lanes(path, lanes);
 	return ret;
 }
 
