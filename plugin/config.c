@@ -82,7 +82,15 @@ V05_API int v05_config_check(const struct v05_config *c)
 		return v05__fail(-EINVAL,
 				 "file_mode %o: must be within 0777 and let the owner read and write",
 				 c->file_mode);
-	if (c->flags & ~(V05_CONFIG_WAIT_THREAD | V05_CONFIG_EXTERNAL_HALT))
+	/* Write access to the segment file is the whole segment: the owner
+	 * word, every lane, the counters. Other users may read it (readers,
+	 * v05ctl); producers of another uid come through the broker. */
+	if (c->file_mode & 0022u)
+		return v05__fail(-EINVAL,
+				 "file_mode %o lets other users write the segment; it may let them read it at most (producers of another uid: V05_CONFIG_PRODUCER_BROKER)",
+				 c->file_mode);
+	if (c->flags & ~(V05_CONFIG_WAIT_THREAD | V05_CONFIG_EXTERNAL_HALT |
+			 V05_CONFIG_PRODUCER_BROKER))
 		return v05__fail(-EINVAL, "unknown config flags 0x%x", c->flags);
 	if ((c->flags & V05_CONFIG_EXTERNAL_HALT) &&
 	    c->schedule != V05_SCHEDULE_ROUNDS)

@@ -68,6 +68,7 @@ struct batch_local {
 };
 
 struct v05_journal;
+struct v05_broker;
 
 /* A held prompt competing for padding samples (policy.c). */
 struct pad_item {
@@ -89,6 +90,7 @@ struct v05_plugin {
 	struct v05_completions compl;
 	struct v05_waiter waiter;
 	struct v05_journal *journal;
+	struct v05_broker *broker; /* V05_CONFIG_PRODUCER_BROKER: its thread */
 	int journal_error_pending; /* reported once by v05_poll */
 	uint64_t journal_writes_seen;
 	/* CLOCK_MONOTONIC read at most once per 64 records (decide.c) and
@@ -162,6 +164,8 @@ int v05__shm_config_check(struct v05_plugin *p);
 int v05__plugin_init_local(struct v05_plugin *p);
 void v05__plugin_free_local(struct v05_plugin *p);
 int v05__plugin_open_journal(struct v05_plugin *p);
+/* The lane broker, where the stored config asks for it (create, attach). */
+int v05__plugin_start_broker(struct v05_plugin *p);
 
 /* wait.c: cancel an armed wait (poll and wait start with it). */
 void v05__disarm(struct v05_plugin *p);

@@ -145,13 +145,23 @@ V05_API int v05_observer_lanes(struct v05_observer *o,
 	if (n > lanes)
 		n = lanes;
 	for (uint32_t i = 0; i < n; i++) {
-		const struct v05_ring_hdr *r = v05__lane(&o->seg, i);
 		const struct v05_lane_own *own = &o->seg.lane_own[i];
+		uint64_t owner;
+		uint32_t fill = 0;
+
 		/* Relaxed: each field has one writer; a snapshot. The counts
-		 * come from the owner's memory, not from the lane's page. */
-		uint64_t owner = v05_load_relaxed(&r->owner);
-		uint32_t fill = v05_load_relaxed(&r->tail) -
-				v05_load_relaxed(&own->head);
+		 * come from the owner's memory, not from the lane's page.
+		 * Where the lanes' files are closed to us (another uid's
+		 * segment), the owner word the plugin saw last, no fill. */
+		if (o->seg.lanes_mapped) {
+			const struct v05_ring_hdr *r = v05__lane(&o->seg, i);
+
+			owner = v05_load_relaxed(&r->owner);
+			fill = v05_load_relaxed(&r->tail) -
+			       v05_load_relaxed(&own->head);
+		} else {
+			owner = v05_load_relaxed(&own->owner_seen);
+		}
 
 		out[i].owner_pid = owner ? v05__owner_pid(owner) : 0;
 		out[i].owner_alive = owner && v05__owner_alive(owner) == 1;

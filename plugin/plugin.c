@@ -15,6 +15,7 @@
 
 #include "internal.h"
 #include "journal.h"
+#include "../shm/broker.h"
 #include "../shm/doorbell.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
@@ -170,6 +171,13 @@ int v05__plugin_open_journal(struct v05_plugin *p)
 	return 0;
 }
 
+int v05__plugin_start_broker(struct v05_plugin *p)
+{
+	if (!(p->cfg.flags & V05_CONFIG_PRODUCER_BROKER))
+		return 0;
+	return v05__broker_start(&p->seg, &p->broker);
+}
+
 /* Absolute journal path, so a takeover from another directory finds it. */
 static int journal_abs(const char *path, char *out, size_t len)
 {
@@ -232,10 +240,14 @@ V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
 	ret = v05__plugin_init_local(p);
 	if (!ret)
 		ret = v05__plugin_open_journal(p);
+	if (!ret)
+		ret = v05__plugin_start_broker(p);
 	if (ret) {
+		if (p->journal)
+			v05__journal_close(p->journal);
 		v05__plugin_free_local(p);
 		v05__waiter_fini(&p->waiter);
-		unlink(p->seg.path); /* keeps the error message, unlike the API */
+		v05__segment_remove(&p->seg); /* keeps the error message */
 		v05__segment_detach(&p->seg);
 		free(p);
 		return ret;
@@ -253,6 +265,9 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 		return 0;
 	if (flags & ~(V05_CLOSE_UNLINK | V05_CLOSE_KEEP_READABLE))
 		return v05__fail(-EINVAL, "unknown close flags 0x%x", flags);
+	/* First: the broker's thread uses the mapping and the descriptors. */
+	v05__broker_stop(p->broker);
+	p->broker = NULL;
 	if (p->armed)
 		v05__waiter_disarm(&p->waiter);
 	if (p->journal) {

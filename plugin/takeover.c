@@ -214,6 +214,8 @@ V05_API int v05_plugin_attach(const char *name, unsigned flags,
 		ret = v05__plugin_open_journal(p);
 	if (!ret)
 		ret = rebuild(p);
+	if (!ret)
+		ret = v05__plugin_start_broker(p);
 	if (ret)
 		goto fail_owned;
 	*out = p;

@@ -1,21 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The shared-memory layout (ABI version 3). Everything in this file lives in
+ * The shared-memory layout (ABI version 4). Everything in this file lives in
  * a segment mapped by several processes, so: fixed-width types and byte
  * offsets only, never a pointer; every struct's size and alignment checked
  * by static_assert; single-writer fields grouped on their own cache lines.
  *
  * Protection is per page, so what one role may write and another must not
- * never shares a page: a producer maps only its own lane (page-aligned,
- * mapped by offset) and the doorbell page; the owner word, the other lanes
- * and everything the owner trusts (lane statistics, counters, state) lie
- * in pages it never maps.
+ * never shares a page: a producer maps only its own lane and the doorbell
+ * page; the owner word, the other lanes and everything the owner trusts
+ * (lane statistics, counters, state) lie in pages it never maps.
+ *
+ * And per file, so that a file descriptor can be given for exactly one
+ * lane: each lane and the doorbell page live in their own file next to the
+ * segment's (v05-NAME:lane.<i>, v05-NAME:bell, always mode 0600), which
+ * every process mapping the segment maps over the lane's and the doorbell
+ * region's pages (MAP_FIXED): offsets within the segment do not change.
+ * The segment file itself holds holes there. A producer of another uid gets
+ * its lane's descriptor from the owner (shm/broker.c), never the segment's.
  *
  *   +----------------------+ 0
  *   | header page          |  immutable after create, xxHash-checksummed
  *   +----------------------+ regions[] (each page-aligned, disjoint):
  *   | control block        |  owner word, epoch, heartbeat (owner only)
- *   | producer lanes       |  lane_count x page_up(ring header + records)
+ *   | producer lanes       |  lane_count x page_up(ring header + records),
+ *   |                      |  each its own file mapped over its pages
  *   | prompt table         |  table_capacity x 64-byte entries
  *   | sample arena         |  slot_count x slot_stride
  *   | completion ring      |  plugin -> reader: finalized slots
@@ -23,7 +31,8 @@
  *   | support buffer       |  last finalized (key, mean, k)
  *   | batches              |  batch_count x batch records
  *   | state                |  counters, plugin state (owner only)
- *   | doorbell             |  futex word, sleeping flag (producers too)
+ *   | doorbell             |  futex word, sleeping flag (producers too),
+ *   |                      |  its own file mapped over its page
  *   | lane statistics      |  per lane: head, counts (owner only)
  *   +----------------------+ total_size
  */
@@ -35,9 +44,11 @@
 #include <stdint.h>
 
 #define V05_SHM_MAGIC 0x01006d6873353076ull /* "v05shm\0\1" little-endian */
-#define V05_SHM_ABI 4u /* 3: producers map only their lane; the batch record holds
-			* the v05-eb fit, the config the normaliser. 4: a
-			* record names its prompt instance (gen), not a time */
+#define V05_SHM_ABI 4u /* 4: each lane and the doorbell in a file of their own
+			* (a producer of another uid gets only its lane's
+			* descriptor, from the owner's broker), lanes bound to
+			* a uid; a record names its prompt instance (gen), not
+			* a time. 3: producers map only their lane */
 #define V05_PAGE 4096u
 #define V05_LINE 128u /* two 64-byte lines: adjacent-line prefetch */
 
@@ -218,7 +229,12 @@ struct v05_lane_own {
 	uint64_t claims;     /* claims the consumer observed (owner words) */
 	uint64_t reclaims;   /* dead producers' lanes freed                */
 	uint64_t owner_seen; /* the lane's owner word at the last check    */
-	uint8_t pad[64 - 40];
+	/* Written by the broker only (shm/broker.c): the lane was handed to
+	 * a producer of uid bound_uid, whose processes may keep its file
+	 * open; from then on it serves that uid alone. */
+	uint32_t bound;      /* 1: bound to bound_uid (its file :bound.<i>) */
+	uint32_t bound_uid;
+	uint8_t pad[64 - 48];
 };
 static_assert(sizeof(struct v05_lane_own) == 64, "lane statistics ABI");
 

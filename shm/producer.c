@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* Producer API: a reward worker's end of its lane. */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "broker.h"
 #include "doorbell.h"
 #include "error.h"
 #include "lanes.h"
@@ -56,111 +61,152 @@ static int check_handle(const struct v05_producer *p)
 }
 
 /*
- * Lane i's ring header for a claim attempt. With a whole view (the owner's
- * mapping, in-process producers) it is there; a producer process maps the
- * header's page alone, by offset, and unmaps it again unless the claim
- * succeeds: it never holds a mapping of a lane that is not its own.
+ * Lane i for a claim attempt. With a whole view (the owner's mapping,
+ * in-process producers) it is there; a producer process opens the lane's
+ * own file (only lanes not bound to another uid have one under this name)
+ * and maps it, and unmaps it again unless the claim succeeds: it never
+ * holds a mapping of a lane that is not its own. NULL with *err set: 0 for
+ * a lane with no such file (bound), else a negative errno.
  */
-static struct v05_ring_hdr *lane_hdr_map(struct v05_producer *p, uint32_t i)
-{
-	struct v05_segment *seg = p->seg;
-	void *m;
-
-	if (seg->base)
-		return v05__lane(seg, i);
-	/* The owner word is the header's first line, within the first page
-	 * whatever the skew (at most 3840 bytes in). */
-	m = mmap(NULL, V05_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, seg->fd,
-		 (off_t)v05__lane_offset(seg, i));
-	return m == MAP_FAILED ? NULL :
-	       V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
-}
-
-static void lane_hdr_unmap(struct v05_producer *p, struct v05_ring_hdr *r)
-{
-	if (!p->seg->base && r)
-		munmap((void *)((uintptr_t)r & ~(uintptr_t)(V05_PAGE - 1)),
-		       V05_PAGE);
-}
-
-/* Map the whole claimed lane i (own mapping) or point into the view. */
-static int lane_map(struct v05_producer *p, uint32_t i)
+static struct v05_ring_hdr *lane_try_map(struct v05_producer *p, uint32_t i,
+					 int *err)
 {
 	struct v05_segment *seg = p->seg;
 	size_t len = v05__lane_stride(seg->hdr.geo.lane_capacity);
 	void *m;
+	int fd;
 
-	if (seg->base) {
-		p->lane = v05__lane(seg, i);
-		return 0;
+	*err = 0;
+	if (seg->base)
+		return v05__lane(seg, i);
+	fd = v05__lane_file_open(seg, V05_FILE_LANE, i, O_RDWR);
+	if (fd < 0) {
+		*err = fd == -ENOENT ? 0 : fd;
+		return NULL;
 	}
-	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, seg->fd,
-		 (off_t)v05__lane_offset(seg, i));
-	if (m == MAP_FAILED)
-		return v05__fail(-errno, "mmap lane %u of %s: %s", i, seg->name,
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED) {
+		*err = v05__fail(-errno, "mmap lane %u of %s: %s", i, seg->name,
 				 v05__errstr(errno));
-	p->lane = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
-	p->lane_map = m;
-	p->lane_len = len;
-	return 0;
+		return NULL;
+	}
+	return V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
+}
+
+static void lane_unmap(struct v05_producer *p, struct v05_ring_hdr *r)
+{
+	if (!p->seg->base && r)
+		munmap((void *)((uintptr_t)r & ~(uintptr_t)(V05_PAGE - 1)),
+		       v05__lane_stride(p->seg->hdr.geo.lane_capacity));
+}
+
+/* The claimed lane r, index i: the ring, the flags, the doorbell mode. */
+static void lane_claimed(struct v05_producer *p, struct v05_ring_hdr *r,
+			 uint32_t i, uint64_t me, unsigned flags)
+{
+	struct v05_segment *seg = p->seg;
+
+	p->lane = r;
+	if (!seg->base) {
+		p->lane_map = (void *)((uintptr_t)r & ~(uintptr_t)(V05_PAGE - 1));
+		p->lane_len = v05__lane_stride(seg->hdr.geo.lane_capacity);
+	}
+	p->lane_index = i;
+	v05__ring_prod_init(&p->ring, p->lane, v05__lane_records(p->lane),
+			    seg->hdr.geo.lane_capacity, sizeof(struct v05_record));
+	p->owner = me;
+	p->flags = flags;
+	p->fork_gen = fork_gen;
+	/* The header's flag: fixed at create, validated at attach (or sent
+	 * by the segment's owner, broker.c). */
+	p->light = v05__segment_asym(seg) &&
+		   v05__membarrier_register() == 0;
 }
 
 /* Claim a lane of an attached segment; p->seg is set. */
 static int claim_lane(struct v05_producer *p, unsigned flags)
 {
 	struct v05_segment *seg = p->seg;
-	uint32_t dead = 0, got = UINT32_MAX;
+	uint32_t dead = 0, bound = 0;
 	uint64_t me = v05__owner_self();
-	int ret;
+	int err;
 
 	if (!me)
 		return v05__fail(-EIO, "cannot read /proc/self/stat");
 	for (uint32_t i = 0; i < seg->hdr.geo.lane_count; i++) {
-		struct v05_ring_hdr *r = lane_hdr_map(p, i);
+		struct v05_ring_hdr *r = lane_try_map(p, i, &err);
 		uint64_t cur;
 
-		if (!r)
-			return v05__fail(-errno, "mmap lane %u of %s: %s", i,
-					 seg->name, v05__errstr(errno));
+		if (!r && err)
+			return err;
+		if (!r) {
+			bound++;
+			continue;
+		}
 		/* Relaxed peek; the CAS below decides. */
 		cur = v05_load_relaxed(&r->owner);
 		if (cur != 0) {
 			dead += !v05__owner_alive(cur);
-			lane_hdr_unmap(p, r);
+			lane_unmap(p, r);
 			continue;
 		}
 		/* A3: acquire pairs with the previous holder's release (R3),
 		 * so its last tail is what ring_prod_init reads. */
-		if (v05_cas_acq_rel(&r->owner, &cur, me))
-			got = i;
-		lane_hdr_unmap(p, r);
-		if (got != UINT32_MAX)
-			break;
+		if (v05_cas_acq_rel(&r->owner, &cur, me)) {
+			lane_claimed(p, r, i, me, flags);
+			return 0;
+		}
+		lane_unmap(p, r);
 	}
-	if (got == UINT32_MAX)
-		return v05__fail(-EBUSY,
-				 "segment %s: all %u lanes are held (%u by dead producers, free again once the plugin drains them)",
-				 seg->name, seg->hdr.geo.lane_count, dead);
-	ret = lane_map(p, got);
-	if (ret) {
-		/* Give the claim back (R3) through a header mapping. */
-		struct v05_ring_hdr *r = lane_hdr_map(p, got);
+	return v05__fail(-EBUSY,
+			 "segment %s: all %u lanes are held (%u by dead producers, free again once the plugin drains them; %u bound to producers of another uid)",
+			 seg->name, seg->hdr.geo.lane_count, dead, bound);
+}
 
-		if (r)
-			v05_store_release(&r->owner, 0);
-		lane_hdr_unmap(p, r);
-		return ret;
+/*
+ * A lane from the segment owner's broker (a producer of another uid, which
+ * may open none of the segment's files): the broker reserved it with a
+ * token; the claim is the CAS token -> our word. Lost (the reservation
+ * expired and another producer of our uid took the lane): ask again.
+ */
+static int claim_brokered(struct v05_producer *p, const char *name,
+			  unsigned flags)
+{
+	uint64_t me = v05__owner_self();
+
+	if (!me)
+		return v05__fail(-EIO, "cannot read /proc/self/stat");
+	for (int attempt = 0; attempt < 4; attempt++) {
+		struct v05_ring_hdr *r;
+		uint32_t i;
+		uint64_t token;
+		int ret = v05__broker_request(name, &p->own, &r, &i, &token);
+
+		if (ret)
+			return ret;
+		p->seg = &p->own;
+		/* A3, as in claim_lane. */
+		if (v05_cas_acq_rel(&r->owner, &token, me)) {
+			lane_claimed(p, r, i, me, flags);
+			return 0;
+		}
+		lane_unmap(p, r);
+		v05__segment_detach(&p->own);
 	}
-	p->lane_index = got;
-	v05__ring_prod_init(&p->ring, p->lane, v05__lane_records(p->lane),
-			    seg->hdr.geo.lane_capacity, sizeof(struct v05_record));
-	p->owner = me;
-	p->flags = flags;
-	p->fork_gen = fork_gen;
-	/* The header's flag: fixed at create, validated at attach. */
-	p->light = v05__segment_asym(seg) &&
-		   v05__membarrier_register() == 0;
-	return 0;
+	return v05__fail(-EBUSY, "segment %s: the broker's lanes were taken each time",
+			 name);
+}
+
+/* Does segment name belong to another uid? (Its path's owner; an error
+ * is left for the attach to report.) */
+static bool other_uid(const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	return !v05__segment_path(name, path, sizeof(path)) &&
+	       !lstat(path, &st) && st.st_uid != geteuid();
 }
 
 static int open_common(const char *name, struct v05_segment *mapped,
@@ -180,6 +226,14 @@ static int open_common(const char *name, struct v05_segment *mapped,
 		return v05__fail(-ENOMEM, "producer: out of memory");
 	if (mapped) {
 		p->seg = mapped;
+	} else if ((flags & V05_PRODUCER_ANY_UID) && other_uid(name)) {
+		ret = claim_brokered(p, name, flags);
+		if (ret) {
+			free(p);
+			return ret;
+		}
+		*out = p;
+		return 0;
 	} else {
 		ret = v05__segment_attach(name, V05_ROLE_PRODUCER,
 					  flags & V05_PRODUCER_ANY_UID ?
@@ -194,6 +248,28 @@ static int open_common(const char *name, struct v05_segment *mapped,
 	if (ret) {
 		if (!mapped)
 			v05__segment_detach(&p->own);
+		free(p);
+		return ret;
+	}
+	*out = p;
+	return 0;
+}
+
+int v05__producer_open_brokered(const char *name, unsigned flags,
+				struct v05_producer **out)
+{
+	struct v05_producer *p;
+	int ret;
+
+	v05__clear_error();
+	pthread_once(&atfork_once, register_atfork);
+	if (v05_name_check(name))
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return v05__fail(-ENOMEM, "producer: out of memory");
+	ret = claim_brokered(p, name, flags);
+	if (ret) {
 		free(p);
 		return ret;
 	}

@@ -18,10 +18,20 @@
 /* Which regions a role maps, and how (everything else is PROT_NONE). */
 enum v05_role {
 	V05_ROLE_OWNER,    /* plugin: all regions read-write             */
-	V05_ROLE_PRODUCER, /* the doorbell page only; its lane is mapped
-			    * by producer.c once claimed (nothing else)  */
+	V05_ROLE_PRODUCER, /* the doorbell file only; its lane's file is
+			    * mapped by producer.c once claimed          */
 	V05_ROLE_READER,   /* control, state, arena read; rings r/w      */
-	V05_ROLE_INSPECT,  /* everything but the arena, read-only        */
+	V05_ROLE_INSPECT,  /* everything but the arena, read-only; the
+			    * lanes and doorbell where their files open  */
+};
+
+/* The files of a segment besides its own (layout.h). */
+enum v05_seg_file {
+	V05_FILE_LANE,  /* v05-NAME:lane.<i>: a lane any same-uid producer
+			 * may claim                                   */
+	V05_FILE_BOUND, /* v05-NAME:bound.<i>: a lane bound to a uid
+			 * (broker.c), claimed through the broker only   */
+	V05_FILE_BELL,  /* v05-NAME:bell: the doorbell page            */
 };
 
 struct v05_segment {
@@ -34,7 +44,14 @@ struct v05_segment {
 	struct v05_shm_control *ctl; /* NULL for producers */
 	struct v05_shm_doorbell *bell;
 	struct v05_lane_own *lane_own; /* owner and inspect only */
-	uint8_t *bell_map; /* a producer's own mapping of the doorbell page */
+	uint8_t *bell_map; /* a producer's own mapping of the doorbell file */
+	/* The owner's descriptors of each lane's file and the doorbell's
+	 * (the broker hands them out); -1 or unused elsewhere. */
+	int lane_fd[V05_LANES_MAX];
+	int bell_fd;
+	uint32_t nlane_fd;  /* lane_fd[0 .. nlane_fd) are open           */
+	bool bell_fd_open;
+	bool lanes_mapped;  /* the lane files are mapped over the region */
 	struct v05_shm_state *state; /* NULL for producers */
 	uint8_t *region[V05_REGION_COUNT]; /* NULL where not mapped */
 	uint32_t st_uid;
@@ -54,11 +71,33 @@ const char *v05__shm_dir(void);
 /* Build "<dir>/v05-<name>" after checking the name. */
 int v05__segment_path(const char *name, char *path, size_t len);
 
+/* Build the path of one of a segment's files (seg->path is set). */
+int v05__segment_file(const struct v05_segment *seg, enum v05_seg_file kind,
+		      uint32_t lane, char *path, size_t len);
+
+/*
+ * Open lane i's file (O_NOFOLLOW) and check it: a regular file of the
+ * segment's uid, open to no one else, of the lane's size. kind: which name
+ * to open. Returns the descriptor or a negative errno.
+ */
+int v05__lane_file_open(const struct v05_segment *seg, enum v05_seg_file kind,
+			uint32_t i, int oflags);
+
+/* Check a lane's or the doorbell's file on descriptor fd: regular, of uid,
+ * open to no one else, size bytes. 0 or a negative errno. */
+int v05__seg_file_check(int fd, const char *what, uint32_t uid, uint64_t size);
+
+/* Rename lane i's file from :lane.<i> to :bound.<i> (the broker). */
+int v05__lane_file_bind(const struct v05_segment *seg, uint32_t i);
+
 /*
  * Create a segment (O_CREAT|O_EXCL, the given mode), reserving its memory
  * with posix_fallocate so a full /dev/shm fails here with -ENOSPC rather
- * than with SIGBUS later. config (config_len <= V05_CONFIG_BYTES) is stored
- * in the checksummed header. The caller becomes the owner.
+ * than with SIGBUS later, and each lane's and the doorbell's file (mode
+ * 0600) the same way; all or nothing: no file is left on failure. mode may
+ * let others read the segment file, never write it. config (config_len <=
+ * V05_CONFIG_BYTES) is stored in the checksummed header. The caller becomes
+ * the owner.
  */
 int v05__segment_create(const char *name, struct v05_geometry *geo,
 			const void *config, size_t config_len, unsigned mode,
@@ -76,11 +115,15 @@ int v05__header_validate(const struct v05_shm_header *h, uint64_t st_size);
 uint64_t v05__header_checksum(const struct v05_shm_header *h);
 
 void v05__segment_detach(struct v05_segment *seg);
+/* Remove the segment's file and all of its lanes' and doorbell's, keeping
+ * the calling thread's error message (v05_segment_unlink clears it). */
+void v05__segment_remove(const struct v05_segment *seg);
 /* Detach, but put private anonymous read-only memory in place of the
  * mapping (one atomic mmap MAP_FIXED) so stale views read zeros. */
 void v05__segment_detach_readable(struct v05_segment *seg);
 
-/* Lane i in a whole view (owner, inspect); producers map theirs alone. */
+/* Lane i in a whole view (owner, inspect where lanes_mapped); producers
+ * map theirs alone. */
 static inline struct v05_ring_hdr *v05__lane(const struct v05_segment *s,
 					     uint32_t i)
 {
@@ -89,8 +132,8 @@ static inline struct v05_ring_hdr *v05__lane(const struct v05_segment *s,
 			      v05__lane_skew(i));
 }
 
-/* File offset of lane i's first page (its ring starts v05__lane_skew(i)
- * bytes into it). */
+/* Offset of lane i's first page in the segment (its ring starts
+ * v05__lane_skew(i) bytes into it, and into its file). */
 static inline uint64_t v05__lane_offset(const struct v05_segment *s, uint32_t i)
 {
 	return s->hdr.regions[V05_REGION_LANES].offset +

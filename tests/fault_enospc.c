@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Fault: the segment directory is (nearly) full. Creating a segment must
- * fail at create time with -ENOSPC, leave no file behind, and never leave a
- * mapping whose pages are not backed (a SIGBUS later, in the engine).
+ * fail at create time with -ENOSPC, leave no file behind (neither the
+ * segment's nor its lanes' or doorbell's, whichever failed), and never
+ * leave a mapping whose pages are not backed (a SIGBUS later, in the
+ * engine).
  *
  * The test makes a 2 MiB tmpfs in a private mount namespace (a forked
  * child: unshare(CLONE_NEWNS) as root, else a user namespace as well) and
@@ -112,11 +114,27 @@ static int child(const char *dir)
 	if (entries(dir) != 0)
 		return fail("a failed create left a file behind");
 
+	/* The segment file fits, its lanes' files do not (two lanes of
+	 * 1 MiB each): refused when a lane's file cannot be reserved, and
+	 * no file is left, not the segment's nor the lanes' made before. */
+	config(&c, 64);
+	c.lane_capacity = 1u << 15;
+	ret = v05_plugin_create("lanes", &c, &big);
+	if (ret != -ENOSPC)
+		return fail("lanes larger than the tmpfs are not -ENOSPC");
+	if (!strstr(v05_errmsg(), ":lane."))
+		return fail("the message does not name the lane's file");
+	if (entries(dir) != 0)
+		return fail("a create failing at a lane left a file behind");
+
 	/* Fits: created, and every page really is there (touching the last
 	 * byte of the mapping through a full batch would SIGBUS otherwise). */
 	config(&c, 64);
 	if (v05_plugin_create("small", &c, &small))
 		return fail("a segment that fits is refused");
+	/* The segment's file, its two lanes' and its doorbell's. */
+	if (entries(dir) != 4)
+		return fail("the small segment is not four files");
 
 	/* Fill the rest of the filesystem, then ask for one more: -ENOSPC
 	 * again, now with the space taken by someone else. */
@@ -134,7 +152,7 @@ static int child(const char *dir)
 	ret = v05_plugin_create("third", &c, &big);
 	if (ret != -ENOSPC)
 		return fail("create on a full tmpfs is not -ENOSPC");
-	if (entries(dir) != 2)
+	if (entries(dir) != 5)
 		return fail("a failed create on a full tmpfs left a file");
 
 	/* The segment created before still works end to end. */
@@ -157,6 +175,8 @@ static int child(const char *dir)
 		v05_producer_close(w);
 	}
 	v05_plugin_close(small, V05_CLOSE_UNLINK);
+	if (entries(dir) != 1)
+		return fail("unlink left some of the segment's files");
 	return 0;
 }
 

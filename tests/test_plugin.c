@@ -49,6 +49,8 @@ static void test_config_rejects(void **state)
 	BAD(c.max_batches = 0);
 	BAD(c.file_mode = 0400);
 	BAD(c.file_mode = 01600);
+	BAD(c.file_mode = 0666); /* others may read the segment, never write */
+	BAD(c.file_mode = 0620);
 	BAD(c.flags = 0x100);
 	BAD(c.journal_sync = 9);
 	BAD(c.journal_path = "");

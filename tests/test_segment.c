@@ -109,6 +109,128 @@ static void test_mode_configurable(void **state)
 	assert_int_equal(v05_segment_unlink(name), 0);
 }
 
+static int exists(const char *seg_path, const char *suffix)
+{
+	char path[PATH_MAX + 32];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s%s", seg_path, suffix);
+	return lstat(path, &st) == 0;
+}
+
+/* Each lane and the doorbell in a file of their own, 0600 whatever the
+ * segment's mode and the umask; the owner's view is those files. */
+static void test_files(void **state)
+{
+	struct v05_segment owner, insp;
+	mode_t old = umask(0);
+	char name[64], lane1[PATH_MAX + 32];
+	struct stat st;
+
+	(void)state;
+	test_name(name, sizeof(name), "files");
+	create_small(name, 0640, &owner);
+	umask(old);
+	assert_true(exists(owner.path, ":lane.0"));
+	assert_true(exists(owner.path, ":lane.1"));
+	assert_false(exists(owner.path, ":lane.2"));
+	assert_true(exists(owner.path, ":bell"));
+	snprintf(lane1, sizeof(lane1), "%s:lane.1", owner.path);
+	assert_int_equal(stat(lane1, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal((uint64_t)st.st_size,
+			 v05__lane_stride(owner.hdr.geo.lane_capacity));
+	/* The owner's lane 1 is the file: a write through a mapping of the
+	 * file shows in the owner's view, and an inspector's. */
+	{
+		int fd = v05__lane_file_open(&owner, V05_FILE_LANE, 1, O_RDWR);
+		uint64_t v = 0x1234;
+
+		assert_true(fd >= 0);
+		assert_int_equal(pwrite(fd, &v, sizeof(v), v05__lane_skew(1)),
+				 sizeof(v));
+		close(fd);
+		assert_int_equal(v05__lane(&owner, 1)->owner, 0x1234);
+		assert_int_equal(v05__segment_attach(name, V05_ROLE_INSPECT, 0,
+						     &insp), 0);
+		assert_true(insp.lanes_mapped);
+		assert_int_equal(v05__lane(&insp, 1)->owner, 0x1234);
+		v05__segment_detach(&insp);
+		v05__lane(&owner, 1)->owner = 0;
+	}
+	/* The segment file is no longer writable by others, whatever the
+	 * caller asks. */
+	assert_int_equal(v05__segment_create("x", &owner.hdr.geo, NULL, 0, 0666,
+					     &insp), -EINVAL);
+	assert_int_equal(v05__segment_create("x", &owner.hdr.geo, NULL, 0, 0620,
+					     &insp), -EINVAL);
+	v05__segment_detach(&owner);
+	/* Unlink removes every file. */
+	assert_int_equal(v05_segment_unlink(name), 0);
+	assert_false(exists(owner.path, ""));
+	assert_false(exists(owner.path, ":lane.0"));
+	assert_false(exists(owner.path, ":lane.1"));
+	assert_false(exists(owner.path, ":bell"));
+}
+
+/*
+ * A takeover (the owner's attach) opens each lane's file and the
+ * doorbell's and checks them: no link followed, the segment's uid, open to
+ * no one else, the lane's size. An inspector goes without lanes instead.
+ */
+static void test_files_checked(void **state)
+{
+	static const struct {
+		const char *what;
+		int err;
+	} cases[] = {
+		{ "symlink", -ELOOP },
+		{ "mode", -EACCES },
+		{ "size", -EMSGSIZE },
+		{ "missing", -ENOENT },
+	};
+	struct v05_segment owner, seg;
+	char name[64], lane[PATH_MAX + 32], moved[PATH_MAX + 40];
+
+	(void)state;
+	test_name(name, sizeof(name), "fcheck");
+	create_small(name, 0600, &owner);
+	snprintf(lane, sizeof(lane), "%s:lane.1", owner.path);
+	snprintf(moved, sizeof(moved), "%s:moved", owner.path);
+	/* The owner's own mapping stays; a dead owner's would too. */
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(rename(lane, moved), 0);
+		if (i == 0)
+			assert_int_equal(symlink(moved, lane), 0);
+		else if (i == 1 || i == 2)
+			assert_int_equal(link(moved, lane), 0);
+		if (i == 1)
+			assert_int_equal(chmod(lane, 0644), 0);
+		if (i == 2)
+			assert_int_equal(truncate(lane, V05_PAGE), 0);
+		if (v05__segment_attach(name, V05_ROLE_OWNER, 0, &seg) !=
+		    cases[i].err)
+			fail_msg("%s: got %s", cases[i].what, v05_errmsg());
+		assert_int_equal(v05__segment_attach(name, V05_ROLE_INSPECT, 0,
+						     &seg), 0);
+		assert_false(seg.lanes_mapped);
+		assert_null(seg.region[V05_REGION_LANES]);
+		v05__segment_detach(&seg);
+		if (i == 1)
+			assert_int_equal(chmod(lane, 0600), 0);
+		if (i == 2)
+			assert_int_equal(truncate(lane, (off_t)v05__lane_stride(
+				owner.hdr.geo.lane_capacity)), 0);
+		unlink(lane);
+		assert_int_equal(rename(moved, lane), 0);
+	}
+	assert_int_equal(v05__segment_attach(name, V05_ROLE_OWNER, 0, &seg), 0);
+	assert_true(seg.lanes_mapped);
+	v05__segment_detach(&seg);
+	v05__segment_detach(&owner);
+	assert_int_equal(v05_segment_unlink(name), 0);
+}
+
 enum fix { RAW, FIX_CHECKSUM };
 
 /* Write a modified header into the object, attach, restore. */
@@ -270,6 +392,14 @@ static void test_reclaim(void **state)
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_int_equal(v05_segment_reclaim(dead, 0), 0);
 	assert_int_equal(v05_segment_reclaim(dead, 0), -ENOENT);
+	{
+		char path[PATH_MAX];
+
+		/* Reclaim removed the lanes' and the doorbell's files. */
+		snprintf(path, sizeof(path), "%s/v05-%s", v05__shm_dir(), dead);
+		assert_false(exists(path, ":lane.0"));
+		assert_false(exists(path, ":bell"));
+	}
 	v05__segment_detach(&owner);
 	assert_int_equal(v05_segment_unlink(live), 0);
 }
@@ -302,6 +432,8 @@ int main(void)
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_create_attach),
 		cmocka_unit_test(test_mode_configurable),
+		cmocka_unit_test(test_files),
+		cmocka_unit_test(test_files_checked),
 		cmocka_unit_test(test_corrupt_header),
 		cmocka_unit_test(test_foreign_uid),
 		cmocka_unit_test(test_reclaim),

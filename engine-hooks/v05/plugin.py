@@ -30,6 +30,7 @@ FLAG_HALTED = _lib.const("V05_DF_HALTED")
 FLAG_RECOVERED = _lib.const("V05_DF_RECOVERED")
 CONFIG_WAIT_THREAD = _lib.const("V05_CONFIG_WAIT_THREAD")
 CONFIG_EXTERNAL_HALT = _lib.const("V05_CONFIG_EXTERNAL_HALT")
+CONFIG_PRODUCER_BROKER = _lib.const("V05_CONFIG_PRODUCER_BROKER")
 CLOSE_UNLINK = _lib.const("V05_CLOSE_UNLINK")
 CLOSE_KEEP_READABLE = _lib.const("V05_CLOSE_KEEP_READABLE")
 UID_MAX = _lib.const("V05_UID_MAX_BYTES")
@@ -227,14 +228,18 @@ class Plugin:
                journal: Optional[str] = None, journal_sync: bool = False,
                file_mode: Optional[int] = None, wait: str = "auto",
                external_halt: bool = False, sigma: Optional[str] = None,
-               paper: bool = False) -> "Plugin":
+               paper: bool = False,
+               producer_broker: bool = False) -> "Plugin":
         """Create segment `name` and own it. Parameters as in
         include/v05/plugin.h (struct v05_config); every one is checked.
         A parameter left at None keeps the library's default
         (v05_config_default: mode "v05-eb", sigma "rms", ...); paper=True
         starts from v05_config_paper instead (mode "v05", sigma "paper",
         halt_fraction 0.25: the paper's exact behaviour), and explicit
-        parameters still win."""
+        parameters still win. producer_broker=True lets reward workers of
+        other users in (RewardWriter.attach(..., any_uid=True)) through a
+        broker thread that hands each its own lane only; file_mode may let
+        others read the segment, never write it."""
         c = _lib.Config()
         if paper:
             lib.v05_config_paper(ctypes.byref(c))
@@ -280,7 +285,8 @@ class Plugin:
         if file_mode is not None:
             c.file_mode = u32("file_mode", file_mode, 0, 0o777)
         c.flags |= ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
-                    (CONFIG_EXTERNAL_HALT if external_halt else 0))
+                    (CONFIG_EXTERNAL_HALT if external_halt else 0) |
+                    (CONFIG_PRODUCER_BROKER if producer_broker else 0))
         if journal_sync:
             c.journal_sync = _lib.const("V05_JOURNAL_SYNC_BATCH")
         c.journal_path = _checks.cstr("journal", journal) if journal else None

@@ -49,8 +49,9 @@ class RewardWriter:
     @classmethod
     def attach(cls, name: str, *, defer: bool = False, timeout: float = 30.0,
                any_uid: bool = False) -> "RewardWriter":
-        """any_uid: accept a segment another user created (its mode must
-        let this process write); refused by default."""
+        """any_uid: accept a segment another user created: its plugin must
+        run a producer broker (Plugin.create(..., producer_broker=True)),
+        which hands this process its own lane; refused by default."""
         h = ctypes.c_void_p()
         flags = (PRODUCER_DEFER if defer else 0) | \
             (PRODUCER_ANY_UID if any_uid else 0)

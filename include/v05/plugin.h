@@ -46,6 +46,14 @@ enum v05_journal_sync {
  * with part of a batch, sum their counts and resolve alike (v05.distributed).
  */
 #define V05_CONFIG_EXTERNAL_HALT (1u << 1)
+/*
+ * Let reward workers of other uids in (v05_producer_open with
+ * V05_PRODUCER_ANY_UID): the plugin runs a broker thread that hands each
+ * one its lane's file and the doorbell's over a unix socket, never the
+ * segment's (docs/SHM.md, "The broker"). Without it, only processes of the
+ * plugin's uid can produce.
+ */
+#define V05_CONFIG_PRODUCER_BROKER (1u << 2)
 
 #define V05_UID_MAX_BYTES 128u
 #define V05_JOURNAL_PATH_MAX 480u
@@ -61,7 +69,9 @@ struct v05_config {
 	uint32_t max_producers;     /* reward-worker processes at once        */
 	uint32_t lane_capacity;     /* records per lane, power of two         */
 	uint32_t max_batches;       /* batches in flight at once              */
-	uint32_t file_mode;         /* segment permissions (default 0600)     */
+	uint32_t file_mode;         /* segment file's mode (default 0600); may
+				     * let others read (readers, v05ctl), never
+				     * write; lanes' files are always 0600    */
 	uint32_t flags;             /* V05_CONFIG_*                           */
 	uint32_t journal_sync;      /* enum v05_journal_sync                  */
 	const char *journal_path;   /* NULL: no journal                       */

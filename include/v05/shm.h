@@ -61,8 +61,10 @@ struct v05_reward {
 
 /* Producer open flags. */
 #define V05_PRODUCER_DEFER (1u << 0) /* push() does not publish; flush() does */
-/* Accept a segment created by another uid (its mode must let us write):
- * reward workers running as a different user, by explicit choice. */
+/* Accept a segment created by another uid: reward workers running as a
+ * different user, by explicit choice. Such a producer opens no file of the
+ * segment; it gets its lane from the plugin's broker (its config needs
+ * V05_CONFIG_PRODUCER_BROKER; -ECONNREFUSED without one). */
 #define V05_PRODUCER_ANY_UID (1u << 1)
 
 /*

@@ -11,6 +11,7 @@
 
 #include "../../shm/arena.h"
 #include "../../shm/atomics.h"
+#include "../../shm/broker.h"
 #include "../../shm/completion.h"
 #include "../../shm/doorbell.h"
 #include "../../shm/error.h"

@@ -53,9 +53,14 @@ static void try_attach(enum v05_role role)
 			size_t len = v05__lane_stride(seg.hdr.geo.lane_capacity);
 
 			for (uint32_t l = 0; l < seg.hdr.geo.lane_count; l++) {
-				uint8_t *m = mmap(NULL, len, PROT_READ, MAP_SHARED,
-						  seg.fd, (off_t)v05__lane_offset(&seg, l));
+				int fd = v05__lane_file_open(&seg, V05_FILE_LANE, l,
+							     O_RDONLY);
+				uint8_t *m;
 
+				if (fd < 0)
+					continue; /* checked: refused */
+				m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+				close(fd);
 				if (m == MAP_FAILED)
 					abort();
 				sum += m[len - 1];
@@ -67,8 +72,40 @@ static void try_attach(enum v05_role role)
 	}
 }
 
+/*
+ * A header that validates names its lanes' and doorbell's files: make them
+ * (sparse, 0600, the sizes it implies) so that the owner's and the
+ * inspector's attach go on to map them over their regions; or remove them
+ * (make 0).
+ */
+static void side_files(const struct v05_shm_header *h, int make)
+{
+	char p[600];
+	uint64_t stride = v05__lane_stride(h->geo.lane_capacity);
+
+	for (uint32_t i = 0; i <= h->geo.lane_count; i++) {
+		int fd;
+
+		if (i < h->geo.lane_count)
+			snprintf(p, sizeof(p), "%s:lane.%u", path, i);
+		else
+			snprintf(p, sizeof(p), "%s:bell", path);
+		if (!make) {
+			unlink(p);
+			continue;
+		}
+		fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
+		if (fd < 0 ||
+		    ftruncate(fd, (off_t)(i < h->geo.lane_count ? stride : V05_PAGE)))
+			abort();
+		close(fd);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	int files = 0;
+
 	struct v05_shm_header h;
 	uint64_t file_size;
 	int mode, fd;
@@ -96,11 +133,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
 		    ftruncate(fd, (off_t)file_size))
 			abort();
+		/* Bounded: at most 64 MiB of (sparse) lanes. */
+		files = v05__header_validate(&h, file_size) == 0 &&
+			(uint64_t)h.geo.lane_count *
+			v05__lane_stride(h.geo.lane_capacity) <= (64u << 20);
+		if (files)
+			side_files(&h, 1);
 	}
 	close(fd);
 	try_attach(V05_ROLE_INSPECT);
 	try_attach(V05_ROLE_PRODUCER);
 	try_attach(V05_ROLE_OWNER);
+	if (files)
+		side_files(&h, 0);
 	unlink(path);
 	return 0;
 }

@@ -188,3 +188,28 @@ def test_uid_memory_bounded(segname):
     m = LruMap(2)
     m[1] = "a"; m[2] = "b"; m[1] = "a"; m[3] = "c"
     assert m.get(2) is None and m.get(1) == "a" and m.get(3) == "c"
+
+
+def test_producer_broker_and_file_mode(segname):
+    """file_mode may let others read the segment, never write it; the
+    broker flag is accepted, and the segment's lanes and doorbell are files
+    of their own, 0600, removed with it."""
+    import os
+    import stat
+
+    with pytest.raises(v05.V05Error) as e:
+        v05.Plugin.create(segname, file_mode=0o666)
+    assert e.value.errno == errno.EINVAL
+    with v05.Plugin.create(segname, max_producers=2, file_mode=0o644,
+                           producer_broker=True) as p:
+        base = os.path.join(os.environ.get("V05_SHM_DIR", "/dev/shm"),
+                            "v05-" + segname)
+        assert stat.S_IMODE(os.stat(base).st_mode) == 0o644
+        for f in (":lane.0", ":lane.1", ":bell"):
+            assert stat.S_IMODE(os.stat(base + f).st_mode) == 0o600
+        ds = p.submit([("x", 0.5)])
+        with v05.RewardWriter.attach(segname, any_uid=True) as w:
+            finals = drive(p, w, ds)
+        assert "x" in finals
+        p.close(unlink=True)
+    assert not any(os.path.exists(base + f) for f in ("", ":lane.0", ":bell"))

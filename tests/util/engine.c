@@ -89,18 +89,21 @@ static int push_corrupt(struct v05_segment *seg, struct v05_ring_hdr **lane,
 	if (!*lane) {
 		uint64_t me = v05__owner_self();
 
-		/* A producer's attach maps no lanes: map each, by offset,
+		/* A producer's attach maps no lanes: map each lane's file,
 		 * as the library does, and keep the one claimed. */
 		for (uint32_t i = 0; i < seg->hdr.geo.lane_count && !*lane; i++) {
 			size_t len = v05__lane_stride(seg->hdr.geo.lane_capacity);
-			uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
-					  MAP_SHARED, seg->fd,
-					  (off_t)v05__lane_offset(seg, i));
+			int fd = v05__lane_file_open(seg, V05_FILE_LANE, i, O_RDWR);
+			uint8_t *m = fd < 0 ? MAP_FAILED :
+				     mmap(NULL, len, PROT_READ | PROT_WRITE,
+					  MAP_SHARED, fd, 0);
 			struct v05_ring_hdr *h;
 			uint64_t zero = 0;
 
+			if (fd >= 0)
+				close(fd);
 			if (m == MAP_FAILED)
-				return -errno;
+				return -EIO;
 			h = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
 			if (__atomic_compare_exchange_n(&h->owner, &zero, me, 0,
 							__ATOMIC_ACQ_REL,

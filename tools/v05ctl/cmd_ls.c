@@ -31,6 +31,11 @@ void help_ls(FILE *f)
 		"wait path. A segment whose owner died can be removed with\n"
 		"v05ctl reclaim. Read-only.\n"
 		"\n"
+		"A segment NAME is the file v05-NAME and, next to it, one file per\n"
+		"lane (v05-NAME:lane.I, or v05-NAME:bound.I once the lane went to a\n"
+		"producer of another user) and one for its doorbell (v05-NAME:bell);\n"
+		"ls lists segments, not these files.\n"
+		"\n"
 		"options:\n"
 		"  --json      one JSON object per segment, one per line\n"
 		"  --all       also other users' segments (where readable)\n"
@@ -86,7 +91,10 @@ int cmd_ls(int argc, char **argv)
 		uint32_t held = 0;
 		int ret;
 
-		if (strncmp(list[i]->d_name, "v05-", 4) || !name[0]) {
+		/* A segment's lane and doorbell files (v05-NAME:lane.0, ...)
+		 * carry a ':', which no segment name has. */
+		if (strncmp(list[i]->d_name, "v05-", 4) || !name[0] ||
+		    strchr(name, ':')) {
 			free(list[i]);
 			continue;
 		}
@@ -155,8 +163,10 @@ void help_reclaim(FILE *f)
 		"usage: v05ctl reclaim [--any-uid] NAME\n"
 		"\n"
 		"Removes segment NAME if its owner is gone (died, or closed without\n"
-		"removing it). Refuses, with exit status 1, while the owner process\n"
-		"is alive. The only v05ctl command that changes anything.\n"
+		"removing it): its file v05-NAME, its lanes' and its doorbell's\n"
+		"(v05-NAME:lane.I, v05-NAME:bound.I, v05-NAME:bell). Refuses, with\n"
+		"exit status 1, while the owner process is alive. The only v05ctl\n"
+		"command that changes anything.\n"
 		"\n"
 		"options:\n"
 		"  --any-uid   a segment created by another user (needs the right\n"
