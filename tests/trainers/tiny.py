@@ -36,3 +36,71 @@ def llama(path, vocab_size, seed=0):
     model = LlamaForCausalLM(cfg)
     model.save_pretrained(path)
     return model
+
+
+CHAT_TEMPLATE = ("{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}A:{% endif %}")
+
+
+def model_dir(path, seed=0):
+    """A directory verl's HFModelConfig loads: the tokenizer above (with a
+    plain chat template, which verl's agent loops apply) and the Llama."""
+    tok = tokenizer(path)
+    tok.chat_template = CHAT_TEMPLATE
+    tok.save_pretrained(path)
+    llama(path, len(tok), seed=seed)
+    return tok
+
+
+class TinyServer:
+    """verl's rollout server interface: what ``LLMServerClient.generate``
+    awaits on the server actor the load balancer picks,
+    ``generate(request_id, prompt_ids=, sampling_params=, image_data=,
+    video_data=, **kw) -> TokenOutput``. verl's own implementation is
+    ``vLLMHttpServer`` (it needs vLLM in verl's environment); this one
+    samples from the tiny Llama above in this process (run it as a Ray
+    actor). ``fail_after`` makes every call after that many raise."""
+
+    def __init__(self, path, max_tokens, seed=0):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        torch.set_num_threads(1)
+        self.model = AutoModelForCausalLM.from_pretrained(path).eval()
+        self.eos = self.model.config.eos_token_id
+        self.max_tokens = max_tokens
+        self.seed = seed
+        self.calls = 0
+        self.fail_after = None
+
+    def set_fail_after(self, n):
+        self.fail_after = n
+
+    def num_calls(self):
+        return self.calls
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params,
+                       image_data=None, video_data=None, **kwargs):
+        import torch
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.calls += 1
+        if self.fail_after is not None and self.calls > self.fail_after:
+            raise RuntimeError(f"tiny server: request {self.calls} refused "
+                               "(injected failure)")
+        g = torch.Generator().manual_seed(self.seed * 100003 + self.calls)
+        temp = float(sampling_params.get("temperature", 1.0)) or 1.0
+        ids = torch.tensor([list(prompt_ids)])
+        out, logps = [], []
+        with torch.no_grad():
+            for _ in range(self.max_tokens):
+                logits = self.model(ids).logits[0, -1].float() / temp
+                probs = torch.softmax(logits, -1)
+                tok = int(torch.multinomial(probs, 1, generator=g))
+                out.append(tok)
+                logps.append(float(torch.log(probs[tok])))
+                if tok == self.eos:
+                    break
+                ids = torch.cat([ids, torch.tensor([[tok]])], 1)
+        return TokenOutput(token_ids=out, log_probs=logps,
+                           stop_reason="completed")
