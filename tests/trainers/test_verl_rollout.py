@@ -305,6 +305,51 @@ def test_pad_rows_without_padding_needed():
     assert out.batch["response_mask"][4:].sum() == 0
 
 
+ENGINE_PYTHON = os.environ.get("V05_ENGINE_PYTHON") or os.path.join(
+    os.path.dirname(os.path.dirname(HERE)), "build-venv", "engine", "bin", "python")
+
+
+def test_manager_against_real_vllm(env, tmp_path):
+    """The same manager with a real vLLM AsyncLLM (vLLM's CPU build, the
+    engine environment) behind verl's load balancer: tiny.EngineServer, the
+    server interface in this environment, the engine in a child process
+    of the engine environment's Python (vLLM cannot be installed next to
+    verl's torch). The model: a random Llama with heads of 32 (vLLM's CPU
+    attention) and the byte tokenizer, made here."""
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+    from verl.workers.rollout.llm_server import LLMServerClient
+    from verl.workers.rollout.router import get_router_handle
+
+    if not os.access(ENGINE_PYTHON, os.X_OK):
+        pytest.skip(f"no engine environment at {ENGINE_PYTHON} (scripts/setup-engine)")
+    tok = tiny.model_dir(str(tmp_path / "model"), heads=2)
+    (tmp_path / "score.py").write_text(SCORE_PY)
+    cfg = config(tmp_path)
+    server = ray.remote(tiny.EngineServer).remote(ENGINE_PYTHON, str(tmp_path / "model"),
+                                                  RESPONSE_LEN)
+    try:
+        balancer = get_router_handle(servers={"vllm:0": server})
+        reward = ray.remote(RewardLoopWorker).remote(cfg)
+        manager = verl_rollout.V05AgentLoopManager.create(
+            config=cfg, llm_client=LLMServerClient(config=cfg, load_balancer_handle=balancer),
+            teacher_client=None, reward_loop_worker_handles=[reward])
+        try:
+            (worker,) = manager.agent_loop_workers
+            P = 8
+            out = manager.generate_sequences(prompts(P, "v"))
+            rows, pad, ks = check_rows(out, tok, P)
+            st = ray.get(worker.v05_stats.remote())
+            assert rows == st["samples_issued"] == st["rewards_applied"] == sum(ks.values())
+            assert ray.get(server.num_calls.remote()) == rows
+            assert len(out) % ROW_MULTIPLE == 0 and pad < ROW_MULTIPLE
+            assert st["prompts_open"] == st["prompts_final"] == 0 and st["releases"] == P
+            advantages_match(out, dp=2, seed=3)
+        finally:
+            manager.v05_close()
+    finally:
+        assert ray.get(server.close.remote()) == 0  # the engine shut down cleanly
+
+
 # ---- the default (v1) trainer's manager: rows into TransferQueue -------------
 
 def test_manager_tq_rows_into_transfer_queue(env):
