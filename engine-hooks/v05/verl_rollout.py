@@ -37,9 +37,11 @@ request through ``LLMServerClient``); its reward is the reward loop's score
 its rows carry the group's numbers (``v05.verl.tag_rows``: the uid is a
 ``V05Uid``), so the "v05" estimator finds each row's advantage on any host
 without the segment. On any error GroupRollout cancels the outstanding
-requests and the batch in the plugin; the worker then returns the error
-(legacy) or tags the chunk's uids ``failure`` (TransferQueue). Validation
-chunks keep verl's own fixed-n path.
+agent-loop tasks and the batch in the plugin; the worker then raises the
+error (legacy) or tags the chunk's uids ``failure`` (TransferQueue).
+Requests already sent run to their end in the server: ``LLMServerClient``
+awaits a Ray call, and cancelling that await does not cancel the call.
+Validation chunks keep verl's own fixed-n path.
 
 Configuration (added with ``+``; verl's dataclasses refuse unknown keys
 under ``actor_rollout_ref.rollout``, so they live in ``algorithm``, read

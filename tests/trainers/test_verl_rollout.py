@@ -249,8 +249,9 @@ def test_manager_rows_k_padding_advantages(env):
 
 
 def test_worker_error_cancels_batch(env):
-    """A failed generate (the server refuses) cancels the chunk: no request
-    left, nothing of the batch left in the plugin; the next chunk runs."""
+    """A failed generate (the server refuses) cancels the chunk: the
+    error comes out, nothing of the batch is left in the plugin; the next
+    chunk runs."""
     cfg = env["config"]
 
     async def run():
