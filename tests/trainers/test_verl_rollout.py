@@ -276,6 +276,26 @@ def test_worker_error_cancels_batch(env):
     assert asyncio.run(run()) > 0
 
 
+def test_worker_without_streamed_scores_fails_clearly(env):
+    """No reward loop workers handed to the agent loop (verl's legacy
+    trainer with a colocated reward model): the first trajectory has no
+    score, the chunk stops with an error that says why, and nothing of it
+    stays in the plugin."""
+    cfg = env["config"]
+
+    async def run():
+        w = verl_rollout.V05AgentLoopWorker(cfg, client(env), None, None)
+        try:
+            with pytest.raises(RuntimeError, match="without a reward score"):
+                await w.generate_sequences(prompts(3, "s"))
+            st = w.v05_stats()
+            assert st["prompts_cancelled"] == 3 and st["rewards_applied"] == 0
+            assert st["prompts_open"] == st["prompts_held"] == st["prompts_final"] == 0
+        finally:
+            w.v05_close()
+    asyncio.run(run())
+
+
 def test_worker_refuses_repeated_uids(env):
     """rollout.n > 1 (the trainer repeats each prompt): refused, v05 sets k."""
     cfg = env["config"]
