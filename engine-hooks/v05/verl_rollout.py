@@ -216,6 +216,17 @@ class _V05Core:
         self._v05_params = plugin_params(self.config)
         self.v05_plugin: Optional[Plugin] = None
         self._v05_driver: Optional[GroupRollout] = None
+        self._v05_lock: Optional[asyncio.Lock] = None
+
+    async def _v05_run(self, items):
+        """One chunk through the plugin. A plugin has one driver, which runs
+        one batch at a time: a chunk that comes while another runs (Ray
+        runs an async actor's calls concurrently; the v1 trainer submits
+        without waiting) waits for it."""
+        if self._v05_lock is None:
+            self._v05_lock = asyncio.Lock()
+        async with self._v05_lock:
+            return await self._v05_rollout().run(items)
 
     def _v05_rollout(self) -> GroupRollout:
         if self._v05_driver is None:
@@ -318,7 +329,7 @@ def _worker_cls():
                        for i in range(len(batch))]
             items = self._v05_items(prompts, _sampling_params(self.rollout_config),
                                     trajectories)
-            results = await self._v05_rollout().run(items)
+            results = await self._v05_run(items)
             return self._v05_batch(items, results, batch.meta_info)
 
         def _v05_batch(self, items, results, meta_info):
@@ -490,7 +501,7 @@ def _worker_tq_cls():
                                       tag={"status": "running"})
             self._v05_live.update(uids)
             try:
-                results = await self._v05_rollout().run(items)
+                results = await self._v05_run(items)
                 self._v05_live.difference_update(uids)
                 for uid, (_, _, kwargs), _ in items:
                     res = results[uid]

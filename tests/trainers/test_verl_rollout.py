@@ -408,14 +408,18 @@ def test_manager_tq_rows_into_transfer_queue(env):
         batch["global_steps"] = NonTensorData(1)
         tq.kv_batch_put(keys=uids, partition_id="train",
                         tags=[{"is_prompt": True, "status": "pending", "global_steps": 1}] * P)
-        manager.generate_sequences(batch)
-        ray.get(worker.v05_drain.remote())  # the chunk's background task
+        # Two submissions before either is done (as the v1 trainer may):
+        # the worker runs them one after the other.
+        manager.generate_sequences(batch[:5])
+        manager.generate_sequences(batch[5:])
+        ray.get(worker.v05_drain.remote())  # the chunks' background tasks
         listing = tq.kv_list()["train"]
         assert all(listing[u]["status"] == "finished" for u in uids)
         keys = sorted(k for k in listing if k.split("_")[0] in uids and k not in uids)
         st = ray.get(worker.v05_stats.remote())
         assert len(keys) == st["samples_issued"] == st["rewards_applied"]
         assert st["prompts_open"] == st["prompts_final"] == 0 and st["releases"] == P
+        assert st["batches_submitted"] == st["batches_done"] == 2
         # The v1 trainer's _compute_advantage, step by step.
         td = tq.kv_batch_get(keys=keys, partition_id="train",
                              select_fields=["uid", "response_mask", "rm_scores"])
