@@ -420,7 +420,16 @@ def test_manager_tq_rows_into_transfer_queue(env):
         assert len(keys) == st["samples_issued"] == st["rewards_applied"]
         assert st["prompts_open"] == st["prompts_final"] == 0 and st["releases"] == P
         assert st["batches_submitted"] == st["batches_done"] == 2
-        # The v1 trainer's _compute_advantage, step by step.
+        # verl's own replay buffer (the v1 trainer's sampler) selects the
+        # finished uids and takes exactly their rows.
+        from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+        rb = ReplayBuffer(trainer_mode="sync", trainer_config=cfg,
+                          max_off_policy_threshold=None, max_off_policy_strategy="drop",
+                          sampler_kwargs=OmegaConf.create({}))
+        meta, _ = rb.sample(global_steps=1, partition_id="train", batch_size=P)
+        assert sorted(meta.keys) == keys
+        keys = list(meta.keys)
+        # The v1 trainer's _compute_advantage, step by step, on those keys.
         td = tq.kv_batch_get(keys=keys, partition_id="train",
                              select_fields=["uid", "response_mask", "rm_scores"])
         data = DataProto(batch=td.to_padded_tensor())
