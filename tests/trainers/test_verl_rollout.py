@@ -1,0 +1,471 @@
+# SPDX-License-Identifier: MIT
+"""v05.verl_rollout (v05's agent-loop manager and workers) against the real
+verl 0.9.1: verl's own trainer config (hydra, ppo_trainer.yaml plus the
+keys a user adds), verl's AgentLoopWorker machinery and SingleTurnAgentLoop,
+verl's LLMServerClient and global load balancer, verl's RewardLoopWorker as
+a Ray actor, verl's TransferQueue, and verl's advantage functions.
+
+The server behind the load balancer is tests/trainers/tiny.py's TinyServer:
+verl's server interface backed by a random tiny Llama, because verl's own
+server (vLLMHttpServer) needs vLLM in verl's environment, and vLLM's CPU
+build cannot be installed next to verl's torch (docs/TRAINERS.md)."""
+import asyncio
+import collections
+import os
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+try:
+    import ray
+    import torch
+    import verl  # noqa: F401
+except ImportError as e:  # pragma: no cover - the Debian python has no verl
+    pytest.skip(f"verl is not installed ({e}); run scripts/setup-trainers and "
+                "use build-venv/trainers/bin/python", allow_module_level=True)
+
+from omegaconf import OmegaConf
+from verl import DataProto
+from verl.trainer.ppo import ray_trainer
+
+import v05
+from v05 import verl as vverl
+from v05 import verl_rollout
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import tiny  # noqa: E402
+
+PROMPT_LEN, RESPONSE_LEN = 24, 6
+# The workers' segments are named <prefix>-<pid>-<hex>.
+SEG_PREFIX = f"vr{os.getpid()}"
+ROW_MULTIPLE = 8
+PLUGIN = {"k_init": 2, "k_step": 2, "k_max": 8, "pad_multiple": 1,
+          "halt_fraction": 0.0, "mode": "v05", "sigma": "paper",
+          "max_prompts": 64}
+
+SCORE_PY = '''
+import zlib
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw):
+    # right or wrong by a hash of the sampled text: varied, reproducible
+    return 1.0 if zlib.crc32(solution_str.encode()) % 3 else 0.0
+'''
+
+
+def score_of_text(text):
+    return 1.0 if zlib.crc32(text.encode()) % 3 else 0.0
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """Ray (4 logical CPUs: TransferQueue's controller and its two storage
+    units ask one each), the model directory, the score file, a TinyServer
+    actor behind verl's load balancer, and verl's RewardLoopWorker."""
+    d = tmp_path_factory.mktemp("verl-rollout")
+    tok = tiny.model_dir(str(d / "model"))
+    (d / "score.py").write_text(SCORE_PY)
+    env_vars = {"PYTHONPATH": os.pathsep.join(
+        [HERE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
+        "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if "V05_LIB" in os.environ:
+        env_vars["V05_LIB"] = os.environ["V05_LIB"]
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": env_vars})
+    try:
+        from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+        from verl.workers.rollout.router import get_router_handle
+
+        cfg = config(d)
+        server = ray.remote(tiny.TinyServer).remote(str(d / "model"), RESPONSE_LEN)
+        balancer = get_router_handle(servers={"tiny:0": server})
+        reward = ray.remote(RewardLoopWorker).remote(cfg)
+        ray.get(server.num_calls.remote())
+        yield {"dir": d, "tok": tok, "config": cfg, "server": server,
+               "balancer": balancer, "reward": reward}
+    finally:
+        ray.shutdown()
+        left = leftover_segments()
+        for name in left:  # a failed test's workers
+            v05.unlink(name)
+        assert not left, f"segments left behind: {left}"
+
+
+def leftover_segments():
+    return sorted(f[len("v05-"):] for f in os.listdir("/dev/shm")
+                  if f.startswith(f"v05-{SEG_PREFIX}-") and ":" not in f)
+
+
+def config(d, manager="v05.verl_rollout.V05AgentLoopManager", **extra):
+    """verl's own ppo_trainer config with what a v05 user adds."""
+    from hydra import compose, initialize_config_dir
+
+    conf_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    plugin = "{" + ",".join(f"{k}:{v}" for k, v in PLUGIN.items()) + "}"
+    overrides = [
+        f"actor_rollout_ref.model.path={d / 'model'}",
+        "actor_rollout_ref.rollout.name=vllm",
+        f"actor_rollout_ref.rollout.prompt_length={PROMPT_LEN}",
+        f"actor_rollout_ref.rollout.response_length={RESPONSE_LEN}",
+        "actor_rollout_ref.rollout.n=1",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        f"+actor_rollout_ref.rollout.agent.agent_loop_manager_class={manager}",
+        "algorithm.adv_estimator=v05",
+        f"+algorithm.v05_segment={SEG_PREFIX}",
+        f"+algorithm.v05_plugin={plugin}",
+        f"+algorithm.v05_row_multiple={ROW_MULTIPLE}",
+        "reward.reward_manager.name=v05",
+        f"reward.custom_reward_function.path={d / 'score.py'}",
+        "reward.custom_reward_function.name=compute_score",
+    ]
+    with initialize_config_dir(config_dir=conf_dir, version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=overrides)
+    return cfg
+
+
+def prompts(n, tag, priors=None):
+    """A training chunk as the legacy trainer hands it to the rollout
+    (_get_gen_batch: raw_prompt, uid, data_source, reward_model, index)."""
+    priors = priors if priors is not None else [0.6 if i % 2 else -0.6 for i in range(n)]
+    nt = {
+        "raw_prompt": np.empty(n, dtype=object),
+        "uid": np.array([f"{tag}-{i}" for i in range(n)], dtype=object),
+        "data_source": np.array(["tiny"] * n, dtype=object),
+        "reward_model": np.array([{"ground_truth": "x"}] * n, dtype=object),
+        "index": np.arange(n),
+        "v05_prior": np.array(priors, dtype=np.float64),
+    }
+    for i in range(n):
+        nt["raw_prompt"][i] = [{"role": "user", "content": f"q{tag}{i}?"}]
+    data = DataProto.from_dict(non_tensors=nt)
+    data.meta_info["global_steps"] = 1
+    return data
+
+
+def algo():
+    return OmegaConf.create({"adv_estimator": "v05", "norm_adv_by_std_in_grpo": True,
+                             "gamma": 1.0, "lam": 1.0, "use_kl_in_reward": False})
+
+
+def client(env):
+    from verl.workers.rollout.llm_server import LLMServerClient
+    return LLMServerClient(config=env["config"], load_balancer_handle=env["balancer"])
+
+
+def check_rows(out, tok, n_prompts):
+    """Rows of real samples: per uid exactly samples 0..k-1, k the group's;
+    each row's reward is the reward loop's score of its own text; padding
+    rows are masked. Returns (rows, padding rows, k by uid)."""
+    nt = out.non_tensor_batch
+    pad = nt[verl_rollout.PAD_FIELD].astype(bool)
+    by_uid = collections.defaultdict(list)
+    for i in np.flatnonzero(~pad):
+        by_uid[str(nt["uid"][i])].append(i)
+    assert len(by_uid) == n_prompts
+    ks = {}
+    for uid, rows in by_uid.items():
+        k = int(nt["v05_k"][rows[0]])
+        assert sorted(int(nt["v05_sample"][i]) for i in rows) == list(range(k)), uid
+        assert all(isinstance(nt["uid"][i], vverl.V05Uid) for i in rows)
+        ks[uid] = k
+    plen = out.batch["prompts"].shape[1]
+    for i in np.flatnonzero(~pad):
+        n_resp = int(out.batch["attention_mask"][i, plen:].sum())
+        text = tok.decode(out.batch["responses"][i, :n_resp], skip_special_tokens=True)
+        score = float(out.batch["rm_scores"][i].sum())
+        assert score == score_of_text(text)
+        assert vverl.score_to_reward(score) == pytest.approx(float(nt["v05_reward"][i]))
+        assert out.batch["response_mask"][i].sum() > 0
+    for i in np.flatnonzero(pad):
+        assert torch.all(out.batch["response_mask"][i] == 0)
+        assert torch.all(out.batch["rm_scores"][i] == 0)
+        assert str(nt["uid"][i]).startswith("pad")
+        assert not isinstance(nt["uid"][i], vverl.V05Uid)
+    return int((~pad).sum()), int(pad.sum()), ks
+
+
+def advantages_match(out, dp, seed):
+    """verl's compute_advantage (adv_estimator v05) after verl's own
+    _balance_batch over dp ranks: each row gets the plugin's advantage for
+    its sample (the number the worker copied out of the plugin's group),
+    padding rows 0."""
+    from test_verl_real import _Balancer
+
+    out.batch["token_level_rewards"] = out.batch["rm_scores"].clone()
+    g = torch.Generator().manual_seed(seed)
+    out.reorder(torch.randperm(len(out), generator=g))
+    ray_trainer.RayPPOTrainer._balance_batch(_Balancer(dp), out, {})
+    res = ray_trainer.compute_advantage(out, adv_estimator="v05", config=algo())
+    adv, mask = res.batch["advantages"], res.batch["response_mask"]
+    nt = res.non_tensor_batch
+    for i in range(len(res)):
+        want = torch.tensor(float(nt["v05_advantage"][i]), dtype=torch.float32)
+        assert torch.equal(adv[i], want * mask[i]), i
+    return res
+
+
+# ---- the legacy manager: a batch of rows -------------------------------------
+
+def test_manager_rows_k_padding_advantages(env):
+    """V05AgentLoopManager built the way verl builds it (load_class_from_fqn
+    on the configured name, then create(config=, llm_client=, ...)), its
+    worker a Ray actor running verl's SingleTurnAgentLoop against the server
+    through verl's LLMServerClient, rewards from verl's RewardLoopWorker."""
+    from verl.utils.import_utils import load_class_from_fqn
+
+    cfg = env["config"]
+    cls = load_class_from_fqn(
+        cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class, "AgentLoopManager")
+    assert cls is verl_rollout.V05AgentLoopManager
+    manager = cls.create(config=cfg, llm_client=client(env), teacher_client=None,
+                         reward_loop_worker_handles=[env["reward"]])
+    (worker,) = manager.agent_loop_workers
+    calls0 = ray.get(env["server"].num_calls.remote())
+    P = 10
+    out = manager.generate_sequences(prompts(P, "m"))
+    rows, pad, ks = check_rows(out, env["tok"], P)
+    st = ray.get(worker.v05_stats.remote())
+    # Every issued sample is one row, generated once, its reward pushed once
+    # (by the driver: the "v05" reward manager sees no v05_sample and does
+    # not push again), and nothing is left in the plugin.
+    assert rows == st["samples_issued"] == st["rewards_applied"] == sum(ks.values())
+    assert ray.get(env["server"].num_calls.remote()) - calls0 == rows
+    assert len(out) % ROW_MULTIPLE == 0 and pad == len(out) - rows < ROW_MULTIPLE
+    assert out.meta_info["v05_rows"] == rows and out.meta_info["v05_padding_rows"] == pad
+    assert len(set(ks.values())) > 1, ks  # the plugin's k, per prompt
+    assert st["prompts_open"] == st["prompts_final"] == st["prompts_held"] == 0
+    assert st["releases"] == P
+    advantages_match(out, dp=2, seed=1)
+    # A second step through the same worker (slots reused).
+    out2 = manager.generate_sequences(prompts(P, "n"))
+    try:
+        rows2, _, ks2 = check_rows(out2, env["tok"], P)
+        assert ray.get(worker.v05_stats.remote())["releases"] == 2 * P
+        advantages_match(out2, dp=4, seed=2)
+    finally:
+        manager.v05_close()
+    assert ray.get(worker.v05_stats.remote()) == {}  # closed: segment removed
+
+
+def test_worker_error_cancels_batch(env):
+    """A failed generate (the server refuses) cancels the chunk: the
+    error comes out, nothing of the batch is left in the plugin; the next
+    chunk runs."""
+    cfg = env["config"]
+
+    async def run():
+        w = verl_rollout.V05AgentLoopWorker(cfg, client(env), None, [env["reward"]])
+        try:
+            base = await env["server"].num_calls.remote()
+            await env["server"].set_fail_after.remote(base + 7)
+            with pytest.raises(RuntimeError, match="injected failure"):
+                await w.generate_sequences(prompts(5, "e"))
+            st = w.v05_stats()
+            assert st["prompts_cancelled"] > 0
+            assert st["prompts_open"] == st["prompts_held"] == st["prompts_final"] == 0
+            await env["server"].set_fail_after.remote(None)
+            out = await w.generate_sequences(prompts(5, "f"))
+            rows, _, ks = check_rows(out, env["tok"], 5)
+            st = w.v05_stats()
+            assert st["prompts_open"] == st["prompts_final"] == 0
+            return rows
+        finally:
+            await env["server"].set_fail_after.remote(None)
+            w.v05_close()
+    assert asyncio.run(run()) > 0
+
+
+def test_worker_without_streamed_scores_fails_clearly(env):
+    """No reward loop workers handed to the agent loop (verl's legacy
+    trainer with a colocated reward model): the first trajectory has no
+    score, the chunk stops with an error that says why, and nothing of it
+    stays in the plugin."""
+    cfg = env["config"]
+
+    async def run():
+        w = verl_rollout.V05AgentLoopWorker(cfg, client(env), None, None)
+        try:
+            with pytest.raises(RuntimeError, match="without a reward score"):
+                await w.generate_sequences(prompts(3, "s"))
+            st = w.v05_stats()
+            assert st["prompts_cancelled"] == 3 and st["rewards_applied"] == 0
+            assert st["prompts_open"] == st["prompts_held"] == st["prompts_final"] == 0
+        finally:
+            w.v05_close()
+    asyncio.run(run())
+
+
+def test_worker_refuses_repeated_uids(env):
+    """rollout.n > 1 (the trainer repeats each prompt): refused, v05 sets k."""
+    cfg = env["config"]
+
+    async def run():
+        w = verl_rollout.V05AgentLoopWorker(cfg, client(env), None, [env["reward"]])
+        try:
+            data = prompts(2, "r").repeat(2, interleave=True)
+            with pytest.raises(ValueError, match="rollout.n=1"):
+                await w.generate_sequences(data)
+        finally:
+            w.v05_close()
+    asyncio.run(run())
+
+
+def test_pad_rows_without_padding_needed():
+    data = DataProto.from_dict(
+        tensors={"prompts": torch.ones(4, 2, dtype=torch.long),
+                 "responses": torch.ones(4, 3, dtype=torch.long),
+                 "attention_mask": torch.ones(4, 5, dtype=torch.long),
+                 "response_mask": torch.ones(4, 3)},
+        non_tensors={"uid": np.array(list("abcd"), dtype=object)})
+    out = verl_rollout.pad_rows(data, 4)
+    assert len(out) == 4 and not out.non_tensor_batch[verl_rollout.PAD_FIELD].any()
+    out = verl_rollout.pad_rows(data, 3)
+    assert len(out) == 6
+    assert out.batch["attention_mask"][4:].sum(1).tolist() == [2, 2]
+    assert out.batch["response_mask"][4:].sum() == 0
+
+
+ENGINE_PYTHON = os.environ.get("V05_ENGINE_PYTHON") or os.path.join(
+    os.path.dirname(os.path.dirname(HERE)), "build-venv", "engine", "bin", "python")
+
+
+def test_manager_against_real_vllm(env, tmp_path):
+    """The same manager with a real vLLM AsyncLLM (vLLM's CPU build, the
+    engine environment) behind verl's load balancer: tiny.EngineServer, the
+    server interface in this environment, the engine in a child process
+    of the engine environment's Python (vLLM cannot be installed next to
+    verl's torch). The model: a random Llama with heads of 32 (vLLM's CPU
+    attention) and the byte tokenizer, made here."""
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+    from verl.workers.rollout.llm_server import LLMServerClient
+    from verl.workers.rollout.router import get_router_handle
+
+    if not os.access(ENGINE_PYTHON, os.X_OK):
+        pytest.skip(f"no engine environment at {ENGINE_PYTHON} (scripts/setup-engine)")
+    tok = tiny.model_dir(str(tmp_path / "model"), heads=2)
+    (tmp_path / "score.py").write_text(SCORE_PY)
+    cfg = config(tmp_path)
+    server = ray.remote(tiny.EngineServer).remote(ENGINE_PYTHON, str(tmp_path / "model"),
+                                                  RESPONSE_LEN)
+    try:
+        balancer = get_router_handle(servers={"vllm:0": server})
+        reward = ray.remote(RewardLoopWorker).remote(cfg)
+        manager = verl_rollout.V05AgentLoopManager.create(
+            config=cfg, llm_client=LLMServerClient(config=cfg, load_balancer_handle=balancer),
+            teacher_client=None, reward_loop_worker_handles=[reward])
+        try:
+            (worker,) = manager.agent_loop_workers
+            P = 8
+            out = manager.generate_sequences(prompts(P, "v"))
+            rows, pad, ks = check_rows(out, tok, P)
+            st = ray.get(worker.v05_stats.remote())
+            assert rows == st["samples_issued"] == st["rewards_applied"] == sum(ks.values())
+            assert ray.get(server.num_calls.remote()) == rows
+            assert len(out) % ROW_MULTIPLE == 0 and pad < ROW_MULTIPLE
+            assert st["prompts_open"] == st["prompts_final"] == 0 and st["releases"] == P
+            advantages_match(out, dp=2, seed=3)
+        finally:
+            manager.v05_close()
+    finally:
+        assert ray.get(server.close.remote()) == 0  # the engine shut down cleanly
+
+
+# ---- the default (v1) trainer's manager: rows into TransferQueue -------------
+
+def test_manager_tq_rows_into_transfer_queue(env):
+    """V05AgentLoopManagerTQ: the v1 trainer's submit (prompt keys tagged
+    pending), generate_sequences (returns at once), then every uid is
+    tagged finished and has exactly k rows in TransferQueue; the v1
+    trainer's advantage path (the fields _compute_advantage fetches, its
+    DataProto conversion, compute_advantage_for_multi_trajectories with
+    adv_estimator v05) gives each row the plugin's advantage."""
+    import transfer_queue as tq
+    from tensordict import NonTensorData, NonTensorStack, TensorDict
+    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+    from verl.utils.import_utils import load_class_from_fqn
+
+    cfg = config(env["dir"], manager="v05.verl_rollout.V05AgentLoopManagerTQ")
+    tq.init()
+    manager = None
+    try:
+        cls = load_class_from_fqn(
+            cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class, "AgentLoopManager")
+        manager = cls.create(config=cfg, llm_client=client(env), teacher_client=None,
+                             reward_loop_worker_handles=[env["reward"]])
+        (worker,) = manager.agent_loop_workers
+        P = 8
+        src = prompts(P, "t").non_tensor_batch
+        uids = [str(u) for u in src["uid"]]
+        batch = TensorDict({
+            "raw_prompt": NonTensorStack(*[NonTensorData(list(m)) for m in src["raw_prompt"]]),
+            "uid": NonTensorStack(*[NonTensorData(u) for u in uids]),
+            "data_source": NonTensorStack(*[NonTensorData("tiny") for _ in uids]),
+            "reward_model": NonTensorStack(*[NonTensorData({"ground_truth": "x"}) for _ in uids]),
+            "index": NonTensorStack(*[NonTensorData(i) for i in range(P)]),
+            "v05_prior": NonTensorStack(*[NonTensorData(float(p)) for p in src["v05_prior"]]),
+        }, batch_size=P)
+        batch["global_steps"] = NonTensorData(1)
+        tq.kv_batch_put(keys=uids, partition_id="train",
+                        tags=[{"is_prompt": True, "status": "pending", "global_steps": 1}] * P)
+        # Two submissions before either is done (as the v1 trainer may):
+        # the worker runs them one after the other.
+        manager.generate_sequences(batch[:5])
+        manager.generate_sequences(batch[5:])
+        ray.get(worker.v05_drain.remote())  # the chunks' background tasks
+        listing = tq.kv_list()["train"]
+        assert all(listing[u]["status"] == "finished" for u in uids)
+        keys = sorted(k for k in listing if k.split("_")[0] in uids and k not in uids)
+        st = ray.get(worker.v05_stats.remote())
+        assert len(keys) == st["samples_issued"] == st["rewards_applied"]
+        assert st["prompts_open"] == st["prompts_final"] == 0 and st["releases"] == P
+        assert st["batches_submitted"] == st["batches_done"] == 2
+        # verl's own replay buffer (the v1 trainer's sampler) selects the
+        # finished uids and takes exactly their rows.
+        from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+        rb = ReplayBuffer(trainer_mode="sync", trainer_config=cfg,
+                          max_off_policy_threshold=None, max_off_policy_strategy="drop",
+                          sampler_kwargs=OmegaConf.create({}))
+        meta, _ = rb.sample(global_steps=1, partition_id="train", batch_size=P)
+        assert sorted(meta.keys) == keys
+        keys = list(meta.keys)
+        # The v1 trainer's _compute_advantage, step by step, on those keys.
+        td = tq.kv_batch_get(keys=keys, partition_id="train",
+                             select_fields=["uid", "response_mask", "rm_scores"])
+        data = DataProto(batch=td.to_padded_tensor())
+        data.batch["token_level_scores"] = data.batch["rm_scores"]
+        data.non_tensor_batch["uid"] = np.array(data.batch.pop("uid").tolist(), dtype=object)
+        data.batch["token_level_rewards"] = data.batch["token_level_scores"]
+        ks = collections.Counter(str(u) for u in data.non_tensor_batch["uid"])
+        assert all(data.non_tensor_batch["uid"][i].v05[1] == ks[str(u)]
+                   for i, u in enumerate(data.non_tensor_batch["uid"]))
+        assert len(set(ks.values())) > 1, ks
+        out = compute_advantage_for_multi_trajectories(
+            data, batch_keys=keys, adv_estimator="v05", config=algo())
+        for i, u in enumerate(out.non_tensor_batch["uid"]):
+            want = torch.tensor(u.v05[5], dtype=torch.float32)
+            got = out.batch["advantages"][i]
+            assert torch.equal(got, want * out.batch["response_mask"][i].to(got.dtype))
+        # A failing chunk: its uids are tagged failure, nothing of it is
+        # left in the plugin.
+        base = ray.get(env["server"].num_calls.remote())
+        ray.get(env["server"].set_fail_after.remote(base + 3))
+        fuids = [f"tf-{i}" for i in range(4)]
+        fb = batch[:4].clone()
+        fb["uid"] = NonTensorStack(*[NonTensorData(u) for u in fuids])
+        fb["global_steps"] = NonTensorData(2)
+        tq.kv_batch_put(keys=fuids, partition_id="train",
+                        tags=[{"is_prompt": True, "status": "pending", "global_steps": 2}] * 4)
+        manager.generate_sequences(fb)
+        ray.get(worker.v05_drain.remote())
+        ray.get(env["server"].set_fail_after.remote(None))
+        listing = tq.kv_list()["train"]
+        assert all(listing[u]["status"] == "failure" for u in fuids)
+        assert not [k for k in listing if k.split("_")[0] in fuids and k not in fuids]
+        st = ray.get(worker.v05_stats.remote())
+        assert st["prompts_cancelled"] > 0 and st["prompts_open"] == st["prompts_final"] == 0
+    finally:
+        ray.get(env["server"].set_fail_after.remote(None))
+        if manager is not None:
+            manager.v05_close()
+        tq.close()
