@@ -158,7 +158,7 @@ def pad_rows(data, multiple: int, pad_token_id: int = 0):
     for key, v in nt.items():
         if key == "uid":
             col = np.array([pad_uid] * extra, dtype=object)
-        elif key in ("v05_sample", "v05_k"):
+        elif key in ("v05_sample", "v05_k", "v05_gen"):
             col = np.zeros(extra, dtype=v.dtype)
         elif key in ROW_FIELDS:
             col = np.zeros(extra, dtype=v.dtype)
@@ -294,7 +294,10 @@ def _close_quietly(ref):
 
 def _row_fields(res, s) -> Dict[str, Any]:
     g = res.group
-    return {"v05_sample": s, "v05_k": g.k, "v05_baseline": g.baseline,
+    # v05_gen: the prompt instance, which a reward pushed for the row
+    # (the "v05" reward manager, on the segment's host) must carry.
+    return {"v05_sample": s, "v05_gen": res.decision.gen, "v05_k": g.k,
+            "v05_baseline": g.baseline,
             "v05_sigma": g.sigma, "v05_reward": float(g.rewards[s]),
             "v05_advantage": float(g.advantages[s])}
 
@@ -355,7 +358,7 @@ def _worker_cls():
                     continue  # the agent loop's own field wins
                 # The group's numbers always win: the "v05" reward manager
                 # also reports a v05_reward (its own score) per row.
-                if key in ("v05_sample", "v05_k"):
+                if key in ("v05_sample", "v05_k", "v05_gen"):
                     col = np.asarray(vals, dtype=np.int64)
                 elif key in ROW_FIELDS:
                     col = np.asarray(vals, dtype=np.float64)
