@@ -85,10 +85,14 @@ static void *v05_producer(void *arg)
 	pin(0);
 	if (v05_producer_open(segname, 0, &p))
 		abort();
+	/* As the peers' producers: the rest set once, key and sample per
+	 * record. */
+	memset(r, 0, sizeof(r));
 	for (uint64_t i = 0; i < records; i += batch) {
-		for (uint32_t j = 0; j < batch; j++)
-			r[j] = (struct v05_reward){ .key = i + j, .sample = j,
-						     .reward = 1.0f };
+		for (uint32_t j = 0; j < batch; j++) {
+			r[j].key = i + j;
+			r[j].sample = j;
+		}
 		while (v05_producer_push_batch(p, r, batch) == -EAGAIN)
 			;
 	}
