@@ -56,18 +56,10 @@ void v05__lanes_fini(struct v05_lanes *l)
  * the vector moves gcc makes of a 32-byte memcpy, field by field, so the
  * thread stress test checks the ring's publication order.
  */
-#if defined(__SANITIZE_THREAD__)
-#define V05_COPY_BY_FIELD 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define V05_COPY_BY_FIELD 1
-#endif
-#endif
-
 static inline void record_copy(struct v05_record *dst,
 			       const struct v05_record *src)
 {
-#ifndef V05_COPY_BY_FIELD
+#ifndef V05_TSAN
 	memcpy(dst, src, sizeof(*dst));
 #else
 	dst->key = src->key;

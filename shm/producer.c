@@ -291,14 +291,7 @@ int v05__producer_open_mapped(struct v05_segment *seg, unsigned flags,
 	return open_common(NULL, seg, flags, out);
 }
 
-#if defined(__SANITIZE_THREAD__)
-#define V05_STORE_BY_FIELD 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define V05_STORE_BY_FIELD 1
-#endif
-#endif
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__ && !defined(V05_STORE_BY_FIELD)
+#if defined(V05_TSAN) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #define V05_STORE_BY_FIELD 1
 #endif
 
