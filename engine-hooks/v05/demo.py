@@ -7,7 +7,8 @@
 
 Each mode gets a real segment and real reward-worker processes; the table
 compares samples generated, group sizes, baseline error against the
-simulated truth, halts, wall time and reward-to-decision latency.
+simulated truth, halts, wall time and how long complete groups waited for
+their decision.
 """
 
 import argparse
@@ -168,8 +169,9 @@ def main(argv=None):
           f"{results[0].wait_path}")
     print(table(results))
     print("baseline MSE: mean over prompts of (baseline - true mean)^2 on the "
-          "[-1, 1] scale; latency: from the reward completing a group's "
-          "samples to the decision.")
+          "[-1, 1] scale; latency: how long a group whose samples were all "
+          "rewarded waited for its decision (from the poll that applied its "
+          "last reward; '-': every group was decided at once).")
     if args.keep:
         print("segments kept: " + ", ".join(r.segment for r in results) +
               " (v05ctl stat NAME; v05ctl reclaim NAME removes one)")

@@ -142,8 +142,9 @@ struct v05_decision {
 	uint64_t key;        /* v05_key(uid)                                */
 	uint64_t samples;    /* SAMPLE: bit s set = generate sample s       */
 	uint64_t batch;      /* batch id (from 1)                           */
-	uint64_t latency_ns; /* from the reward that completed the group's
-			      * samples to this decision; 0 if none        */
+	uint64_t latency_ns; /* from the apply of the reward that completed
+			      * the group's samples (plugin clock) to this
+			      * decision: its wait for a round; 0 if none  */
 	double baseline;     /* FINAL/DROP                                  */
 	uint32_t kind;       /* enum v05_decision_kind                      */
 	uint32_t slot;       /* the prompt's slot (also for SAMPLE)         */
