@@ -366,7 +366,7 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 		v05__policy_deadlines(p);
 	if (p->journal && (p->npending_free || v05__journal_busy(p->journal)))
 		journal_progress(p);
-	/* Relaxed: a display value (a tick behind at most). */
+	/* Relaxed: a display value (up to 8 polls and a tick old). */
 	v05_store_relaxed(&p->seg.ctl->heartbeat_ns, now);
 	if (p->queue_error)
 		return v05__fail(p->queue_error,
