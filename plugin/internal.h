@@ -150,6 +150,19 @@ static inline void v05__gauge(struct v05_plugin *p, int c, int64_t d)
 	v05_store_relaxed(x, (uint64_t)((int64_t)v05_load_relaxed(x) + d));
 }
 
+/* The counter a lane event bumps (the lanes report, the plugin counts). */
+static inline int v05__lane_event_counter(enum v05_lane_event ev)
+{
+	static const int ctr[] = {
+		[V05_LANE_CORRUPT] = V05_C_REJ_CORRUPT,
+		[V05_LANE_OVERRUN] = V05_C_LANE_OVERRUNS,
+		[V05_LANE_RECLAIM] = V05_C_LANE_RECLAIMS,
+		[V05_LANE_CLAIM] = V05_C_LANE_CLAIMS,
+	};
+
+	return ctr[ev];
+}
+
 /* The clock the decisions use: refreshed by the first record a poll
  * applies (or the first stream deadline it finds due), then every 64
  * records. */

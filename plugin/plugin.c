@@ -76,15 +76,8 @@ static uint32_t random_gen_base(const struct v05_plugin *p)
 static void lane_event(void *ctx, enum v05_lane_event ev, uint32_t lane,
 		       uint32_t n)
 {
-	static const int ctr[] = {
-		[V05_LANE_CORRUPT] = V05_C_REJ_CORRUPT,
-		[V05_LANE_OVERRUN] = V05_C_LANE_OVERRUNS,
-		[V05_LANE_RECLAIM] = V05_C_LANE_RECLAIMS,
-		[V05_LANE_CLAIM] = V05_C_LANE_CLAIMS,
-	};
-
 	(void)lane;
-	v05__count(ctx, ctr[ev], n);
+	v05__count(ctx, v05__lane_event_counter(ev), n);
 }
 
 /* Local structures over a mapped segment (create and attach). */

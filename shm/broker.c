@@ -378,9 +378,7 @@ int v05__broker_request(const char *name, struct v05_segment *seg,
 	size_t len;
 	void *bell, *m;
 
-	memset(seg, 0, sizeof(*seg));
-	seg->fd = -1;
-	seg->bell_fd = -1;
+	v05__segment_blank(seg);
 	ret = v05__segment_path(name, seg->path, sizeof(seg->path));
 	if (ret)
 		return ret;

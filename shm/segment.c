@@ -67,6 +67,13 @@ const char *v05__shm_dir(void)
 	return d && d[0] == '/' ? d : "/dev/shm";
 }
 
+void v05__segment_blank(struct v05_segment *seg)
+{
+	memset(seg, 0, sizeof(*seg));
+	seg->fd = -1;
+	seg->bell_fd = -1;
+}
+
 int v05__segment_path(const char *name, char *path, size_t len)
 {
 	int ret = v05_name_check(name);
@@ -582,9 +589,7 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 	void *base;
 	int fd, ret;
 
-	memset(seg, 0, sizeof(*seg));
-	seg->fd = -1;
-	seg->bell_fd = -1;
+	v05__segment_blank(seg);
 	ret = v05__segment_path(name, seg->path, sizeof(seg->path));
 	if (ret)
 		return ret;
@@ -696,9 +701,7 @@ int v05__segment_attach(const char *name, enum v05_role role, unsigned flags,
 	void *base;
 	int fd, ret;
 
-	memset(seg, 0, sizeof(*seg));
-	seg->fd = -1;
-	seg->bell_fd = -1;
+	v05__segment_blank(seg);
 	if (flags & ~V05_ATTACH_ANY_UID)
 		return v05__fail(-EINVAL, "unknown attach flags 0x%x", flags);
 	ret = v05__segment_path(name, seg->path, sizeof(seg->path));

@@ -70,6 +70,9 @@ static inline bool v05__segment_asym(const struct v05_segment *s)
 const char *v05__shm_dir(void);
 /* Build "<dir>/v05-<name>" after checking the name. */
 int v05__segment_path(const char *name, char *path, size_t len);
+/* A view with nothing mapped or open (both descriptors -1): where create,
+ * attach and the broker's request start. */
+void v05__segment_blank(struct v05_segment *seg);
 
 /* Build the path of one of a segment's files (seg->path is set). */
 int v05__segment_file(const struct v05_segment *seg, enum v05_seg_file kind,

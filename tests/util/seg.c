@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "seg.h"
-#include "v05-internal/vocab.h"
+#include "v05-internal/plugin.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,14 +50,8 @@ unsigned long test_env_ul(const char *var, unsigned long dflt)
 void test_lane_count(void *seg, enum v05_lane_event ev, uint32_t lane,
 		     uint32_t n)
 {
-	static const int ctr[] = {
-		[V05_LANE_CORRUPT] = V05_C_REJ_CORRUPT,
-		[V05_LANE_OVERRUN] = V05_C_LANE_OVERRUNS,
-		[V05_LANE_RECLAIM] = V05_C_LANE_RECLAIMS,
-		[V05_LANE_CLAIM] = V05_C_LANE_CLAIMS,
-	};
 	struct v05_segment *s = seg;
 
 	(void)lane;
-	s->state->counters[ctr[ev]] += n;
+	s->state->counters[v05__lane_event_counter(ev)] += n;
 }
