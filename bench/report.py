@@ -285,12 +285,13 @@ def empty_poll(c, ins):
     else:
         s[0] += "."
     s[0] += (" What an empty poll does besides the scan is a test of a word "
-             "this process owns per step (armed, release ring, reader "
-             "check due, lane reclaim due, stream schedule, journal busy, "
-             "queued decisions); it reads no precise clock (the first "
-             "record applied does), and the coarse clock "
-             "(`CLOCK_MONOTONIC_COARSE`) on every 8th poll and the first "
-             "after a wait.")
+             "this process owns per step (arguments and sticky errors, armed, "
+             "reader check due, lane reclaim due, stream schedule, journal "
+             "work, queued decisions) and two loads for the release ring; "
+             "it reads no precise clock (the first record applied does), "
+             "and the coarse clock (`CLOCK_MONOTONIC_COARSE`), with the "
+             "heartbeat's store, on every 8th poll and the first after a "
+             "wait; it leaves `v05_errmsg()` alone.")
     return s
 
 

@@ -87,6 +87,7 @@ int v05__journal_slot(struct v05_plugin *p, uint32_t slot)
 	jr.uid_len = h->uid_len <= V05_UID_MAX ? h->uid_len : 0;
 	ret = v05__journal_append(p->journal, &jr, h->uid, v05__slot_rewards(h),
 				  v05__slot_advantages(&p->seg, h));
+	p->journal_work = true;
 	if (ret == 0) {
 		v05__count(p, V05_C_JOURNAL_RECORDS, 1);
 		v05__count(p, V05_C_JOURNAL_BYTES, v05__jrec_size(jr.uid_len, jr.k));

@@ -92,6 +92,9 @@ struct v05_plugin {
 	struct v05_journal *journal;
 	struct v05_broker *broker; /* V05_CONFIG_PRODUCER_BROKER: its thread */
 	int journal_error_pending; /* reported once by v05_poll */
+	/* Records appended since the pump last left the journal idle: the
+	 * poll pumps while set, and tests no more than this when it is not. */
+	bool journal_work;
 	uint64_t journal_writes_seen;
 	/* CLOCK_MONOTONIC read at most once per 64 records (decide.c) and
 	 * the offset that turns it into CLOCK_REALTIME for final_ns. Stale

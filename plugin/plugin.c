@@ -293,14 +293,17 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 	return ret;
 }
 
-static void journal_progress(struct v05_plugin *p)
+static __attribute__((noinline)) void journal_progress(struct v05_plugin *p)
 {
 	const char *msg;
 	int err;
 
-	if (!p->journal || p->st->journal_status != V05_JOURNAL_OK)
+	if (!p->journal || p->st->journal_status != V05_JOURNAL_OK) {
+		p->journal_work = false;
 		return;
+	}
 	err = v05__journal_pump(p->journal, 0);
+	p->journal_work = v05__journal_busy(p->journal);
 	p->st->journal_offset = v05__journal_offset(p->journal);
 	v05__count(p, V05_C_JOURNAL_WRITES,
 		   v05__journal_writes(p->journal) - p->journal_writes_seen);
@@ -317,58 +320,74 @@ static void journal_progress(struct v05_plugin *p)
 	v05__free_journaled(p);
 }
 
-V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
-		     uint32_t max)
+/* The poll's exits other than "0 or decisions", out of its hot path. */
+static __attribute__((noinline, cold)) int
+poll_refused(struct v05_plugin *p, struct v05_decision *out, uint32_t max)
 {
-	uint64_t now;
 	int err;
 
-	v05__clear_error();
 	if (!p || (max && !out))
 		return v05__fail(-EINVAL, "poll: NULL argument");
 	if (p->queue_error)
 		return v05__fail(p->queue_error,
 				 "a decision could not be queued (out of memory); call v05_recover for the whole state");
+	err = p->journal_error_pending;
+	p->journal_error_pending = 0;
+	return v05__fail(err, "%.*s", (int)sizeof(p->st->journal_error),
+			 p->st->journal_error);
+}
+
+/* The first poll after a wait: the doorbell is ours again, and the
+ * coarse clock is read now (it may be a wait's length old). */
+static __attribute__((noinline)) void poll_woken(struct v05_plugin *p)
+{
+	v05__disarm(p);
+	p->poll_tick = 0;
+}
+
+V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
+		     uint32_t max)
+{
 	/*
 	 * A poll with nothing to do must cost about what scanning the lanes
 	 * does (bench_poll measures the two side by side): every step below
 	 * but the scans is behind an inline test of a word this process
-	 * owns. The precise clock is read by the first record applied
-	 * (decide.c) or stream deadline found (policy.c). The checks on
-	 * intervals of 50 ms and more (reader, lane reclaim, heartbeat) take
-	 * the coarse clock, read on every 8th poll and on the first after a
-	 * wait: a busy loop polls far more often than every 6 ms, and an
-	 * idle one comes back from a wait.
+	 * owns, and the rare ones are out of line. The precise clock is read
+	 * by the first record applied (decide.c) or stream deadline found
+	 * (policy.c). The checks on intervals of 50 ms and more (reader,
+	 * lane reclaim, heartbeat) take the coarse clock, read on every 8th
+	 * poll and on the first after a wait: a busy loop polls far more
+	 * often than every 6 ms, and an idle one comes back from a wait.
+	 * A successful poll leaves v05_errmsg() as it was (common.h: its
+	 * content is unspecified after a success); every failure sets it.
 	 */
-	if (p->armed) {
-		v05__disarm(p);
-		p->poll_tick = 0;
-	}
+	if (__builtin_expect(!p || (max && !out) || p->queue_error, 0))
+		return poll_refused(p, out, max);
+	if (__builtin_expect(p->armed, 0))
+		poll_woken(p);
 	p->clock_stale = true;
-	if ((p->poll_tick++ & 7) == 0)
+	if ((p->poll_tick++ & 7) == 0) {
 		p->coarse_ns = v05__coarse_ns();
-	now = p->coarse_ns;
-	if (v05__ring_cons_avail(&p->compl.back))
+		/* Relaxed: a display value (up to 8 polls and a tick old);
+		 * stored when it moves, so inspectors reading it do not take
+		 * the line from this core on every poll. */
+		v05_store_relaxed(&p->seg.ctl->heartbeat_ns, p->coarse_ns);
+	}
+	if (v05__releases_pending(&p->compl))
 		v05__releases_drain(&p->compl, v05__release_from_reader, p);
-	if (now >= p->next_reader_check_ns)
-		v05__check_reader(p, now);
+	if (p->coarse_ns >= p->next_reader_check_ns)
+		v05__check_reader(p, p->coarse_ns);
 	v05__lanes_drain(&p->lanes, POLL_BUDGET, DRAIN_BATCH, v05__apply_records, p);
-	if (now >= p->lanes.next_reclaim_ns)
-		v05__lanes_reclaim_at(&p->lanes, now, v05__apply_records, p);
+	if (p->coarse_ns >= p->lanes.next_reclaim_ns)
+		v05__lanes_reclaim_at(&p->lanes, p->coarse_ns,
+				      v05__apply_records, p);
 	if (p->cfg.schedule == V05_SCHEDULE_STREAM)
 		v05__policy_deadlines(p);
-	if (p->journal && (p->npending_free || v05__journal_busy(p->journal)))
+	/* journal_work: set by each append (finalize.c), cleared by the pump
+	 * that leaves nothing buffered or in flight. */
+	if (p->journal_work || p->npending_free)
 		journal_progress(p);
-	/* Relaxed: a display value (up to 8 polls and a tick old). */
-	v05_store_relaxed(&p->seg.ctl->heartbeat_ns, now);
-	if (p->queue_error)
-		return v05__fail(p->queue_error,
-				 "a decision could not be queued (out of memory); call v05_recover for the whole state");
-	err = p->journal_error_pending;
-	if (err) {
-		p->journal_error_pending = 0;
-		return v05__fail(err, "%.*s", (int)sizeof(p->st->journal_error),
-				 p->st->journal_error);
-	}
+	if (__builtin_expect(p->queue_error | p->journal_error_pending, 0))
+		return poll_refused(p, out, max);
 	return p->qlen ? (int)v05__dequeue(p, out, max) : 0;
 }

@@ -33,6 +33,14 @@ uint64_t v05__completions_reader(const struct v05_completions *c);
 int v05__completion_push(struct v05_completions *c, uint64_t key,
 			 uint32_t slot, uint32_t gen);
 typedef void (*v05_release_fn)(void *ctx, uint32_t slot, uint32_t gen);
+/* Has the reader published releases not yet applied? Two loads, no store:
+ * what a poll with nothing to do pays. Relaxed: only a hint, the drain
+ * reads the tail again with acquire (A2). Every drain applies all it
+ * finds, so head == tail when nothing is pending. */
+static inline bool v05__releases_pending(const struct v05_completions *c)
+{
+	return v05_load_relaxed(&c->back.r->tail) != c->back.head;
+}
 /* Apply every release the reader published; returns how many. */
 uint32_t v05__releases_drain(struct v05_completions *c, v05_release_fn fn,
 			     void *ctx);
