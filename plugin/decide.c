@@ -17,11 +17,6 @@
 #include "stats_core.h"
 #include "../shm/proc.h"
 
-uint32_t v05__group_k(const struct v05_prompt *e)
-{
-	return (uint32_t)__builtin_popcountll(e->issued);
-}
-
 void v05__clock_refresh(struct v05_plugin *p)
 {
 	p->now_ns = v05__now_ns();
@@ -30,23 +25,26 @@ void v05__clock_refresh(struct v05_plugin *p)
 }
 
 /*
- * Prefetch what applying a record with this key will touch: stage 0 (far
- * ahead) the table entry the key alone locates, stage 1 (nearer) the slot
- * that entry names. A hint: the key may be anything.
+ * Prefetch what applying a record with this key will touch, in two stages:
+ * far ahead the table entry the key alone locates (its home line), nearer
+ * the slot that entry names. A hint: the key may be anything.
  */
-static inline void prefetch_key(struct v05_plugin *p, uint64_t key, int stage)
+static inline void prefetch_home(struct v05_plugin *p, uint64_t key)
 {
-	const struct v05_prompt *e;
+	__builtin_prefetch(&p->table.e[v05__table_home(&p->table, key)], 1, 3);
+}
 
-	if (stage == 0) {
-		__builtin_prefetch(&p->table.e[v05__table_home(&p->table, key)], 1, 3);
-		return;
-	}
-	/* The entry came in at stage 0: where its rewards go. A key that is
-	 * not there (garbage, unknown) costs a probe and nothing else. */
-	e = v05__table_find(&p->table, key);
+/* The entry came in with prefetch_home: find it and prefetch where its
+ * rewards go. Returns the entry, which apply_one may reuse (after checking
+ * its key: see there). A key that is not there costs a probe. */
+static inline struct v05_prompt *prefetch_slot(struct v05_plugin *p,
+					       uint64_t key)
+{
+	struct v05_prompt *e = v05__table_find(&p->table, key);
+
 	if (e && e->slot < p->seg.hdr.geo.slot_count)
 		__builtin_prefetch(v05__slot_rewards(v05__slot(&p->seg, e->slot)), 1, 3);
+	return e;
 }
 
 static void reject(struct v05_plugin *p, const struct v05_record *rec,
@@ -56,9 +54,17 @@ static void reject(struct v05_plugin *p, const struct v05_record *rec,
 	V05_PROBE3(reward_rejected, rec->key, rec->sample, reason);
 }
 
-static void apply_one(struct v05_plugin *p, const struct v05_record *rec)
+/*
+ * hint: the entry prefetch_slot found for this key a few records ago, or
+ * NULL. Nothing on the apply path deletes an entry today (deletes come
+ * from releases, cancels and submits), but a delete shifts the entries
+ * behind it (table.h), so the hint is used only if it still holds this
+ * key, which then is the key's one live entry (a table holds a key at
+ * most once; key 0, never a prompt, is never hinted: find returns NULL).
+ */
+static void apply_one(struct v05_plugin *p, const struct v05_record *rec,
+		      struct v05_prompt *e)
 {
-	struct v05_prompt *e;
 	uint64_t bit;
 	float r = rec->reward;
 
@@ -70,7 +76,8 @@ static void apply_one(struct v05_plugin *p, const struct v05_record *rec)
 		reject(p, rec, V05_C_REJ_RANGE);
 		return;
 	}
-	e = v05__table_find(&p->table, rec->key);
+	if (!e || e->key != rec->key)
+		e = v05__table_find(&p->table, rec->key);
 	if (!e) {
 		reject(p, rec, V05_C_REJ_UNKNOWN);
 		return;
@@ -113,9 +120,27 @@ static void apply_one(struct v05_plugin *p, const struct v05_record *rec)
 }
 
 /* Far enough ahead to hide a DRAM access behind the records between:
- * stage 0 (the table entry) at 8, stage 1 (the slot it names) at 4. */
+ * stage 0 (the table entry) at 8, stage 1 (the slot it names) at 4. The
+ * entries stage 1 finds wait in found[] for their record, so each record
+ * is looked up once, not twice. */
 #define PREFETCH_FAR 8u
 #define PREFETCH_NEAR 4u
+
+static inline void apply_chunk(struct v05_plugin *p,
+			       const struct v05_record *recs, uint32_t n)
+{
+	struct v05_prompt *found[V05_LANE_BATCH_MAX + PREFETCH_NEAR];
+
+	for (uint32_t j = 0; j < PREFETCH_NEAR; j++)
+		found[j] = NULL;
+	for (uint32_t j = 0; j < n; j++) {
+		if (j + PREFETCH_FAR < n)
+			prefetch_home(p, recs[j + PREFETCH_FAR].key);
+		found[j + PREFETCH_NEAR] = j + PREFETCH_NEAR < n ?
+			prefetch_slot(p, recs[j + PREFETCH_NEAR].key) : NULL;
+		apply_one(p, &recs[j], found[j]);
+	}
+}
 
 void v05__apply_records(void *ctx, const struct v05_record *recs, uint32_t n,
 			uint32_t lane)
@@ -123,13 +148,11 @@ void v05__apply_records(void *ctx, const struct v05_record *recs, uint32_t n,
 	struct v05_plugin *p = ctx;
 
 	(void)lane;
-	for (uint32_t j = 0; j < n; j++) {
-		if (j + PREFETCH_FAR < n)
-			prefetch_key(p, recs[j + PREFETCH_FAR].key, 0);
-		if (j + PREFETCH_NEAR < n)
-			prefetch_key(p, recs[j + PREFETCH_NEAR].key, 1);
-		apply_one(p, &recs[j]);
-	}
+	/* The drain hands out at most V05_LANE_BATCH_MAX; more would be
+	 * applied a chunk at a time. */
+	for (uint32_t at = 0; at < n; at += V05_LANE_BATCH_MAX)
+		apply_chunk(p, recs + at, n - at < V05_LANE_BATCH_MAX ?
+					  n - at : V05_LANE_BATCH_MAX);
 }
 
 /* "More": the prompt waits for its batch's policy. gap is its padding
