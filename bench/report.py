@@ -158,8 +158,10 @@ def transport(out, goals):
             g[0].split(":")[0] + " against " + g[0].split("/ ")[1].split(" >=")[0] +
             " at " + g[1] for g in missed) + ". Where the paired range "
             "crosses 1.0 the host's drift between runs is as large as the "
-            "difference; bench/README.md (\"Where a one-record push's time "
-            "goes\") has the profile of the batch-1 lane."]
+            "difference; bench/README.md has every run of the batch-32 "
+            "comparison and why it is close (\"Batch 32: a few percent ahead "
+            "of rte_ring\"), and the profile of the batch-1 lane (\"Where a "
+            "one-record push's time goes\")."]
     return s
 
 
