@@ -115,7 +115,9 @@ static int reserve_lane(struct v05_broker *b, uint32_t uid)
 				if (v05__lane_file_bind(seg, i)) {
 					/* Its file kept its name, same-uid
 					 * producers may claim it: not bound,
-					 * not handed out. */
+					 * not handed out. Release: as
+					 * unreserve's CAS, our stores before
+					 * the lane is free again. */
 					v05_store_relaxed(&own->bound, 0u);
 					v05_store_release(&r->owner, 0);
 					continue;
@@ -145,6 +147,7 @@ static void expire(struct v05_broker *b, bool all)
 	for (uint32_t i = 0; i < b->seg->hdr.geo.lane_count; i++) {
 		if (!b->reserved_ns[i])
 			continue;
+		/* Relaxed: only compared; unreserve's CAS decides. */
 		if (v05_load_relaxed(&v05__lane(b->seg, i)->owner) != b->me)
 			b->reserved_ns[i] = 0; /* claimed */
 		else if (all || now - b->reserved_ns[i] > V05_BROKER_HOLD_NS)

@@ -211,8 +211,9 @@ static bool other_uid(const char *name)
 	       !lstat(path, &st) && st.st_uid != geteuid();
 }
 
+/* brokered: through the broker whatever the segment's uid (tests). */
 static int open_common(const char *name, struct v05_segment *mapped,
-		       unsigned flags, struct v05_producer **out)
+		       unsigned flags, bool brokered, struct v05_producer **out)
 {
 	struct v05_producer *p;
 	int ret;
@@ -228,7 +229,8 @@ static int open_common(const char *name, struct v05_segment *mapped,
 		return v05__fail(-ENOMEM, "producer: out of memory");
 	if (mapped) {
 		p->seg = mapped;
-	} else if ((flags & V05_PRODUCER_ANY_UID) && other_uid(name)) {
+	} else if (brokered ||
+		   ((flags & V05_PRODUCER_ANY_UID) && other_uid(name))) {
 		ret = claim_brokered(p, name, flags);
 		if (ret) {
 			free(p);
@@ -260,35 +262,19 @@ static int open_common(const char *name, struct v05_segment *mapped,
 int v05__producer_open_brokered(const char *name, unsigned flags,
 				struct v05_producer **out)
 {
-	struct v05_producer *p;
-	int ret;
-
-	v05__clear_error();
-	pthread_once(&atfork_once, register_atfork);
-	if (v05_name_check(name))
-		return -EINVAL;
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return v05__fail(-ENOMEM, "producer: out of memory");
-	ret = claim_brokered(p, name, flags);
-	if (ret) {
-		free(p);
-		return ret;
-	}
-	*out = p;
-	return 0;
+	return open_common(name, NULL, flags, true, out);
 }
 
 V05_API int v05_producer_open(const char *name, unsigned flags,
 			      struct v05_producer **out)
 {
-	return open_common(name, NULL, flags, out);
+	return open_common(name, NULL, flags, false, out);
 }
 
 int v05__producer_open_mapped(struct v05_segment *seg, unsigned flags,
 			      struct v05_producer **out)
 {
-	return open_common(NULL, seg, flags, out);
+	return open_common(NULL, seg, flags, false, out);
 }
 
 #if defined(V05_TSAN) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

@@ -145,6 +145,8 @@ int v05__lane_file_open(const struct v05_segment *seg, enum v05_seg_file kind,
 	if (fd < 0)
 		return v05__fail(-errno, "open %s: %s", path, v05__errstr(errno));
 	ret = v05__seg_file_check(fd, path, seg->st_uid,
+				  kind == V05_FILE_BELL ?
+				  seg->hdr.regions[V05_REGION_DOORBELL].size :
 				  v05__lane_stride(seg->hdr.geo.lane_capacity));
 	if (ret) {
 		close(fd);
@@ -388,6 +390,8 @@ static int map_role(struct v05_segment *seg)
  */
 static int lane_file_find(struct v05_segment *seg, uint32_t i, int oflags)
 {
+	/* Relaxed: the broker stores the binding before the rename; a stale
+	 * value only costs opening the other name below. */
 	bool bound = v05_load_relaxed(&seg->lane_own[i].bound) != 0;
 	int fd = v05__lane_file_open(seg, bound ? V05_FILE_BOUND : V05_FILE_LANE,
 				     i, oflags);
@@ -421,7 +425,6 @@ static int map_files(struct v05_segment *seg)
 	int oflags = own ? O_RDWR : O_RDONLY, prot = own ? RW : RO;
 	uint64_t stride = v05__lane_stride(seg->hdr.geo.lane_capacity);
 	const struct v05_region *b = &seg->hdr.regions[V05_REGION_DOORBELL];
-	char path[PATH_MAX];
 	int fd, ret = 0;
 
 	for (uint32_t i = 0; i < seg->hdr.geo.lane_count; i++) {
@@ -446,16 +449,9 @@ static int map_files(struct v05_segment *seg)
 	} else if (own) {
 		return ret;
 	}
-	ret = file_path(seg->path, V05_FILE_BELL, 0, path, sizeof(path));
-	if (ret)
-		return ret;
-	fd = open(path, oflags | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		ret = v05__fail(-errno, "open %s: %s", path, v05__errstr(errno));
-	else
-		ret = v05__seg_file_check(fd, path, seg->st_uid, b->size);
-	if (!ret)
-		ret = overlay(seg, b->offset, b->size, fd, prot, "doorbell file");
+	fd = v05__lane_file_open(seg, V05_FILE_BELL, 0, oflags);
+	ret = fd < 0 ? fd : overlay(seg, b->offset, b->size, fd, prot,
+				    "doorbell file");
 	if (!ret) {
 		seg->region[V05_REGION_DOORBELL] = seg->base + b->offset;
 		seg->bell = V05_AT(struct v05_shm_doorbell,
@@ -480,25 +476,18 @@ static int map_files(struct v05_segment *seg)
 static int attach_producer(struct v05_segment *seg)
 {
 	const struct v05_region *r = &seg->hdr.regions[V05_REGION_DOORBELL];
-	char path[PATH_MAX];
 	void *bell;
 	int fd, ret;
 
-	ret = file_path(seg->path, V05_FILE_BELL, 0, path, sizeof(path));
-	if (ret)
-		return ret;
-	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	fd = v05__lane_file_open(seg, V05_FILE_BELL, 0, O_RDWR);
 	if (fd < 0)
-		return v05__fail(-errno, "open %s: %s", path, v05__errstr(errno));
-	ret = v05__seg_file_check(fd, path, seg->st_uid, r->size);
-	if (ret) {
-		close(fd);
-		return ret;
-	}
+		return fd;
 	bell = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ret = -errno;
 	close(fd);
 	if (bell == MAP_FAILED)
-		return v05__fail(-errno, "mmap %s: %s", path, v05__errstr(errno));
+		return v05__fail(ret, "mmap the doorbell file of %s: %s", seg->name,
+				 v05__errstr(-ret));
 	seg->bell_map = bell;
 	seg->bell = bell;
 	return 0;

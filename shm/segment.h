@@ -81,7 +81,8 @@ int v05__segment_file(const struct v05_segment *seg, enum v05_seg_file kind,
 /*
  * Open lane i's file (O_NOFOLLOW) and check it: a regular file of the
  * segment's uid, open to no one else, of the lane's size. kind: which name
- * to open. Returns the descriptor or a negative errno.
+ * to open; V05_FILE_BELL (i unused) opens the doorbell's file, of the
+ * doorbell region's size. Returns the descriptor or a negative errno.
  */
 int v05__lane_file_open(const struct v05_segment *seg, enum v05_seg_file kind,
 			uint32_t i, int oflags);
