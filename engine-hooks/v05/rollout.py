@@ -73,11 +73,13 @@ class GroupRollout:
 
     score: compute each sample's reward in this process and push it (a sync
     function runs in a pool of `score_threads` threads, so with more than
-    one it must be thread-safe; an async def is awaited); None when reward workers elsewhere push rewards themselves
-    (then on_output(uid, sample, gen, output) hands them each finished
-    sequence, with the gen their push must carry; it must not block). release: release slots after collecting
-    the results (advantages are then copied out); False keeps the
-    zero-copy views, the caller releases.
+    one it must be thread-safe; an async def is awaited); None when reward
+    workers elsewhere push rewards themselves (then on_output(uid, sample,
+    gen, output) hands them each finished sequence, with the gen their push
+    must carry; it must not block).
+
+    release: release slots after collecting the results (advantages are
+    then copied out); False keeps the zero-copy views, the caller releases.
     """
 
     def __init__(self, plugin: Plugin, generate: GenerateFn, *,

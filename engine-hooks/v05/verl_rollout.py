@@ -158,9 +158,7 @@ def pad_rows(data, multiple: int, pad_token_id: int = 0):
     for key, v in nt.items():
         if key == "uid":
             col = np.array([pad_uid] * extra, dtype=object)
-        elif key in ("v05_sample", "v05_k", "v05_gen"):
-            col = np.zeros(extra, dtype=v.dtype)
-        elif key in ROW_FIELDS:
+        elif key in ROW_FIELDS or key == "v05_gen":
             col = np.zeros(extra, dtype=v.dtype)
         elif key == PAD_FIELD:
             col = np.ones(extra, dtype=bool)
@@ -505,7 +503,6 @@ def _worker_tq_cls():
             self._v05_live.update(uids)
             try:
                 results = await self._v05_run(items)
-                self._v05_live.difference_update(uids)
                 for uid, (_, _, kwargs), _ in items:
                     res = results[uid]
                     if not res.dropped:
@@ -551,6 +548,8 @@ def _manager_tq_cls():
         trainer.use_v1=True)."""
 
         def __init__(self, *args, **kwargs):
+            # After super(): AgentLoopManagerTQ.__init__ sets its own
+            # worker class; the workers are made later, by create().
             super().__init__(*args, **kwargs)
             self.agent_loop_workers_class = ray.remote(
                 __getattr__("V05AgentLoopWorkerTQ"))

@@ -81,15 +81,20 @@ class TinyServer:
     def num_calls(self):
         return self.calls
 
+    def _next_call(self, who):
+        """Count a request; past fail_after, refuse it (an injected
+        failure). Shared with EngineServer."""
+        self.calls += 1
+        if self.fail_after is not None and self.calls > self.fail_after:
+            raise RuntimeError(f"{who}: request {self.calls} refused "
+                               "(injected failure)")
+
     async def generate(self, request_id, *, prompt_ids, sampling_params,
                        image_data=None, video_data=None, **kwargs):
         import torch
         from verl.workers.rollout.replica import TokenOutput
 
-        self.calls += 1
-        if self.fail_after is not None and self.calls > self.fail_after:
-            raise RuntimeError(f"tiny server: request {self.calls} refused "
-                               "(injected failure)")
+        self._next_call("tiny server")
         g = torch.Generator().manual_seed(self.seed * 100003 + self.calls)
         temp = float(sampling_params.get("temperature", 1.0)) or 1.0
         ids = torch.tensor([list(prompt_ids)])
@@ -157,6 +162,7 @@ class EngineServer:
 
     set_fail_after = TinyServer.set_fail_after
     num_calls = TinyServer.num_calls
+    _next_call = TinyServer._next_call
 
     def close(self):
         self.proc.stdin.close()
@@ -167,10 +173,7 @@ class EngineServer:
         import asyncio
         from verl.workers.rollout.replica import TokenOutput
 
-        self.calls += 1
-        if self.fail_after is not None and self.calls > self.fail_after:
-            raise RuntimeError(f"engine server: request {self.calls} refused "
-                               "(injected failure)")
+        self._next_call("engine server")
         rid = f"r{self.calls}"
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
