@@ -107,9 +107,10 @@ static int reserve_lane(struct v05_broker *b, uint32_t uid)
 				continue;
 			if (!bound && uid != b->uid) {
 				/* Binding first, rename second: an owner killed
-				 * in between is finished by the next (segment.c
-				 * lane_file_find). A same-uid producer that
-				 * opened the old name sees the lane held. */
+				 * in between is finished by the next
+				 * (segment_map.c lane_file_find). A same-uid
+				 * producer that opened the old name sees the
+				 * lane held. */
 				v05_store_relaxed(&own->bound_uid, uid);
 				v05_store_relaxed(&own->bound, 1u);
 				if (v05__lane_file_bind(seg, i)) {
