@@ -12,8 +12,9 @@ import sys
 
 import numpy as np
 
-from v05 import demo_vllm, version
-from v05.demo import MODES
+from v05 import version
+from v05.demos import demo_vllm
+from v05.demos.common import MODES
 
 
 def main():

@@ -15,9 +15,9 @@ from vllm import SamplingParams
 from vllm.inputs import TokensPrompt
 
 import v05
-from v05 import tiny
-from v05.prior import HistoryPrior
-from v05.vllm import VLLMRollout
+from v05.demos import tiny
+from v05.core.prior import HistoryPrior
+from v05.engines.vllm import VLLMRollout
 
 
 def score(uid, sample, out):                    # runs off the event loop

@@ -3,7 +3,7 @@
 
 Each step: draw a prompt batch, ask the value prior (fitted on the plugin's
 support buffer) for each prompt's prior, run the batch through
-v05.rollout.GroupRollout (the plugin's segment, decisions, rounds, halt and
+v05.engines.driver.GroupRollout (the plugin's segment, decisions, rounds, halt and
 padding; every sample is one generate call, batched into one forward pass
 per wave by Sampler), score each sample with the exact verifier (pushed to
 the plugin through its RewardWriter), and when every group is final take
@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 import v05
-from v05.prior import ValueModelPrior
-from v05.rollout import GroupRollout
+from v05.core.prior import ValueModelPrior
+from v05.engines.driver import GroupRollout
 
 import model as M
 import task

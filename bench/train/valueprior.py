@@ -4,7 +4,7 @@ context_labels, target_prompts) -> success probabilities.
 
 Like V0 it reads the policy's current ability from a context of recent
 (prompt, success rate) pairs (the plugin's support buffer: 256 sampled from
-the last 512 final groups, through v05.prior.ValueModelPrior) and predicts
+the last 512 final groups, through v05.core.prior.ValueModelPrior) and predicts
 unseen prompts. Its "in-context learner" is a ridge-regularised logistic
 regression over prompt features (task.features: operation, length, their
 interaction, sortedness, repeats), fitted afresh on each context by a few

@@ -16,7 +16,7 @@ import pytest
 vllm = pytest.importorskip("vllm", reason="the engine environment "
                            "(scripts/setup-engine) is not this Python")
 
-from v05 import tiny  # noqa: E402
+from v05.demos import tiny  # noqa: E402
 
 
 class EngineLoop:

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import v05
-from v05 import tiny
-from v05.vllm import VLLMRollout
+from v05.demos import tiny
+from v05.engines.vllm import VLLMRollout
 
 from vllm import SamplingParams  # noqa: E402
 from vllm.inputs import TokensPrompt  # noqa: E402

@@ -67,7 +67,7 @@ def main():
     import v05
     from importlib import metadata
 
-    from v05 import _lib
+    from v05.core import _lib
     from v05 import ctl
 
     # The package and its library come from the venv, not the checkout.

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "engine-hooks"))
-# Subprocesses (python3 -m v05.demo) find the package too.
+# Subprocesses (python3 -m v05.demos) find the package too.
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [os.path.join(ROOT, "engine-hooks")] +
     [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x])

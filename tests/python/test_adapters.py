@@ -2,7 +2,7 @@
 """Contract tests: the vLLM and sglang adapters driven through stand-ins with
 the upstream method names and signatures (read from vLLM's
 vllm/v1/engine/async_llm.py and sglang's srt/entrypoints/engine.py), and
-v05.verl's estimator without verl. The real vLLM runs in tests/engines (the
+v05.trainers.verl's estimator without verl. The real vLLM runs in tests/engines (the
 engine environment), the real verl and TRL in tests/trainers/;
 these stand-ins keep the driver's rules checked under Debian's Python too."""
 import asyncio
@@ -91,7 +91,7 @@ def run_rollout(segname, make, items, **kw):
 
 
 def test_vllm_rollout(segname):
-    from v05.vllm import VLLMRollout
+    from v05.engines.vllm import VLLMRollout
 
     engine = AsyncLLM()
     items = [(f"v{i}", f"prompt {i}", 0.9 if i % 2 else -0.9) for i in range(12)]
@@ -138,7 +138,7 @@ class SGLangEngine:
 
 
 def test_sglang_rollout(segname):
-    from v05.sglang import SGLangRollout
+    from v05.engines.sglang import SGLangRollout
 
     engine = SGLangEngine()
     items = [(f"s{i}", f"q {i}", 0.5 - 0.1 * i) for i in range(10)]
@@ -181,7 +181,7 @@ class GatedLLM(AsyncLLM):
 
 
 def test_rollout_refuses_a_second_event_loop(segname):
-    from v05.vllm import VLLMRollout
+    from v05.engines.vllm import VLLMRollout
 
     engine = AsyncLLM()
     items = [(f"l{i}", "p", 0.0) for i in range(4)]
@@ -199,7 +199,7 @@ def test_score_error_cancels_the_batch(segname, is_async):
     """A scorer that raises mid-batch: the error surfaces, every request
     still running is closed (aborted), no prompt or slot of the batch is
     left in the plugin, and the next batch runs."""
-    from v05.vllm import VLLMRollout
+    from v05.engines.vllm import VLLMRollout
 
     engine = GatedLLM(fast={"e3"})
     boom = {"on": True}
@@ -238,7 +238,7 @@ def test_score_error_cancels_the_batch(segname, is_async):
 def test_refused_submit_leaves_nothing(segname):
     """A batch the plugin refuses in part (here: a uid twice) raises, and
     the prompts it did accept are cancelled, not left open."""
-    from v05.vllm import VLLMRollout
+    from v05.engines.vllm import VLLMRollout
 
     items = [(f"r{i}", "p", 0.0) for i in range(4)] + [("r0", "p", 0.0)]
     with v05.Plugin.create(segname, max_prompts=16, pad_multiple=1) as plugin:
@@ -273,7 +273,7 @@ class GatedSGLang(SGLangEngine):
 
 
 def test_sglang_score_error_aborts_requests(segname):
-    from v05.sglang import SGLangRollout
+    from v05.engines.sglang import SGLangRollout
 
     engine = GatedSGLang(fast={"g1"})
 
@@ -298,7 +298,7 @@ def test_full_lane_does_not_stall_the_loop(segname):
     """Pushes wait for lane space in the scoring thread; the loop keeps
     polling, so a lane far smaller than a batch's rewards cannot stall it
     (a push on the loop would wait for a drain that never comes)."""
-    from v05.vllm import VLLMRollout
+    from v05.engines.vllm import VLLMRollout
 
     engine = AsyncLLM()
     items = [(f"f{i}", "p", 0.0) for i in range(64)]
@@ -314,7 +314,7 @@ def test_full_lane_does_not_stall_the_loop(segname):
 
 
 def test_seeds_differ_per_step(segname):
-    from v05.vllm import VLLMRollout
+    from v05.engines.vllm import VLLMRollout
 
     engine = AsyncLLM()
     items = [(f"d{i}", "p", 0.0) for i in range(4)]
@@ -330,7 +330,7 @@ def test_seeds_differ_per_step(segname):
     seeds = [seed for _, _, seed in engine.calls]
     assert len(seeds) == 32 and len(set(seeds)) == 32
     # Unseeded stays unseeded: vLLM's own randomness.
-    assert v05.vllm.single_sample_params(SamplingParams(), "u", 1, 0).seed is None
+    assert v05.engines.vllm.single_sample_params(SamplingParams(), "u", 1, 0).seed is None
 
 
 def test_no_engine_plugin_entry_points():
@@ -342,7 +342,7 @@ def test_no_engine_plugin_entry_points():
     groups = project.get("entry-points", {})
     assert "vllm.general_plugins" not in groups
     assert "sglang.srt.plugins" not in groups
-    assert groups["verl.plugins"] == {"v05": "v05.verl"}  # that one acts
+    assert groups["verl.plugins"] == {"v05": "v05.trainers.verl"}  # that one acts
 
 
 # ---- verl -----------------------------------------------------------------------
@@ -353,7 +353,7 @@ def test_no_engine_plugin_entry_points():
 def verl_rollout(plugin, uids):
     """Rows (uid, sample, 0/1 score) and final decisions, rewards pushed as
     the v05 reward managers push them."""
-    from v05 import verl as vverl
+    from v05.trainers import verl as vverl
 
     writer = v05.RewardWriter.attach(plugin.name)
     rows, finals = [], {}
@@ -391,11 +391,11 @@ def verl_inputs(rows, seed):
 def test_verl_estimator_any_row_order(segname):
     import pickle
 
-    from v05 import verl as vverl
+    from v05.trainers import verl as vverl
 
     uids = [f"r{i}" for i in range(6)]
     with v05.Plugin.create(segname, max_prompts=16, pad_multiple=1) as plugin:
-        vverl._groups.from_segment(segname, "-", 0.0)  # the trainer's reader
+        vverl.groups.groups.from_segment(segname, "-", 0.0)  # the trainer's reader
         rows, finals = verl_rollout(plugin, uids)
         expect = {}
         for u, d in finals.items():
@@ -419,8 +419,8 @@ def test_verl_estimator_any_row_order(segname):
         for d in finals.values():
             plugin.release(d)
         assert plugin.stats()["releases"] == len(uids)
-    vverl._groups.close()
-    vverl._groups.records.clear()
+    vverl.groups.groups.close()
+    vverl.groups.groups.records.clear()
 
     # Another host: rows carry their numbers (V05Uid, pickled as Ray does);
     # no segment, another order.

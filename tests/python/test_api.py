@@ -163,8 +163,8 @@ def test_uid_memory_bounded(segname):
     """What the bindings remember per prompt does not grow with the run:
     a released prompt's uid leaves the live map (kept, bounded, for
     support_sample), and a prior's texts keep the most recent."""
-    from v05.plugin import LruMap
-    from v05.prior import ValueModelPrior
+    from v05.core.lru import LruMap
+    from v05.core.prior import ValueModelPrior
     with v05.Plugin.create(segname, max_prompts=4, mode="v05-fixed",
                            k_init=2, k_max=2, pad_multiple=1) as p:
         p._released.cap = 8

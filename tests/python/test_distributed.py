@@ -10,8 +10,8 @@ import socket
 
 
 import v05
-from v05.distributed import HaltCoordinator
-from v05.sim import SimEngine, make_prompts
+from v05.trainers.distributed import HaltCoordinator
+from v05.demos.sim import SimEngine, make_prompts
 
 WORLD, N, SEED = 3, 96, 11
 

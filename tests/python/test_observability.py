@@ -12,8 +12,8 @@ import time
 import pytest
 
 import v05
-import v05.metrics
-from v05.observer import Observer
+import v05.core.metrics
+from v05.core.observer import Observer
 
 N, K = 24, 4
 
@@ -214,7 +214,7 @@ def test_prometheus_parses_with_expected_values(segname):
     p, w, finals = drive(segname)
     try:
         reg = CollectorRegistry()
-        reg.register(v05.metrics.Collector(segname))
+        reg.register(v05.core.metrics.Collector(segname))
         text = generate_latest(reg).decode()
         fams = {f.name: f for f in text_string_to_metric_families(text)}
 
@@ -263,5 +263,5 @@ def test_prometheus_absent_segment_is_empty():
     from prometheus_client import CollectorRegistry, generate_latest
 
     reg = CollectorRegistry()
-    reg.register(v05.metrics.Collector("never-created-segment"))
+    reg.register(v05.core.metrics.Collector("never-created-segment"))
     assert generate_latest(reg).decode().strip() == ""

@@ -56,7 +56,7 @@ def _import_with(env_lib, tmp_path):
                PYTHONPATH=os.path.join(ROOT, "engine-hooks"))
     return subprocess.run(
         [sys.executable, "-c",
-         "import v05, v05._lib as l; print(l.path_loaded)"],
+         "import v05, v05.core._lib as l; print(l.path_loaded)"],
         capture_output=True, text=True, env=env, cwd=tmp_path)
 
 

@@ -4,7 +4,7 @@ queries) and the history prior."""
 import pytest
 
 import v05
-from v05.prior import HistoryPrior, ValueModelPrior
+from v05.core.prior import HistoryPrior, ValueModelPrior
 from test_api import drive
 
 

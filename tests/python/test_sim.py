@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import v05
-from v05 import demo
-from v05.sim import Latency, SimEngine, make_prompts, sim_reward
+from v05.demos import demo
+from v05.demos.sim import Latency, SimEngine, make_prompts, sim_reward
 
 
 def test_make_prompts():
@@ -78,9 +78,9 @@ def test_demo_table(capsys):
 
 
 def test_demo_bad_arguments():
-    r = subprocess.run([sys.executable, "-m", "v05.demo", "--modes", "ppo"],
+    r = subprocess.run([sys.executable, "-m", "v05.demos", "--modes", "ppo"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "--modes" in r.stderr and r.stdout == ""
-    r = subprocess.run([sys.executable, "-m", "v05.demo", "--latency", "x:1"],
+    r = subprocess.run([sys.executable, "-m", "v05.demos", "--latency", "x:1"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "--latency" in r.stderr

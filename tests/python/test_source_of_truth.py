@@ -10,8 +10,8 @@ import pickle
 import pytest
 
 import v05
-from v05 import _lib
-from v05.plugin import FLAG_HALTED, KINDS, MODES, SCHEDULES, SIGMAS
+from v05.core import _lib
+from v05.core.names import FLAG_HALTED, KINDS, MODES, SCHEDULES, SIGMAS
 
 
 def config_bytes(c):

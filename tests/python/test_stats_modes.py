@@ -41,7 +41,7 @@ def test_eb_estimate_needs_fit():
 def test_defaults_and_paper(segname, v05ctl):
     import subprocess
     import json
-    from v05.observer import Observer
+    from v05.core.observer import Observer
     with v05.Plugin.create(segname, max_prompts=8):
         with Observer(segname) as o:
             assert o.info()["mode"] == "v05-eb"

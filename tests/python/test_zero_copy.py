@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 import v05
-from v05 import _lib
+from v05.core import _lib
 
 
 def finish(p, w, first, reward):

@@ -24,7 +24,7 @@ async def main(path):
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
-    from v05 import tiny
+    from v05.demos import tiny
 
     engine = tiny.vllm_engine(path, max_num_seqs=32)
     loop = asyncio.get_running_loop()

@@ -36,7 +36,7 @@ def test_v05_grpo_trainer_trains_with_plugin_advantages(segname, tmp_path,
     from tiny import llama, tokenizer
     from trl import GRPOConfig
 
-    from v05.trl import V05GRPOTrainer
+    from v05.trainers.trl import V05GRPOTrainer
 
     tok = tokenizer(str(tmp_path / "tok"))
     model = llama(str(tmp_path / "model"), len(tok))

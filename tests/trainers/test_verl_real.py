@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""v05.verl against the real verl 0.9.1 (build-venv/trainers, made by
+"""v05.trainers.verl against the real verl 0.9.1 (build-venv/trainers, made by
 scripts/setup-trainers): the estimator through verl's own compute_advantage
 on a real DataProto whose rows were shuffled and balanced by verl's own
 _balance_batch, and the reward managers built by verl's own loaders."""
@@ -25,7 +25,7 @@ from verl import DataProto
 from verl.trainer.ppo import core_algos, ray_trainer
 
 import v05
-from v05 import verl as vverl
+from v05.trainers import verl as vverl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 P, R = 4, 8  # prompt and response widths
@@ -204,7 +204,7 @@ def test_estimator_segment_zero_copy_plain_uids(segname):
     uids = [f"z{i}" for i in range(8)]
     with v05.Plugin.create(segname, max_prompts=32, pad_multiple=1) as plugin:
         # The trainer's reader exists before groups finish, as in a run.
-        assert vverl._groups.from_segment(segname, "none-yet", 0.0) is None
+        assert vverl.groups.groups.from_segment(segname, "none-yet", 0.0) is None
         rows, finals = roll_out(plugin, uids, [0.2 * (i - 4) for i in range(8)])
         expect = expected_advantages(plugin, finals)
         # The rollout side is done with the groups: it releases its hold;
@@ -225,7 +225,7 @@ def test_estimator_segment_zero_copy_plain_uids(segname):
         again = ray_trainer.compute_advantage(make_data(rows), adv_estimator="v05",
                                               config=algo(v05_segment=segname))
         check(again, rows, expect, 0)
-    vverl._groups.close()
+    vverl.groups.groups.close()
 
 
 def test_estimator_refuses_rows_that_are_not_the_group(segname):
@@ -437,8 +437,10 @@ print(sorted(n for n in ("v05",) if n in ADV_ESTIMATOR_REGISTRY and
 '''
 
 
-def test_verl_use_external_modules_registers():
-    env = dict(os.environ, VERL_USE_EXTERNAL_MODULES="v05.verl",
+@pytest.mark.parametrize("module", ["v05.trainers.verl", "v05.verl"])
+def test_verl_use_external_modules_registers(module):
+    """The module's name, and the older name configurations already use."""
+    env = dict(os.environ, VERL_USE_EXTERNAL_MODULES=module,
                VERL_USE_EXTERNAL_PLUGINS="none")
     out = subprocess.run([sys.executable, "-c", PROBE], env=env, text=True,
                          capture_output=True, timeout=300)
@@ -459,7 +461,7 @@ def test_verl_plugins_entry_point_registers():
     eps = [ep for ep in entry_points(group="verl.plugins") if ep.name == "v05"]
     if not eps:
         pytest.skip("v05 is not installed in this environment (scripts/setup-trainers)")
-    assert eps[0].value == "v05.verl"
+    assert eps[0].value == "v05.trainers.verl"
     env = {k: v for k, v in os.environ.items()
            if k not in ("VERL_USE_EXTERNAL_MODULES", "VERL_USE_EXTERNAL_PLUGINS")}
     out = subprocess.run([sys.executable, "-c", PROBE], env=env, text=True,
@@ -473,7 +475,8 @@ def test_registered_inside_a_ray_actor():
     environment has "v05" in all three registries after `import verl`."""
     ray = pytest.importorskip("ray")
     env_vars = {k: os.environ[k] for k in ("PYTHONPATH", "V05_LIB") if k in os.environ}
-    env_vars.update(VERL_USE_EXTERNAL_MODULES="v05.verl", VERL_USE_EXTERNAL_PLUGINS="none")
+    env_vars.update(VERL_USE_EXTERNAL_MODULES="v05.trainers.verl",
+                    VERL_USE_EXTERNAL_PLUGINS="none")
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": env_vars})
     try:

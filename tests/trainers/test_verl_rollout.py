@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""v05.verl_rollout (v05's agent-loop manager and workers) against the real
-verl 0.9.1: verl's own trainer config (hydra, ppo_trainer.yaml plus the
-keys a user adds), verl's AgentLoopWorker machinery and SingleTurnAgentLoop,
-verl's LLMServerClient and global load balancer, verl's RewardLoopWorker as
-a Ray actor, verl's TransferQueue, and verl's advantage functions.
+"""v05.trainers.verl's rollout component (agent-loop manager and workers)
+against the real verl 0.9.1: verl's own trainer config (hydra,
+ppo_trainer.yaml plus the keys a user adds), verl's AgentLoopWorker
+machinery and SingleTurnAgentLoop, verl's LLMServerClient and global load
+balancer, verl's RewardLoopWorker as a Ray actor, verl's TransferQueue,
+and verl's advantage functions.
 
 The server behind the load balancer is tests/trainers/tiny.py's TinyServer:
 verl's server interface backed by a random tiny Llama, because verl's own
@@ -31,8 +32,7 @@ from verl import DataProto
 from verl.trainer.ppo import ray_trainer
 
 import v05
-from v05 import verl as vverl
-from v05 import verl_rollout
+from v05.trainers import verl as vverl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -97,7 +97,7 @@ def leftover_segments():
                   if f.startswith(f"v05-{SEG_PREFIX}-") and ":" not in f)
 
 
-def config(d, manager="v05.verl_rollout.V05AgentLoopManager", **extra):
+def config(d, manager="v05.vverl.V05AgentLoopManager", **extra):
     """verl's own ppo_trainer config with what a v05 user adds."""
     from hydra import compose, initialize_config_dir
 
@@ -158,7 +158,7 @@ def check_rows(out, tok, n_prompts):
     each row's reward is the reward loop's score of its own text; padding
     rows are masked. Returns (rows, padding rows, k by uid)."""
     nt = out.non_tensor_batch
-    pad = nt[verl_rollout.PAD_FIELD].astype(bool)
+    pad = nt[vverl.PAD_FIELD].astype(bool)
     by_uid = collections.defaultdict(list)
     for i in np.flatnonzero(~pad):
         by_uid[str(nt["uid"][i])].append(i)
@@ -217,7 +217,7 @@ def test_manager_rows_k_padding_advantages(env):
     cfg = env["config"]
     cls = load_class_from_fqn(
         cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class, "AgentLoopManager")
-    assert cls is verl_rollout.V05AgentLoopManager
+    assert cls is vverl.V05AgentLoopManager
     manager = cls.create(config=cfg, llm_client=client(env), teacher_client=None,
                          reward_loop_worker_handles=[env["reward"]])
     (worker,) = manager.agent_loop_workers
@@ -255,7 +255,7 @@ def test_worker_error_cancels_batch(env):
     cfg = env["config"]
 
     async def run():
-        w = verl_rollout.V05AgentLoopWorker(cfg, client(env), None, [env["reward"]])
+        w = vverl.V05AgentLoopWorker(cfg, client(env), None, [env["reward"]])
         try:
             base = await env["server"].num_calls.remote()
             await env["server"].set_fail_after.remote(base + 7)
@@ -284,7 +284,7 @@ def test_worker_without_streamed_scores_fails_clearly(env):
     cfg = env["config"]
 
     async def run():
-        w = verl_rollout.V05AgentLoopWorker(cfg, client(env), None, None)
+        w = vverl.V05AgentLoopWorker(cfg, client(env), None, None)
         try:
             with pytest.raises(RuntimeError, match="without a reward score"):
                 await w.generate_sequences(prompts(3, "s"))
@@ -301,7 +301,7 @@ def test_worker_refuses_repeated_uids(env):
     cfg = env["config"]
 
     async def run():
-        w = verl_rollout.V05AgentLoopWorker(cfg, client(env), None, [env["reward"]])
+        w = vverl.V05AgentLoopWorker(cfg, client(env), None, [env["reward"]])
         try:
             data = prompts(2, "r").repeat(2, interleave=True)
             with pytest.raises(ValueError, match="rollout.n=1"):
@@ -318,9 +318,9 @@ def test_pad_rows_without_padding_needed():
                  "attention_mask": torch.ones(4, 5, dtype=torch.long),
                  "response_mask": torch.ones(4, 3)},
         non_tensors={"uid": np.array(list("abcd"), dtype=object)})
-    out = verl_rollout.pad_rows(data, 4)
-    assert len(out) == 4 and not out.non_tensor_batch[verl_rollout.PAD_FIELD].any()
-    out = verl_rollout.pad_rows(data, 3)
+    out = vverl.pad_rows(data, 4)
+    assert len(out) == 4 and not out.non_tensor_batch[vverl.PAD_FIELD].any()
+    out = vverl.pad_rows(data, 3)
     assert len(out) == 6
     assert out.batch["attention_mask"][4:].sum(1).tolist() == [2, 2]
     assert out.batch["response_mask"][4:].sum() == 0
@@ -351,7 +351,7 @@ def test_manager_against_real_vllm(env, tmp_path):
     try:
         balancer = get_router_handle(servers={"vllm:0": server})
         reward = ray.remote(RewardLoopWorker).remote(cfg)
-        manager = verl_rollout.V05AgentLoopManager.create(
+        manager = vverl.V05AgentLoopManager.create(
             config=cfg, llm_client=LLMServerClient(config=cfg, load_balancer_handle=balancer),
             teacher_client=None, reward_loop_worker_handles=[reward])
         try:
@@ -385,12 +385,15 @@ def test_manager_tq_rows_into_transfer_queue(env):
     from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
     from verl.utils.import_utils import load_class_from_fqn
 
+    # The name configurations written before the package had folders use:
+    # it must keep loading, and load the same class.
     cfg = config(env["dir"], manager="v05.verl_rollout.V05AgentLoopManagerTQ")
     tq.init()
     manager = None
     try:
         cls = load_class_from_fqn(
             cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class, "AgentLoopManager")
+        assert cls is vverl.V05AgentLoopManagerTQ
         manager = cls.create(config=cfg, llm_client=client(env), teacher_client=None,
                              reward_loop_worker_handles=[env["reward"]])
         (worker,) = manager.agent_loop_workers

@@ -21,7 +21,8 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
-from .plugin import Decision, Plugin, key_of
+from ..core.decision import Decision, key_of
+from ..core.plugin import Plugin
 
 __all__ = ["SimPrompt", "make_prompts", "sim_reward", "Latency", "SimEngine",
            "SimResult", "Progress"]
@@ -105,7 +106,7 @@ class Latency:
 def _worker(segment: str, inbox, seed: int) -> None:
     """A reward-worker process: waits until each sample's generation is due,
     scores it, pushes the reward through its own lane."""
-    from .writer import RewardWriter
+    from ..core.writer import RewardWriter
     writer = RewardWriter.attach(segment)
     due = []  # (time, uid, sample, p, gen)
     done = False
@@ -175,7 +176,7 @@ class Progress:
 class SimEngine:
     """Drives a Plugin with simulated generation and reward-worker
     processes. on_barrier(plugin, decision) answers "barrier" decisions
-    (external halt; see v05.distributed)."""
+    (external halt; see v05.trainers.distributed)."""
 
     def __init__(self, plugin: Plugin, prompts: List[SimPrompt], *,
                  workers: int = 4, latency: str = "lognormal:2:0.5",

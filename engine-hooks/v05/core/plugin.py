@@ -2,182 +2,27 @@
 """The plugin: lives in the engine's process, turns rewards into decisions."""
 
 import asyncio
-import collections
 import ctypes
 import errno
-import dataclasses
-import weakref
-from typing import Iterable, List, Optional, Sequence, Tuple, Union
-
-import numpy as np
+from typing import Iterable, List, Optional, Tuple, Union
 
 from . import _checks, _lib
-from ._lib import V05Error, check, lib
+from ._lib import check, lib
+from .counters import counters_dict
+from .decision import Decision, SubmitError, Uid, key_of, uid_bytes
+from .group import Group, live_views, track_view
+from .lru import LruMap
+from .names import (CLOSE_KEEP_READABLE, CLOSE_UNLINK, CONFIG_EXTERNAL_HALT,
+                    CONFIG_PRODUCER_BROKER, CONFIG_WAIT_THREAD, FLAG_HALTED,
+                    FLAG_PADDED, FLAG_RECOVERED, KINDS, MODES, SCHEDULES,
+                    SIGMAS, UID_MAX)
+from .observer import Observer
 
-__all__ = ["Plugin", "Decision", "Group", "SubmitError", "key_of"]
-
-# Every name and number below comes from the loaded library.
-MODES = _lib.names(lib.v05_mode_name)
-# Advantage normaliser of the fused modes (docs/STATISTICS.md).
-SIGMAS = _lib.names(lib.v05_sigma_name)
-SCHEDULES = _lib.names(lib.v05_schedule_name, stop="?")
-ACTIONS = {v: k for k, v in _lib.names(lib.v05_action_name).items()}
-KINDS = {_lib.const("V05_DECISION_" + k.upper()): k
-         for k in ("sample", "final", "drop", "barrier")}
-
-FLAG_PADDED = _lib.const("V05_DF_PADDED")
-FLAG_HALTED = _lib.const("V05_DF_HALTED")
-FLAG_RECOVERED = _lib.const("V05_DF_RECOVERED")
-CONFIG_WAIT_THREAD = _lib.const("V05_CONFIG_WAIT_THREAD")
-CONFIG_EXTERNAL_HALT = _lib.const("V05_CONFIG_EXTERNAL_HALT")
-CONFIG_PRODUCER_BROKER = _lib.const("V05_CONFIG_PRODUCER_BROKER")
-CLOSE_UNLINK = _lib.const("V05_CLOSE_UNLINK")
-CLOSE_KEEP_READABLE = _lib.const("V05_CLOSE_KEEP_READABLE")
-UID_MAX = _lib.const("V05_UID_MAX_BYTES")
-
-Uid = Union[str, bytes]
-
-
-def _uid_bytes(uid: Uid) -> bytes:
-    if isinstance(uid, str):
-        return uid.encode("utf-8")
-    if isinstance(uid, (bytes, bytearray, memoryview)):
-        return bytes(uid)
-    raise TypeError(f"uid must be str or bytes, not {type(uid).__name__}")
-
-
-def key_of(uid: Uid) -> int:
-    """The 64-bit key v05 uses for a uid (XXH3 of its bytes)."""
-    b = _uid_bytes(uid)
-    return lib.v05_key(b, len(b))
-
-
-@dataclasses.dataclass(frozen=True)
-class Decision:
-    """What the engine must do next for one prompt.
-
-    kind: "sample" (generate `samples`), "final" (the group's advantages are
-    in `slot`), "drop" (dapo: the group carries no signal; release it), or
-    "barrier" (external halt: `batch` waits at a round barrier, `k` of its
-    `batch_size` prompts need more; see v05.distributed).
-    """
-    kind: str
-    uid: Optional[Uid]
-    key: int
-    slot: int
-    samples: List[int]
-    k: int
-    baseline: float
-    batch: int
-    latency_ns: int
-    padded: bool
-    halted: bool
-    recovered: bool
-    batch_size: int = 0
-    gen: int = 0  # the prompt instance: release() checks it with the key,
-    # and every reward for these samples carries it (RewardWriter.push)
-
-
-class Group:
-    """A final group, seen in place: `rewards` and `advantages` are numpy
-    arrays over the segment's memory (no copy). They stay valid until the
-    group is released; after that the slot may hold another group."""
-
-    __slots__ = ("uid", "key", "slot", "gen", "k", "baseline", "sigma",
-                 "mean", "prior", "action", "seq", "batch", "rewards",
-                 "advantages", "_buffers", "_readonly", "__weakref__")
-
-    def __init__(self, g, uid, owner, readonly=False):
-        self.uid = uid
-        self.key = g.key
-        self.slot = g.slot
-        self.gen = g.gen
-        self.k = g.k
-        self.baseline = g.baseline
-        self.sigma = g.sigma
-        self.mean = g.mean
-        self.prior = g.prior
-        self.action = ACTIONS.get(g.action, "?")
-        self.seq = g.seq
-        self.batch = g.batch
-        rbuf = (ctypes.c_float * g.k).from_address(
-            ctypes.addressof(g.rewards.contents)) if g.k else (ctypes.c_float * 0)()
-        abuf = (ctypes.c_float * g.k).from_address(
-            ctypes.addressof(g.advantages.contents)) if g.k else (ctypes.c_float * 0)()
-        owner._track(rbuf)
-        owner._track(abuf)
-        self._buffers = (rbuf, abuf)
-        self._readonly = readonly
-        if readonly:
-            # A reader maps the arena read-only: a write through a view
-            # would fault. Read-only memoryviews make numpy refuse it (and
-            # the flag cannot be turned back on).
-            self.rewards = np.frombuffer(memoryview(rbuf).toreadonly(),
-                                         dtype=np.float32)
-            self.advantages = np.frombuffer(memoryview(abuf).toreadonly(),
-                                            dtype=np.float32)
-        else:
-            self.rewards = np.frombuffer(rbuf, dtype=np.float32)
-            self.advantages = np.frombuffer(abuf, dtype=np.float32)
-
-    def torch(self):
-        """(rewards, advantages) as torch tensors over the same memory. A
-        Reader's groups are read-only and torch has no read-only tensor:
-        for them these are copies."""
-        import warnings
-
-        import torch
-        if self._readonly:
-            return (torch.from_numpy(self.rewards.copy()),
-                    torch.from_numpy(self.advantages.copy()))
-        with warnings.catch_warnings():
-            # torch warns that the buffer is writable; so is the segment.
-            warnings.simplefilter("ignore")
-            return (torch.frombuffer(self._buffers[0], dtype=torch.float32),
-                    torch.frombuffer(self._buffers[1], dtype=torch.float32))
-
-    def __repr__(self):
-        return (f"Group(uid={self.uid!r}, k={self.k}, baseline={self.baseline:.4f}, "
-                f"action={self.action})")
-
-
-class SubmitError(V05Error):
-    """Some prompts of a submit were refused; the others were registered.
-    `decisions` is the first dispatch of the accepted ones, `rejected` maps
-    each refused uid to its errno."""
-
-    def __init__(self, errno_, msg, decisions, rejected):
-        super().__init__(errno_, msg)
-        self.decisions = decisions
-        self.rejected = rejected
+__all__ = ["Plugin"]
 
 
 def _samples(mask: int) -> List[int]:
     return [s for s in range(64) if mask >> s & 1]
-
-
-class LruMap:
-    """A dict that keeps its `cap` most recently set keys: what a long run
-    remembers per prompt stays bounded."""
-
-    def __init__(self, cap: int):
-        self.cap = cap
-        self._d = collections.OrderedDict()
-
-    def __setitem__(self, key, value):
-        self._d[key] = value
-        self._d.move_to_end(key)
-        if len(self._d) > self.cap:
-            self._d.popitem(last=False)
-
-    def get(self, key, default=None):
-        return self._d.get(key, default)
-
-    def pop(self, key, default=None):
-        return self._d.pop(key, default)
-
-    def __len__(self):
-        return len(self._d)
 
 
 # Released prompts' uids kept for support_sample: the support buffer's
@@ -207,7 +52,6 @@ class Plugin:
         attach), so that a coordinator and the engines cannot disagree."""
         if self.config is not None:
             return self.config.halt_fraction
-        from .observer import Observer
         with Observer(self.name) as o:
             return o.info()["halt_fraction"]
 
@@ -379,7 +223,7 @@ class Plugin:
         status = (ctypes.c_int * n)()
         keep = []
         for i, (uid, prior) in enumerate(items):
-            b = _uid_bytes(uid)
+            b = uid_bytes(uid)
             cb = ctypes.create_string_buffer(b, len(b))
             keep.append(cb)
             ins[i].uid = ctypes.cast(cb, ctypes.c_void_p)
@@ -544,35 +388,3 @@ class Plugin:
                   "support sample")
         return [(self._uids.get(out[i].key, self._released.get(out[i].key)),
                  out[i].key, out[i].mean, out[i].k) for i in range(m)]
-
-
-def track_view(views: list, buf) -> None:
-    """Remember a slot buffer weakly (numpy/torch views keep it alive)."""
-    if len(views) >= 4096:
-        views[:] = [r for r in views if r() is not None]
-    views.append(weakref.ref(buf))
-
-
-def live_views(views: list) -> int:
-    return sum(1 for r in views if r() is not None)
-
-
-def counters_dict(vals: Sequence[int]) -> dict:
-    """Counter values by name (shared by Plugin.stats and v05.metrics)."""
-    out, khist, lhist = {}, {}, {}
-    for i in range(_lib.COUNTER_SLOTS):
-        name = lib.v05_counter_name(i)
-        if not name:
-            continue
-        name = name.decode()
-        if name.startswith("k_hist_"):
-            if vals[i]:
-                khist[int(name[7:])] = vals[i]
-        elif name.startswith("latency_hist_"):
-            if vals[i]:
-                lhist[int(name[13:])] = vals[i]
-        else:
-            out[name] = vals[i]
-    out["k_hist"] = khist
-    out["latency_hist"] = lhist
-    return out

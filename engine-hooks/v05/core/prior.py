@@ -15,7 +15,10 @@ success rate from earlier epochs, with a default for prompts not seen yet.
 import math
 from typing import Callable, Dict, Iterable, List, Sequence, Tuple
 
-from .plugin import LruMap, Plugin, Uid, key_of
+from .decision import Uid, key_of
+from .lru import LruMap
+from .plugin import Plugin
+from .stats import prior_from_p
 
 __all__ = ["ValueModelPrior", "HistoryPrior", "p_to_prior"]
 
@@ -25,8 +28,7 @@ PredictFn = Callable[[List[str], List[float], List[str]], Sequence[float]]
 def p_to_prior(p: float) -> float:
     """Success probability -> prior on [-1, 1]; NaN or out of [0, 1] is an
     error (a value model bug must not become a silent prior)."""
-    from . import prior_from_p  # the library's mapping, not a copy
-
+    # The library's mapping (v05_prior_from_p), not a copy.
     p = float(p)
     if math.isnan(p) or not 0.0 <= p <= 1.0:
         raise ValueError(f"value model returned {p!r}, not a probability")

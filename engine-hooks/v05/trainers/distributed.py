@@ -16,7 +16,8 @@ already final keeps taking part in the rounds (contributing zeros) until
 every engine is done, which keeps the collectives in step.
 """
 
-from .plugin import Decision, Plugin
+from ..core.decision import Decision
+from ..core.plugin import Plugin
 
 __all__ = ["HaltCoordinator"]
 
@@ -30,7 +31,7 @@ class HaltCoordinator:
         import torch.distributed as dist
 
         if not dist.is_initialized():
-            raise RuntimeError("v05.distributed: call torch.distributed."
+            raise RuntimeError("v05.trainers.distributed: call torch.distributed."
                                "init_process_group('gloo', ...) first")
         self.dist = dist
         self.halt_fraction = plugin.halt_fraction

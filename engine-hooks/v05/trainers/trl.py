@@ -47,8 +47,8 @@ from typing import Callable, Dict, List, Optional
 
 import torch
 
-from .plugin import Plugin
-from .writer import RewardWriter
+from ..core.plugin import Plugin
+from ..core.writer import RewardWriter
 
 __all__ = ["V05GRPOTrainer", "binary_to_reward"]
 

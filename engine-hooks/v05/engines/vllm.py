@@ -21,8 +21,9 @@ import copy
 import itertools
 from typing import Optional
 
-from .plugin import Plugin, Uid
-from .rollout import EngineRollout, ScoreFn, sample_seed
+from ..core.decision import Uid
+from ..core.plugin import Plugin
+from .driver import EngineRollout, ScoreFn, sample_seed
 
 __all__ = ["VLLMRollout", "single_sample_params"]
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The v05 demo: one batch through the simulated engine, per mode.
 
-    python3 -m v05.demo [--prompts 512] [--seed 0]
+    python3 -m v05.demos [--prompts 512] [--seed 0]
                         [--modes v05,v05-eb,v05-fixed,grpo,dapo]
                         [--schedule rounds|stream] [--workers 4] ...
 
@@ -17,24 +17,14 @@ import sys
 
 import numpy as np
 
-from . import version
-from .plugin import Plugin
+from .. import version
+from ..core.plugin import Plugin
+from .common import MODES, format_table
 from .sim import Latency, Progress, SimEngine, make_prompts
-
-# mode -> (label, plugin parameters): the paper's comparison.
-MODES = {
-    "v05": ("v05 (OSLA)", dict(mode="v05", k_init=4, k_step=2, k_max=16)),
-    "v05-eb": ("v05-eb (two waves)", dict(mode="v05-eb", k_init=4, k_step=2,
-                                          k_max=16)),
-    "v05-fixed": ("v05-fixed k=4", dict(mode="v05-fixed", k_init=4, k_max=4)),
-    "grpo": ("grpo G=16", dict(mode="grpo", k_init=16, k_max=16)),
-    "dapo": ("dapo G=16", dict(mode="dapo", k_init=16, k_max=16)),
-}
-
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(
-        prog="python3 -m v05.demo",
+        prog="python3 -m v05.demos",
         description="One batch through v05 with a simulated engine and "
                     "reward-worker processes, compared across modes.")
     ap.add_argument("--prompts", type=int, default=512,
@@ -140,18 +130,6 @@ def table(results):
                      str(int(r.k.max())), f"{r.mse:.4f}", str(r.halts),
                      str(r.dropped), f"{r.wall_s:.2f}", p50, p99))
     return format_table(head, rows)
-
-
-def format_table(head, rows):
-    """Columns padded to their widest cell; the first left-aligned."""
-    width = [max(len(h), *(len(row[i]) for row in rows))
-             for i, h in enumerate(head)]
-    out = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w)
-                     for i, (h, w) in enumerate(zip(head, width)))]
-    for row in rows:
-        out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                             for i, (c, w) in enumerate(zip(row, width))))
-    return "\n".join(out)
 
 
 def main(argv=None):

@@ -11,7 +11,7 @@ Not run against a real sglang: PyPI's sglang is the CUDA build and its CPU
 path needs a source build (docs/ENGINE_HOOKS.md says what was tried). The
 tests drive this module with a stand-in of the same method and keywords.
 The event-loop, scoring and clean-up rules are the shared driver's
-(v05.rollout): sglang's ``TokenizerManager`` binds the first loop it sees,
+(v05.engines.driver): sglang's ``TokenizerManager`` binds the first loop it sees,
 so every batch runs inside one ``asyncio.run(main())``.
 """
 
@@ -20,8 +20,9 @@ import copy
 import itertools
 from typing import Optional
 
-from .plugin import Plugin, Uid
-from .rollout import EngineRollout, ScoreFn, sample_seed
+from ..core.decision import Uid
+from ..core.plugin import Plugin
+from .driver import EngineRollout, ScoreFn, sample_seed
 
 __all__ = ["SGLangRollout"]
 

@@ -2,7 +2,7 @@
 """The demo on a real engine: one batch per mode through vLLM's AsyncLLM
 (the CPU build) on a tiny model made locally (v05.tiny), rewards from the
 task's verifier, priors from the model's exact success probabilities plus
-noise. Run by ``python3 -m v05.demo --engine vllm`` (scripts/demo --engine
+noise. Run by ``python3 -m v05.demos --engine vllm`` (scripts/demo --engine
 vllm sets up the engine environment first).
 
 Besides the simulated demo's columns it reports the engine's side: wall
@@ -20,11 +20,11 @@ import time
 
 import numpy as np
 
-from .demo import format_table
-from .plugin import Plugin
-from .rollout import GroupRollout
+from ..core.plugin import Plugin
+from ..engines.driver import GroupRollout
+from ..engines.vllm import single_sample_params
+from .common import format_table
 from .sim import Progress
-from .vllm import single_sample_params
 
 __all__ = ["run"]
 
@@ -166,7 +166,8 @@ def run(args, modes) -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     from vllm.inputs import TokensPrompt
 
-    from . import tiny, version
+    from .. import version
+    from . import tiny
 
     model = tiny.make_model(os.path.join(args.model_dir, "tiny-llama"),
                             seed=args.seed)

@@ -142,9 +142,10 @@ def _candidates():
     env = os.environ.get("V05_LIB")
     if env:
         yield env, True
-    here = os.path.dirname(os.path.abspath(__file__))
-    yield os.path.join(here, "libv05.so"), False
-    yield os.path.join(here, "..", "..", "build", "libv05.so"), False
+    # The package's folder (this file is in its core/).
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    yield os.path.join(pkg, "libv05.so"), False
+    yield os.path.join(pkg, "..", "..", "build", "libv05.so"), False
     found = ctypes.util.find_library("v05")
     if found:
         yield found, True

@@ -5,10 +5,9 @@
 import ctypes
 import errno
 
-from . import _checks
-from . import _lib
+from . import _checks, _lib
 from ._lib import check, lib
-from .plugin import counters_dict
+from .counters import counters_dict
 
 __all__ = ["Observer"]
 

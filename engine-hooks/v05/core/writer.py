@@ -8,10 +8,10 @@ from typing import Optional, Sequence
 import numpy as np
 
 from . import _checks, _lib
-from ._lib import V05Error, check, lib
-from .plugin import Uid, key_of
+from ._lib import check, lib
+from .decision import Decision, Uid, key_of
 
-__all__ = ["RewardWriter", "Reader"]
+__all__ = ["RewardWriter"]
 
 PRODUCER_DEFER = _lib.const("V05_PRODUCER_DEFER")
 PRODUCER_ANY_UID = _lib.const("V05_PRODUCER_ANY_UID")
@@ -19,7 +19,6 @@ PRODUCER_ANY_UID = _lib.const("V05_PRODUCER_ANY_UID")
 
 def _uid_gen(uid, gen):
     """(uid, gen) from a uid and its gen, or from a Decision."""
-    from .plugin import Decision
     if isinstance(uid, Decision):
         if gen is None:
             gen = uid.gen
@@ -140,68 +139,4 @@ class RewardWriter:
         return self
 
     def __exit__(self, *exc):
-        self.close()
-
-
-class Reader:
-    """The trainer's side, in another process: final groups as zero-copy
-    views of the segment, each handed back with release()."""
-
-    def __init__(self, handle, name):
-        self._p = ctypes.c_void_p(handle)
-        self.name = name
-        self._views = []
-
-    @classmethod
-    def open(cls, name: str, *, any_uid: bool = False) -> "Reader":
-        h = ctypes.c_void_p()
-        check(lib.v05_reader_open(_checks.cstr("name", name), 1 if any_uid else 0,
-                                  ctypes.byref(h)), f"open a reader of {name}")
-        return cls(h.value, name)
-
-    def _track(self, buf):
-        from .plugin import track_view
-        track_view(self._views, buf)
-
-    def next(self) -> Optional["Group"]:
-        """The next final group, or None if none is waiting."""
-        from .plugin import Group
-        if self._p is None:
-            _lib.raise_errno(errno.EBADF, "reader is closed")
-        g = _lib.Group_()
-        if check(lib.v05_reader_next(self._p, ctypes.byref(g)), "reader next") == 0:
-            return None
-        uid = ctypes.string_at(g.uid, g.uid_len).decode("utf-8", "surrogateescape")
-        grp = Group(g, uid, self, readonly=True)
-        return grp
-
-    def release(self, group) -> None:
-        g = _lib.Group_()
-        g.slot = group.slot
-        g.gen = group.gen
-        check(lib.v05_reader_release(self._p, ctypes.byref(g)), "reader release")
-
-    def close(self) -> None:
-        """Give up the reader's claim and unmap. Refused while numpy views
-        of its groups are alive: they would point at unmapped memory."""
-        if self._p is not None:
-            from .plugin import live_views
-            alive = live_views(self._views)
-            if alive:
-                _lib.raise_errno(errno.EBUSY, f"close reader of {self.name}: {alive} "
-                                   "views of groups are still alive; drop "
-                                   "them first")
-            p, self._p = self._p, None
-            check(lib.v05_reader_close(p), "close reader")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        # Leaving on an exception with views still alive: keep the reader
-        # (and its mapping) rather than raise over the exception or leave
-        # the views dangling; it is closed when the process ends.
-        from .plugin import live_views
-        if exc[0] is not None and live_views(self._views):
-            return
         self.close()

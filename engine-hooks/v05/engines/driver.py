@@ -36,8 +36,10 @@ import threading
 from typing import (Any, Awaitable, Callable, Dict, List, Optional, Sequence,
                     Tuple, Union)
 
-from .plugin import Decision, Group, Plugin, SubmitError, Uid
-from .writer import RewardWriter
+from ..core.decision import Decision, SubmitError, Uid
+from ..core.group import Group
+from ..core.plugin import Plugin
+from ..core.writer import RewardWriter
 
 __all__ = ["GroupResult", "GroupRollout", "EngineRollout", "sample_seed"]
 

@@ -1,0 +1,63 @@
+# SPDX-License-Identifier: MIT
+"""What the plugin answers, and how a prompt is named: uids, keys, Decision,
+SubmitError."""
+
+import dataclasses
+from typing import List, Optional, Union
+
+from ._lib import V05Error, lib
+
+__all__ = ["Uid", "Decision", "SubmitError", "key_of", "uid_bytes"]
+
+Uid = Union[str, bytes]
+
+
+def uid_bytes(uid: Uid) -> bytes:
+    if isinstance(uid, str):
+        return uid.encode("utf-8")
+    if isinstance(uid, (bytes, bytearray, memoryview)):
+        return bytes(uid)
+    raise TypeError(f"uid must be str or bytes, not {type(uid).__name__}")
+
+
+def key_of(uid: Uid) -> int:
+    """The 64-bit key v05 uses for a uid (XXH3 of its bytes)."""
+    b = uid_bytes(uid)
+    return lib.v05_key(b, len(b))
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """What the engine must do next for one prompt.
+
+    kind: "sample" (generate `samples`), "final" (the group's advantages are
+    in `slot`), "drop" (dapo: the group carries no signal; release it), or
+    "barrier" (external halt: `batch` waits at a round barrier, `k` of its
+    `batch_size` prompts need more; see v05.distributed).
+    """
+    kind: str
+    uid: Optional[Uid]
+    key: int
+    slot: int
+    samples: List[int]
+    k: int
+    baseline: float
+    batch: int
+    latency_ns: int
+    padded: bool
+    halted: bool
+    recovered: bool
+    batch_size: int = 0
+    gen: int = 0  # the prompt instance: release() checks it with the key,
+    # and every reward for these samples carries it (RewardWriter.push)
+
+
+class SubmitError(V05Error):
+    """Some prompts of a submit were refused; the others were registered.
+    `decisions` is the first dispatch of the accepted ones, `rejected` maps
+    each refused uid to its errno."""
+
+    def __init__(self, errno_, msg, decisions, rejected):
+        super().__init__(errno_, msg)
+        self.decisions = decisions
+        self.rejected = rejected

@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: MIT
+"""A final group seen in place (zero-copy numpy/torch views of its slot),
+and the weak bookkeeping that keeps a segment from closing under them."""
+
+import ctypes
+import weakref
+
+import numpy as np
+
+from .names import ACTIONS
+
+__all__ = ["Group", "track_view", "live_views"]
+
+
+class Group:
+    """A final group, seen in place: `rewards` and `advantages` are numpy
+    arrays over the segment's memory (no copy). They stay valid until the
+    group is released; after that the slot may hold another group."""
+
+    __slots__ = ("uid", "key", "slot", "gen", "k", "baseline", "sigma",
+                 "mean", "prior", "action", "seq", "batch", "rewards",
+                 "advantages", "_buffers", "_readonly", "__weakref__")
+
+    def __init__(self, g, uid, owner, readonly=False):
+        self.uid = uid
+        self.key = g.key
+        self.slot = g.slot
+        self.gen = g.gen
+        self.k = g.k
+        self.baseline = g.baseline
+        self.sigma = g.sigma
+        self.mean = g.mean
+        self.prior = g.prior
+        self.action = ACTIONS.get(g.action, "?")
+        self.seq = g.seq
+        self.batch = g.batch
+        rbuf = (ctypes.c_float * g.k).from_address(
+            ctypes.addressof(g.rewards.contents)) if g.k else (ctypes.c_float * 0)()
+        abuf = (ctypes.c_float * g.k).from_address(
+            ctypes.addressof(g.advantages.contents)) if g.k else (ctypes.c_float * 0)()
+        owner._track(rbuf)
+        owner._track(abuf)
+        self._buffers = (rbuf, abuf)
+        self._readonly = readonly
+        if readonly:
+            # A reader maps the arena read-only: a write through a view
+            # would fault. Read-only memoryviews make numpy refuse it (and
+            # the flag cannot be turned back on).
+            self.rewards = np.frombuffer(memoryview(rbuf).toreadonly(),
+                                         dtype=np.float32)
+            self.advantages = np.frombuffer(memoryview(abuf).toreadonly(),
+                                            dtype=np.float32)
+        else:
+            self.rewards = np.frombuffer(rbuf, dtype=np.float32)
+            self.advantages = np.frombuffer(abuf, dtype=np.float32)
+
+    def torch(self):
+        """(rewards, advantages) as torch tensors over the same memory. A
+        Reader's groups are read-only and torch has no read-only tensor:
+        for them these are copies."""
+        import warnings
+
+        import torch
+        if self._readonly:
+            return (torch.from_numpy(self.rewards.copy()),
+                    torch.from_numpy(self.advantages.copy()))
+        with warnings.catch_warnings():
+            # torch warns that the buffer is writable; so is the segment.
+            warnings.simplefilter("ignore")
+            return (torch.frombuffer(self._buffers[0], dtype=torch.float32),
+                    torch.frombuffer(self._buffers[1], dtype=torch.float32))
+
+    def __repr__(self):
+        return (f"Group(uid={self.uid!r}, k={self.k}, baseline={self.baseline:.4f}, "
+                f"action={self.action})")
+
+
+def track_view(views: list, buf) -> None:
+    """Remember a slot buffer weakly (numpy/torch views keep it alive)."""
+    if len(views) >= 4096:
+        views[:] = [r for r in views if r() is not None]
+    views.append(weakref.ref(buf))
+
+
+def live_views(views: list) -> int:
+    return sum(1 for r in views if r() is not None)

@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: MIT
+"""The statistics core on single groups, from Python: the reward and prior
+scales, v05_estimate (as `v05ctl estimate`) and v05-eb's batch fit."""
+
+import ctypes
+from typing import Optional, Sequence, Tuple
+
+from . import _checks, _lib
+from ._lib import check, lib
+from .names import MODES, SIGMAS
+
+__all__ = ["prior_from_p", "reward_from_binary", "estimate", "eb_fit"]
+
+
+def prior_from_p(p: float) -> float:
+    """A value model's success probability p in [0, 1] as a prior on the
+    [-1, 1] reward scale: 2p - 1."""
+    out = ctypes.c_double()
+    check(lib.v05_prior_from_p(float(p), ctypes.byref(out)), "prior_from_p")
+    return out.value
+
+
+def reward_from_binary(r) -> float:
+    """A 0/1 (or False/True) reward on the [-1, 1] scale: 2r - 1."""
+    if isinstance(r, float) and r in (0.0, 1.0):
+        r = int(r)
+    if isinstance(r, bool):
+        r = int(r)
+    if not isinstance(r, int):
+        raise TypeError(f"binary reward must be 0 or 1, not {r!r}")
+    r = _checks.integer("binary reward", r, -_checks.INT_MAX - 1,
+                        _checks.INT_MAX, _checks.INT_MAX)
+    out = ctypes.c_double()
+    check(lib.v05_reward_from_binary(r, ctypes.byref(out)), "reward_from_binary")
+    return out.value
+
+
+def estimate(prior: float, rewards: Sequence[float], *,
+             cost: Optional[float] = None, k_step: Optional[int] = None,
+             k_max: Optional[int] = None, mode: str = "v05",
+             sigma: str = "rms", fit: Optional[Tuple[float, float]] = None
+             ) -> dict:
+    """The statistics core on one group (as `v05ctl estimate`). `sigma`:
+    the advantage normaliser, "rms" (bounded, |A| <= sqrt(k)) or "paper".
+    Mode "v05-eb" needs `fit=(n0, h)`, its batch's fitted prior. cost,
+    k_step and k_max left at None are the library's defaults
+    (v05_params_default)."""
+    p = _lib.Params()
+    lib.v05_params_default(ctypes.byref(p))
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r} is not one of {sorted(MODES)}")
+    if sigma not in SIGMAS:
+        raise ValueError(f"sigma {sigma!r} is not rms or paper")
+    if (mode == "v05-eb") != (fit is not None):
+        raise ValueError("fit=(n0, h) is required for mode v05-eb, "
+                         "and only applies there")
+    p.mode = MODES[mode]
+    if cost is not None:
+        p.cost = cost
+    if k_step is not None:
+        p.k_step = _checks.u32("k_step", k_step, 1)
+    if k_max is not None:
+        p.k_max = _checks.u32("k_max", k_max, 1)
+    p.sigma = SIGMAS[sigma]
+    k = len(rewards)
+    p.k_init = max(1, min(k, p.k_max))
+    r = (ctypes.c_double * max(1, k))(*rewards)
+    adv = (ctypes.c_double * max(1, k))()
+    e = _lib.Estimate()
+    if fit is not None:
+        f = _lib.EbFit(float(fit[0]), float(fit[1]))
+        check(lib.v05_eb_estimate(ctypes.byref(p), ctypes.byref(f),
+                                  float(prior), r, k, ctypes.byref(e), adv),
+              "estimate")
+    else:
+        check(lib.v05_estimate(ctypes.byref(p), float(prior), r, k,
+                               ctypes.byref(e), adv), "estimate")
+    return {"k": e.k, "mean": e.mean, "delta2": e.delta2, "weight": e.weight,
+            "baseline": e.baseline, "sigma": e.sigma,
+            "k_target": e.k_target if e.has_target else None,
+            "action": {0: "stop", 1: "more", 2: "drop"}[e.action],
+            "advantages": list(adv[:k])}
+
+
+def eb_fit(groups: Sequence[Tuple[float, Sequence[float]]]
+           ) -> Tuple[float, float]:
+    """Mode v05-eb's fitted prior (n0, h) for a batch of (prior, rewards)
+    groups, as the plugin fits it after the first k_init samples (a reward
+    r counts (1 + r)/2 of a success)."""
+    n = len(groups)
+    if n == 0:
+        raise ValueError("eb_fit needs at least one group")
+    pri = (ctypes.c_double * n)()
+    ks = (ctypes.c_uint32 * n)()
+    ss = (ctypes.c_double * n)()
+    for i, (prior, rewards) in enumerate(groups):
+        if not 0 <= len(rewards) <= 64:
+            raise ValueError("a group has 0..64 rewards")
+        pri[i], ks[i] = float(prior), len(rewards)
+        ss[i] = sum((1.0 + float(r)) / 2.0 for r in rewards)
+    f = _lib.EbFit()
+    check(lib.v05_eb_fit(pri, ks, ss, n, ctypes.byref(f)), "eb_fit")
+    return f.n0, f.h

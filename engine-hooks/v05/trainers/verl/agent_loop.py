@@ -1,0 +1,255 @@
+# SPDX-License-Identifier: MIT
+"""v05's rollout component for verl 0.9.1's agent-loop architecture.
+
+Read against verl 0.9.1 from PyPI (requirements/trainers.txt):
+
+* Both trainers build their rollout with
+  ``load_class_from_fqn(actor_rollout_ref.rollout.agent.agent_loop_manager_class)``
+  and call ``cls.create(config=, llm_client=, teacher_client=,
+  reward_loop_worker_handles=)``. ``llm_client`` is verl's
+  ``LLMServerClient`` (its ``generate(request_id, prompt_ids=,
+  sampling_params=)`` picks a server through the global load balancer and
+  awaits the server actor's ``generate``); the reward loop workers score
+  each trajectory as it finishes (``_compute_score``).
+* The default trainer (``trainer.use_v1=True``, main_ppo's ``TaskRunnerV1``)
+  uses ``AgentLoopManagerTQ``: ``generate_sequences(TensorDict)`` hands
+  chunks to ``AgentLoopWorkerTQ`` actors and returns at once; each worker
+  puts every finished trajectory into TransferQueue under
+  ``{uid}_{session}_{i}`` and tags the prompt's uid ``finished``; the
+  trainer takes every key of a finished uid, so a prompt may have any
+  number of rows, and pads the batch itself (``_balance_batch``:
+  ``pad<hex>`` rows up to ``lcm(dp, ppo_mini_batch_size * rollout.n)``).
+  ``V05AgentLoopManagerTQ`` is that path.
+* The legacy trainer (``trainer.use_v1=False``, ``RayPPOTrainer``) uses
+  ``AgentLoopManager``: ``generate_sequences(DataProto) -> DataProto``.
+  ``V05AgentLoopManager`` returns one row per generated sample, padded to a
+  multiple with masked rows. ``RayPPOTrainer.fit`` itself then does
+  ``batch.repeat(rollout.n).union(output)``, which needs exactly
+  ``prompts * n`` rows: the returned batch is for a driver loop that takes
+  it as it is (see docs/TRAINERS.md).
+
+What the workers do with a training chunk: submit its prompts to their own
+plugin as one batch and run the plugin's decisions with
+``v05.rollout.GroupRollout``. A "sample" decision's sample ``s`` is one
+``_run_agent_loop(..., session_id=s)`` (the configured agent loop, one n=1
+request through ``LLMServerClient``); its reward is the reward loop's score
+(``score_to_reward``), which GroupRollout pushes. When every group is final
+its rows carry the group's numbers (``v05.verl.tag_rows``: the uid is a
+``V05Uid``), so the "v05" estimator finds each row's advantage on any host
+without the segment. On any error GroupRollout cancels the outstanding
+agent-loop tasks and the batch in the plugin; the worker then raises the
+error (legacy) or tags the chunk's uids ``failure`` (TransferQueue).
+Requests already sent run to their end in the server: ``LLMServerClient``
+awaits a Ray call, and cancelling that await does not cancel the call.
+Validation chunks keep verl's own fixed-n path.
+
+Configuration (added with ``+``; verl's dataclasses refuse unknown keys
+under ``actor_rollout_ref.rollout``, so they live in ``algorithm``, read
+from the raw config): ``algorithm.v05_segment`` (the prefix of the workers'
+segment names, default "v05"), ``algorithm.v05_plugin`` (a dict of
+``v05.Plugin.create`` parameters), ``algorithm.v05_row_multiple`` (legacy
+manager: pad rows to a multiple of this; default lcm(32, the actor's world
+size ``trainer.n_gpus_per_node * trainer.nnodes``)).
+"""
+
+import asyncio
+import atexit
+import logging
+import math
+import os
+import uuid
+import weakref
+from typing import Any, Dict, List, Optional
+
+from ...core.plugin import Plugin
+from ...engines.driver import GroupRollout
+from .config import cfg_get, score_to_reward
+
+__all__ = ["V05Core", "row_multiple", "plugin_params", "PLUGIN_KEYS",
+           "actor_base", "sampling_params", "row_fields", "lazy_classes"]
+
+log = logging.getLogger(__name__)
+
+# Plugin.create parameters a config may set (algorithm.v05_plugin).
+PLUGIN_KEYS = ("cost", "k_init", "k_step", "k_max", "halt_fraction",
+               "pad_multiple", "mode", "schedule", "max_prompts",
+               "max_producers", "lane_capacity", "max_batches",
+               "stream_deadline_us", "sigma", "paper")
+DEFAULT_ROW_MULTIPLE = 32  # the paper's pad
+
+
+def plugin_params(config) -> Dict[str, Any]:
+    """Plugin.create keyword arguments from algorithm.v05_plugin."""
+    algo = cfg_get(config, "algorithm")
+    raw = cfg_get(algo, "v05_plugin", {}) or {}
+    params = dict(raw.items()) if hasattr(raw, "items") else {}
+    unknown = sorted(set(params) - set(PLUGIN_KEYS))
+    if unknown:
+        raise ValueError(f"v05: algorithm.v05_plugin has unknown keys {unknown}; "
+                         f"known: {PLUGIN_KEYS}")
+    return params
+
+
+def row_multiple(config) -> int:
+    """What the legacy manager pads its rows to: algorithm.v05_row_multiple,
+    else lcm(32, actor world size). The data-parallel size divides the world
+    size, so the default splits evenly over the actor's ranks."""
+    algo = cfg_get(config, "algorithm")
+    m = cfg_get(algo, "v05_row_multiple")
+    if m is None:
+        trainer = cfg_get(config, "trainer")
+        world = int(cfg_get(trainer, "n_gpus_per_node", 1)) * \
+            int(cfg_get(trainer, "nnodes", 1))
+        m = math.lcm(DEFAULT_ROW_MULTIPLE, max(world, 1))
+    m = int(m)
+    if m < 1:
+        raise ValueError(f"v05: algorithm.v05_row_multiple must be >= 1, not {m}")
+    return m
+
+
+def actor_base(cls):
+    """The plain class behind a @ray.remote class (Ray refuses subclasses
+    of actor classes; verl decorates AgentLoopWorkerTQ)."""
+    meta = getattr(cls, "__ray_metadata__", None)
+    return meta.modified_class.__ray_actor_class__ if meta is not None else cls
+
+
+def sampling_params(rollout_config) -> Dict[str, Any]:
+    """The training sampling parameters, as verl's workers build them."""
+    return dict(temperature=rollout_config.temperature,
+                top_p=rollout_config.top_p, top_k=rollout_config.top_k,
+                repetition_penalty=1.0,
+                logprobs=rollout_config.calculate_log_probs)
+
+
+def _score_of(out) -> float:
+    final = out[-1] if isinstance(out, list) else out
+    score = getattr(final, "reward_score", None)
+    if score is None:
+        raise RuntimeError(
+            "v05: a trajectory came back without a reward score. v05 decides "
+            "from each sample's reward during the rollout, so the reward "
+            "loop must score in the agent loop (verl does when there is no "
+            "reward model, or the reward model has its own resource pool: "
+            "reward.reward_model.enable_resource_pool=True)")
+    return score_to_reward(score)
+
+
+class V05Core:
+    """The part both workers share: one plugin per worker process (its own
+    segment, created on first use in the actor's event loop) and the
+    GroupRollout that runs its decisions."""
+
+    def _v05_init(self):
+        algo = cfg_get(self.config, "algorithm")
+        self._v05_prefix = cfg_get(algo, "v05_segment") or \
+            os.environ.get("V05_SEGMENT") or "v05"
+        self._v05_params = plugin_params(self.config)
+        self.v05_plugin: Optional[Plugin] = None
+        self._v05_driver: Optional[GroupRollout] = None
+        self._v05_lock: Optional[asyncio.Lock] = None
+
+    async def _v05_run(self, items):
+        """One chunk through the plugin. A plugin has one driver, which runs
+        one batch at a time: a chunk that comes while another runs (Ray
+        runs an async actor's calls concurrently; the v1 trainer submits
+        without waiting) waits for it."""
+        if self._v05_lock is None:
+            self._v05_lock = asyncio.Lock()
+        async with self._v05_lock:
+            return await self._v05_rollout().run(items)
+
+    def _v05_rollout(self) -> GroupRollout:
+        if self._v05_driver is None:
+            # One segment per worker: several workers share a host, and a
+            # segment has one owner. The rows carry their numbers, so the
+            # trainer never needs to find it by name.
+            name = f"{self._v05_prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            self.v05_plugin = Plugin.create(name, **self._v05_params)
+            # Best effort for an orderly exit; a killed worker leaves its
+            # segment (v05.unlink(name) removes it).
+            atexit.register(_close_quietly, weakref.ref(self))
+            self._v05_driver = GroupRollout(
+                self.v05_plugin, self._v05_generate_one,
+                score=lambda uid, s, out: _score_of(out), release=True)
+        return self._v05_driver
+
+    async def _v05_generate_one(self, prompt, uid, sample, batch):
+        sampling_params, trajectory, kwargs = prompt
+        trajectory = dict(trajectory, rollout_n=sample)
+        return await self._run_agent_loop(dict(sampling_params), trajectory,
+                                          trace=False, session_id=sample,
+                                          **kwargs)
+
+    def _v05_items(self, prompts: List[Dict[str, Any]], sampling_params,
+                   trajectories) -> list:
+        """(uid, (sampling params, trajectory, kwargs), prior) per prompt."""
+        items, seen = [], set()
+        for kwargs, traj in zip(prompts, trajectories):
+            kwargs = dict(kwargs)
+            prior = float(kwargs.pop("v05_prior", 0.0))
+            kwargs.pop("__rollout_n__", None)
+            kwargs.pop("__do_sample__", None)
+            uid = str(kwargs["uid"])
+            if uid in seen:
+                raise ValueError(
+                    f"v05: uid {uid!r} appears twice in a chunk: v05 decides "
+                    "each prompt's number of samples, so set "
+                    "actor_rollout_ref.rollout.n=1")
+            seen.add(uid)
+            kwargs["uid"] = uid
+            items.append((uid, (sampling_params, traj, kwargs), prior))
+        return items
+
+    def v05_close(self):
+        if self._v05_driver is not None:
+            self._v05_driver.close()
+            self._v05_driver = None
+        if self.v05_plugin is not None:
+            self.v05_plugin.close()
+            self.v05_plugin = None
+
+    def v05_stats(self) -> dict:
+        """The plugin's counters (a test reads them through the actor)."""
+        return {} if self.v05_plugin is None else self.v05_plugin.stats()
+
+
+def _close_quietly(ref):
+    worker = ref()
+    if worker is not None:
+        try:
+            worker.v05_close()
+        except Exception:  # exiting anyway
+            pass
+
+
+def row_fields(res, s) -> Dict[str, Any]:
+    g = res.group
+    # v05_gen: the prompt instance, which a reward pushed for the row
+    # (the "v05" reward manager, on the segment's host) must carry.
+    return {"v05_sample": s, "v05_gen": res.decision.gen, "v05_k": g.k,
+            "v05_baseline": g.baseline,
+            "v05_sigma": g.sigma, "v05_reward": float(g.rewards[s]),
+            "v05_advantage": float(g.advantages[s])}
+
+
+def lazy_classes(module_globals: dict, makers: dict):
+    """A module __getattr__ that builds each class of `makers` (name ->
+    function) on first use: the classes subclass verl's, which needs verl
+    (and for the TransferQueue pair, transfer_queue) at import, while
+    load_class_from_fqn and Ray's unpickling only import the module and
+    take the attribute. The module's own code calls it by name too (a
+    global lookup does not reach a module __getattr__)."""
+
+    def getattr_(name):
+        if name in module_globals:
+            return module_globals[name]
+        make = makers.get(name)
+        if make is None:
+            raise AttributeError(f"module {module_globals['__name__']!r} "
+                                 f"has no attribute {name!r}")
+        cls = make()
+        module_globals[name] = cls
+        return cls
+
+    return getattr_

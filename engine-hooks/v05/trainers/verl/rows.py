@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: MIT
+"""A group's numbers on verl's rows: the per-row fields the rollout side
+records, the V05Uid that carries them through verl, and a group rebuilt
+from its rows."""
+
+import numpy as np
+
+from .groups import GroupRecord
+
+__all__ = ["ROW_FIELDS", "V05Uid", "tag_rows", "rows_fields",
+           "record_from_rows", "rows_in_sample_order"]
+
+# Per-row numbers the rollout side records in non_tensor_batch.
+ROW_FIELDS = ("v05_sample", "v05_k", "v05_baseline", "v05_sigma",
+              "v05_reward", "v05_advantage")
+
+
+class V05Uid(str):
+    """A uid (equal to, hashing as, printing as the plain string) that
+    carries its row's v05 numbers, so they reach a registered estimator
+    through verl's ``compute_advantage`` (which passes only the uid array)
+    and survive DataProto reorder/select/concat and pickling."""
+
+    def __new__(cls, uid, sample, k, baseline, sigma, reward, advantage):
+        s = super().__new__(cls, uid)
+        s.v05 = (int(sample), int(k), float(baseline), float(sigma),
+                 float(reward), float(advantage))
+        return s
+
+    def __reduce__(self):
+        return (V05Uid, (str(self),) + self.v05)
+
+
+def tag_rows(data) -> None:
+    """Rollout side: replace data.non_tensor_batch["uid"] by V05Uid strings
+    carrying the rows' ROW_FIELDS (which must all be there). Rows with
+    v05_k == 0 (not a v05 sample) keep their plain uid."""
+    nt = data.non_tensor_batch
+    missing = [f for f in ROW_FIELDS if f not in nt]
+    if missing:
+        raise KeyError(f"v05: tag_rows needs non_tensor_batch fields {missing}")
+    cols = [nt[f] for f in ROW_FIELDS]
+    k = nt["v05_k"]
+    nt["uid"] = np.array([V05Uid(str(u), *(c[i] for c in cols)) if int(k[i]) > 0
+                          else u for i, u in enumerate(nt["uid"])], dtype=object)
+
+
+def rows_fields(index, non_tensor_batch, rows):
+    """Per-row numbers of `rows` (indices), or None if any row lacks them
+    (v05_k == 0 marks a row that is not a v05 sample)."""
+    out = []
+    nt = non_tensor_batch
+    have_nt = nt is not None and all(f in nt for f in ROW_FIELDS)
+    for i in rows:
+        if have_nt:
+            v = tuple(nt[f][i] for f in ROW_FIELDS)
+        else:
+            v = getattr(index[i], "v05", None)
+        if v is None or int(v[1]) <= 0:
+            return None
+        out.append(v)
+    return out
+
+
+def record_from_rows(uid, fields) -> GroupRecord:
+    """A group from its rows' own numbers; they must agree on k, baseline
+    and sigma and name each sample 0..k-1 once."""
+    k = int(fields[0][1])
+    base, sigma = float(fields[0][2]), float(fields[0][3])
+    rewards = np.full(k, np.nan, dtype=np.float32)
+    adv = np.full(k, np.nan, dtype=np.float32)
+    for sample, kk, b, s, r, a in fields:
+        sample = int(sample)
+        if int(kk) != k or float(b) != base or float(s) != sigma:
+            raise ValueError(f"v05: rows of uid {uid!r} disagree on their "
+                             "group (k, baseline, sigma)")
+        if not 0 <= sample < k or not np.isnan(rewards[sample]):
+            raise ValueError(f"v05: uid {uid!r}: sample {sample} is out of "
+                             f"0..{k - 1} or repeated")
+        rewards[sample] = r
+        adv[sample] = a
+    return GroupRecord(uid, k, base, sigma, rewards, adv, "rows")
+
+
+def rows_in_sample_order(uids, samples) -> np.ndarray:
+    """A permutation putting each uid's rows in sample order."""
+    return np.lexsort((np.asarray(samples), np.asarray(uids)))
