@@ -97,7 +97,7 @@ def leftover_segments():
                   if f.startswith(f"v05-{SEG_PREFIX}-") and ":" not in f)
 
 
-def config(d, manager="v05.vverl.V05AgentLoopManager", **extra):
+def config(d, manager="v05.trainers.verl.V05AgentLoopManager", **extra):
     """verl's own ppo_trainer config with what a v05 user adds."""
     from hydra import compose, initialize_config_dir
 
