@@ -70,10 +70,12 @@ static void apply_one(struct v05_plugin *p, const struct v05_record *rec,
 
 	if (!isfinite(r)) {
 		reject(p, rec, V05_C_REJ_NONFINITE);
+		v05__reject_notice(p, rec, V05_DF_NONFINITE);
 		return;
 	}
 	if (r < -1.0f || r > 1.0f) {
 		reject(p, rec, V05_C_REJ_RANGE);
+		v05__reject_notice(p, rec, V05_DF_RANGE);
 		return;
 	}
 	if (!e || e->key != rec->key)

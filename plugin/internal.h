@@ -212,6 +212,11 @@ static inline uint32_t v05__group_k(const struct v05_prompt *e)
 	return (uint32_t)((x * 0x0101010101010101ull) >> 56);
 }
 
+/* reject.c: a REJECT decision for a record refused for its value that a
+ * live prompt waits for (the reason: V05_DF_NONFINITE or V05_DF_RANGE). */
+void v05__reject_notice(struct v05_plugin *p, const struct v05_record *rec,
+			uint32_t why);
+
 /* finalize.c: statistics, advantages into the slot, FINAL, completion,
  * journal, support, the FINAL/DROP decision; latencies. */
 void v05__estimate_prompt(struct v05_plugin *p, const struct v05_prompt *e,

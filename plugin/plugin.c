@@ -220,7 +220,7 @@ V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
 	g.table_capacity = pow2_at_least(2 * c->max_prompts);
 	g.ring_capacity = pow2_at_least(c->max_prompts);
 	g.k_max = c->params.k_max;
-	g.support_capacity = 512;
+	g.support_capacity = V05_SUPPORT_GROUPS;
 	g.batch_count = c->max_batches;
 	v05__shm_config_from(&p->cfg, c, c->journal_path ? jpath : NULL);
 	p->params = c->params;

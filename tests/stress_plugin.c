@@ -130,6 +130,7 @@ static int dirty(int stream, uint32_t n)
 	 * unissued sample, that lands after its prompt went final counts as
 	 * late: those three are checked together. */
 	failed |= ctr(e.p, V05_C_REJ_NONFINITE) != e.dirt.sent_nan;
+	failed |= e.dirt.rejects_reported > e.dirt.sent_nan + e.dirt.sent_range;
 	failed |= ctr(e.p, V05_C_REJ_RANGE) != e.dirt.sent_range;
 	failed |= ctr(e.p, V05_C_REJ_UNKNOWN) != e.dirt.sent_unknown;
 	failed |= ctr(e.p, V05_C_REJ_CORRUPT) != e.dirt.sent_corrupt;

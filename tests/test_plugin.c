@@ -190,8 +190,20 @@ static void test_bad_input_counted(void **state)
 	assert_int_equal(v05_producer_push(f->w, keys[0], g, 1, -1.0f), 0); /* dup */
 	push_samples(f, keys[0], 0x8, r);
 	push_samples(f, keys[1], 0xf, r);
-	assert_int_equal(v05_poll(f->p, f->d, MAXD), 2);
-	assert_int_equal(v05_group(f->p, f->d[0].slot, &g0), 0);
+	/* The three bad values for sample 0, while it waited for one, are
+	 * reported (test_reject.c has the rest of REJECT); then the finals. */
+	assert_int_equal(v05_poll(f->p, f->d, MAXD), 5);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(f->d[i].kind, V05_DECISION_REJECT);
+		assert_int_equal(f->d[i].key, keys[0]);
+		assert_int_equal(f->d[i].samples, 1);
+	}
+	assert_int_equal(f->d[0].flags, V05_DF_NONFINITE);
+	assert_int_equal(f->d[1].flags, V05_DF_NONFINITE);
+	assert_int_equal(f->d[2].flags, V05_DF_RANGE);
+	assert_int_equal(f->d[3].kind, V05_DECISION_FINAL);
+	assert_int_equal(f->d[4].kind, V05_DECISION_FINAL);
+	assert_int_equal(v05_group(f->p, f->d[3].slot, &g0), 0);
 	memcpy(adv_before, g0.advantages, sizeof(adv_before));
 	assert_int_equal(v05_producer_push(f->w, keys[0], g, 2, -1.0f), 0); /* late */
 	assert_int_equal(v05_poll(f->p, f->d, MAXD), 0);

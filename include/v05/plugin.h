@@ -131,12 +131,21 @@ enum v05_decision_kind {
 	V05_DECISION_BARRIER = 4,/* external halt: a round barrier is reached;
 				  * k = prompts that need more, samples =
 				  * prompts in the batch; call v05_resolve() */
+	V05_DECISION_REJECT = 5, /* a reward for an issued sample without one
+				  * was refused for its value (flags:
+				  * V05_DF_NONFINITE or V05_DF_RANGE;
+				  * baseline: the value as received; samples:
+				  * the sample's bit): unless its producer
+				  * pushes a valid one, that sample will never
+				  * be rewarded, so the group cannot finish */
 };
 
 /* Decision flags. */
 #define V05_DF_PADDED (1u << 0)    /* SAMPLE includes padding samples       */
 #define V05_DF_HALTED (1u << 1)    /* FINAL because the batch halted        */
 #define V05_DF_RECOVERED (1u << 2) /* from v05_recover()                    */
+#define V05_DF_NONFINITE (1u << 3) /* REJECT: the reward was NaN or infinite */
+#define V05_DF_RANGE (1u << 4)     /* REJECT: the reward was outside [-1, 1] */
 
 struct v05_decision {
 	uint64_t key;        /* v05_key(uid)                                */
@@ -264,14 +273,18 @@ V05_API int v05_reader_close(struct v05_reader *r);
 
 /* ---- support buffer and counters ---------------------------------------- */
 
+/* The support buffer keeps the last V05_SUPPORT_GROUPS final groups. */
+#define V05_SUPPORT_GROUPS 512u
+
 struct v05_support {
 	uint64_t key;
 	float mean; /* mean reward of the finalized group, [-1, 1] */
 	uint32_t k;
 };
 
-/* Up to n entries sampled without replacement from the last (up to 512)
- * finalized groups, reproducibly for a seed. Returns the count. */
+/* Up to n entries sampled without replacement from the last (up to
+ * V05_SUPPORT_GROUPS) finalized groups, reproducibly for a seed. Returns
+ * the count. */
 V05_API int v05_support_sample(struct v05_plugin *p, struct v05_support *out,
 			       uint32_t n, uint64_t seed);
 

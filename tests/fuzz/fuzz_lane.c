@@ -68,6 +68,11 @@ static void consume(struct v05_plugin *p, const struct v05_decision *d, int n)
 
 		if (d[i].kind == V05_DECISION_SAMPLE)
 			continue;
+		if (d[i].kind == V05_DECISION_REJECT) {
+			check(!isfinite(d[i].baseline) || d[i].baseline < -1.0 ||
+			      d[i].baseline > 1.0, "a REJECT names a bad value");
+			continue;
+		}
 		check(v05_group(p, d[i].slot, &g) == 0, "group of a final");
 		check(isfinite(g.baseline), "finite baseline");
 		for (uint32_t j = 0; j < g.k; j++)

@@ -329,6 +329,14 @@ void eng_handle(struct eng *e, const struct v05_decision *d)
 
 	if (i < 0)
 		abort();
+	if (d->kind == V05_DECISION_REJECT) {
+		/* The valid reward follows (this engine sends both). */
+		if (!(d->flags & (V05_DF_NONFINITE | V05_DF_RANGE)) ||
+		    __builtin_popcountll(d->samples) != 1)
+			abort();
+		e->dirt.rejects_reported++;
+		return;
+	}
 	if (d->kind == V05_DECISION_SAMPLE) {
 		uint32_t list[64], n = 0;
 

@@ -38,6 +38,9 @@ struct eng_dirt {
 	uint32_t corrupt;      /* records with flags != 0 via a raw lane  */
 	uint64_t sent_dup, sent_late, sent_nan, sent_range, sent_unknown,
 		sent_unissued, sent_corrupt;
+	/* REJECT decisions: a NaN or out-of-range record that reached its
+	 * prompt's sample before the valid one did (at most nan + range). */
+	uint64_t rejects_reported;
 };
 
 struct eng {
