@@ -15,55 +15,9 @@ from v05.demos import tiny
 from v05.engines.vllm import VLLMRollout
 
 from vllm import SamplingParams  # noqa: E402
-from vllm.inputs import TokensPrompt  # noqa: E402
 
-PROMPTS = 64
-PARAMS = dict(cost=0.0039, k_init=4, k_step=2, k_max=16)
-
-
-class Recorder:
-    """The real AsyncLLM, with each generate call's request id kept."""
-
-    def __init__(self, engine):
-        self.engine, self.calls = engine, []
-
-    def generate(self, prompt, sampling_params, request_id, **kw):
-        self.calls.append(request_id)
-        return self.engine.generate(prompt, sampling_params, request_id, **kw)
-
-
-def record_decisions(plugin):
-    """Every submit/poll call's decisions, one list per call."""
-    calls = []
-
-    def wrap(fn):
-        def recorded(*a, **kw):
-            out = fn(*a, **kw)
-            calls.append(out)
-            return out
-        return recorded
-    plugin.poll, plugin.submit = wrap(plugin.poll), wrap(plugin.submit)
-    return calls
-
-
-async def engine_idle(engine, tries=100):
-    """No request left in the front end or in the engine core. The core
-    reports an aborted request as finished in its next step, so has_work
-    may read True once or twice after an abort: each utility call is a
-    round trip to the core's busy loop, which steps in between."""
-    if engine.get_num_unfinished_requests() != 0:
-        return False
-    for _ in range(tries):
-        if not await engine.engine_core.call_utility_async("has_work"):
-            return True
-    return False
-
-
-def batch_items(step, n=PROMPTS, seed=0):
-    prompts = tiny.make_prompts(n, seed=seed)
-    priors = np.linspace(-0.9, 0.9, n)
-    return [(f"s{step}-p{i}", TokensPrompt(prompt_token_ids=p), float(v))
-            for i, (p, v) in enumerate(zip(prompts, priors))]
+from helpers import (PARAMS, PROMPTS, Recorder, batch_items,  # noqa: E402
+                     engine_idle, record_decisions)
 
 
 def run_batches(engine_loop, segname, mode, schedule="rounds", pad=8,
@@ -96,6 +50,10 @@ def run_batches(engine_loop, segname, mode, schedule="rounds", pad=8,
                     plugin.release(r.decision)
                 out.append((items, groups, issued))
             idle = await engine_idle(engine_loop.engine)
+        # What reached the engine was rendered by its Renderer (vLLM's
+        # recommended path), never a raw prompt (deprecated in 0.32).
+        assert rec.prompts and all(isinstance(p, dict) and "type" in p
+                                   for p in rec.prompts)
         return out, rec.calls, idle
 
     with v05.Plugin.create(segname, mode=mode, schedule=schedule,

@@ -7,6 +7,7 @@ engine environment), the real verl and TRL in tests/trainers/;
 these stand-ins keep the driver's rules checked under Debian's Python too."""
 import asyncio
 import copy
+import errno
 import os
 import types
 import zlib
@@ -236,18 +237,50 @@ def test_score_error_cancels_the_batch(segname, is_async):
 
 
 def test_refused_submit_leaves_nothing(segname):
-    """A batch the plugin refuses in part (here: a uid twice) raises, and
-    the prompts it did accept are cancelled, not left open."""
+    """A batch the plugin refuses in part (here: one prompt more than it has
+    slots) raises, naming the refused uid and why, and the prompts it did
+    accept are cancelled, not left open."""
     from v05.engines.vllm import VLLMRollout
 
-    items = [(f"r{i}", "p", 0.0) for i in range(4)] + [("r0", "p", 0.0)]
-    with v05.Plugin.create(segname, max_prompts=16, pad_multiple=1) as plugin:
+    items = [(f"r{i}", "p", 0.0) for i in range(5)]
+    with v05.Plugin.create(segname, max_prompts=4, pad_multiple=1) as plugin:
         with VLLMRollout(AsyncLLM(), plugin, SamplingParams(),
                          score=lambda u, s, o: outcome(u, s)) as ro:
-            with pytest.raises(v05.SubmitError):
+            with pytest.raises(v05.SubmitError) as ei:
                 asyncio.run(ro.generate(items))
+        assert ei.value.rejected == {"r4": errno.ENOSPC}
+        assert f"submit to segment {segname}: 1 of 5 prompts refused" in str(ei.value)
+        assert "uid 'r4': no free slot" in str(ei.value)
         st = plugin.stats()
         assert st["prompts_open"] == 0 and st["prompts_cancelled"] == 4
+        assert plugin._uids == {} and plugin._batch_keys == {}
+
+
+def test_bad_batch_refused_before_submit(segname):
+    """A uid twice, a None prior, an int uid: refused with the uid named,
+    before anything reaches the plugin."""
+    from v05.engines.vllm import VLLMRollout
+
+    bad = [([("a", "p", 0.0), ("b", "p", 0.1), ("a", "p", 0.5)],
+            ValueError, "uid 'a' appears twice in one batch"),
+           ([("a", "p", None)], TypeError, "the prior of uid 'a' is None"),
+           ([(7, "p", 0.0)], TypeError, "uid 7 is of type int"),
+           ([("a", "p", float("nan"))], ValueError,
+            "the prior of uid 'a' is nan: not finite"),
+           ([("a", "p", 1.5)], ValueError, "1.5: outside [-1, 1]")]
+
+    async def main(ro):
+        for items, exc, words in bad:
+            with pytest.raises(exc) as ei:
+                await ro.generate(items)
+            assert f"submit to segment {segname}: " in str(ei.value)
+            assert words in str(ei.value)
+
+    with v05.Plugin.create(segname, max_prompts=4) as plugin:
+        with VLLMRollout(AsyncLLM(), plugin, SamplingParams(),
+                         score=lambda u, s, o: outcome(u, s)) as ro:
+            asyncio.run(main(ro))
+        assert plugin.stats()["prompts_submitted"] == 0
 
 
 class GatedSGLang(SGLangEngine):

@@ -59,10 +59,17 @@ def test_submit_poll_release(segname):
 def test_submit_rejections(segname):
     with v05.Plugin.create(segname, max_prompts=4) as p:
         p.submit([("x", 0.1)])
-        with pytest.raises(v05.SubmitError) as e:
+        # A prior that is not a number in [-1, 1]: the whole call is
+        # refused, nothing submitted.
+        with pytest.raises(ValueError, match="the prior of uid 'z' is nan"):
             p.submit([("x", 0.2), ("y", 0.3), ("z", float("nan"))])
+        assert p.stats()["prompts_submitted"] == 1
+        # What the plugin refuses (an active uid) fails alone.
+        with pytest.raises(v05.SubmitError) as e:
+            p.submit([("x", 0.2), ("y", 0.3)])
         assert e.value.errno == errno.EEXIST
-        assert e.value.rejected == {"x": errno.EEXIST, "z": errno.EDOM}
+        assert e.value.rejected == {"x": errno.EEXIST}
+        assert "uid 'x': already active" in str(e.value)
         assert [d.uid for d in e.value.decisions] == ["y"]
         ds = p.submit([("x", 0.0), ("w", 0.0)], on_error="skip")
         assert [d.uid for d in ds] == ["w"]
@@ -213,3 +220,70 @@ def test_producer_broker_and_file_mode(segname):
         assert "x" in finals
         p.close(unlink=True)
     assert not any(os.path.exists(base + f) for f in ("", ":lane.0", ":bell"))
+
+
+@pytest.mark.parametrize("bad, exc, words", [
+    (float("nan"), ValueError, "is nan: not finite"),
+    (float("inf"), ValueError, "is inf: not finite"),
+    (1.5, ValueError, "is 1.5: outside [-1, 1]"),
+    (-1.0000001, ValueError, "is -1.0000001: outside [-1, 1]"),
+    (True, TypeError, "is True (bool), not a number"),
+    ("0.5", TypeError, "is '0.5' (str), not a number"),
+    (None, TypeError, "is None (NoneType), not a number"),
+])
+def test_push_refuses_bad_rewards_before_the_lane(segname, bad, exc, words):
+    """A reward that is not a finite number in [-1, 1] is refused where it
+    enters, with the segment, uid, sample and value named; nothing reaches
+    the lane (push_many: not even the good ones beside it)."""
+    with v05.Plugin.create(segname, max_prompts=4, mode="grpo", k_init=2,
+                           k_max=2) as p:
+        (d,) = p.submit([("q", 0.0)])
+        with v05.RewardWriter.attach(segname) as w:
+            with pytest.raises(exc) as e:
+                w.push(d, 0, bad)
+            msg = str(e.value)
+            assert f"push to segment {segname}: the reward of uid 'q' sample 0 " in msg
+            assert words in msg and "[-1, 1]" in msg
+            with pytest.raises(exc):
+                w.push_many([d, d], [0, 1], [0.5, bad])
+            assert p.poll() == []
+            st = p.stats()
+            assert st["rewards_applied"] == 0
+            assert st["rejected_nonfinite"] == st["rejected_range"] == 0
+            # Valid ones still go through.
+            w.push_many([d, d], [0, 1], [1.0, -1.0])
+            (f,) = p.poll()
+            assert f.kind == "final"
+            p.release(f)
+
+
+def test_create_reclaims_a_dead_owners_segment_only_when_asked(segname):
+    """A run killed with its segment left: the next create says what to do;
+    reclaim=True removes the leftover and creates; a live owner's segment
+    is never taken."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import os, sys; sys.path.insert(0, %r); import v05; "
+            "v05.Plugin.create(%r, max_prompts=8); os._exit(0)"
+            % (os.path.join(os.path.dirname(__file__), "..", "..",
+                            "engine-hooks"), segname))
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+    with pytest.raises(FileExistsError) as e:
+        v05.Plugin.create(segname, max_prompts=8)
+    msg = str(e.value)
+    assert f"create segment {segname}: it already exists and its owner pid" in msg
+    assert "is gone" in msg and "reclaim=True" in msg and "v05ctl reclaim" in msg
+    with v05.Plugin.create(segname, max_prompts=8, reclaim=True) as p:
+        (d,) = p.submit([("a", 0.0)])
+        assert d.kind == "sample"
+        with pytest.raises(FileExistsError) as e:
+            v05.Plugin.create(segname, max_prompts=8, reclaim=True)
+        assert f"its owner, pid {os.getpid()}, is alive" in str(e.value)
+        assert p.stats()["prompts_open"] == 1  # untouched
+    # Closed without removing it: reclaimed the same way.
+    v05.Plugin.create(segname, max_prompts=8).close(unlink=False)
+    with pytest.raises(FileExistsError, match="closed without being removed"):
+        v05.Plugin.create(segname, max_prompts=8)
+    v05.Plugin.create(segname, max_prompts=8, reclaim=True).close()

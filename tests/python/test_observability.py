@@ -13,6 +13,7 @@ import pytest
 
 import v05
 import v05.core.metrics
+from v05.core import _lib
 from v05.core.observer import Observer
 
 N, K = 24, 4
@@ -26,9 +27,13 @@ def drive(name):
     w = v05.RewardWriter.attach(name)
     first = p.submit([(f"u{i}", 0.6 - 0.05 * i) for i in range(N)])
     gen = {d.uid: d.gen for d in first}
-    # The bad ones first, while their prompts are still collecting.
-    for uid, s, r in (("u0", 0, math.nan), ("u1", 0, 1.5), ("nobody", 0, 1.0),
-                      ("u2", 9, 1.0)):
+    # The bad ones first, while their prompts are still collecting. The
+    # bad values through the C call (RewardWriter.push refuses them in
+    # Python): the plugin must count what any producer sends.
+    for uid, s, r in (("u0", 0, math.nan), ("u1", 0, 1.5)):
+        assert _lib.lib.v05_producer_push(w._handle(), v05.key_of(uid),
+                                          gen[uid], s, r) == 0
+    for uid, s, r in (("nobody", 0, 1.0), ("u2", 9, 1.0)):
         w.push(uid, s, r, gen=gen.get(uid, 0))
     for d in first:
         for s in d.samples:
@@ -100,6 +105,40 @@ def test_stat_json_equals_traffic(segname, v05ctl):
     finally:
         w.close()
         p.close()
+
+
+def test_ls_stale_and_reclaim_stale(segname, v05ctl, tmp_path, monkeypatch):
+    """Stale segments (owner killed, or closed without removing it) listed
+    and removed in one call; a live one is left alone. In a directory of
+    its own: --stale acts on every segment it can see."""
+    monkeypatch.setenv("V05_SHM_DIR", str(tmp_path))
+    killed, closed = segname + "-killed", segname + "-closed"
+    code = ("import os, sys; sys.path.insert(0, %r); import v05; "
+            "v05.Plugin.create(%r, max_prompts=8); os._exit(0)"
+            % (os.path.join(os.path.dirname(__file__), "..", "..",
+                            "engine-hooks"), killed))
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+    v05.Plugin.create(closed, max_prompts=8).close(unlink=False)
+    live = v05.Plugin.create(segname, max_prompts=8)
+    try:
+        rows = [json.loads(r) for r in
+                ctl(v05ctl, "ls", "--stale", "--json").stdout.splitlines()]
+        assert {r["name"]: r["owner"] for r in rows} == {killed: "dead",
+                                                        closed: "none"}
+        out = ctl(v05ctl, "reclaim", "--stale").stdout
+        assert f"removed {killed} (owner pid" in out
+        assert f"removed {closed} (closed without removing it)" in out
+        left = os.listdir(tmp_path)  # lane and doorbell files included
+        assert not [f for f in left if "-killed" in f or "-closed" in f]
+        assert "v05-" + segname in left
+        assert ctl(v05ctl, "ls", "--stale").stdout.splitlines()[-1] == \
+            f"(no stale v05 segments in {tmp_path})"
+        assert "no stale" in ctl(v05ctl, "reclaim", "--stale").stdout
+        assert segname in ctl(v05ctl, "ls").stdout
+        r = ctl(v05ctl, "reclaim", "--stale", segname, check=False)
+        assert r.returncode == 2 and "--stale takes no NAME" in r.stderr
+    finally:
+        live.close()
 
 
 def test_stat_errors(v05ctl):

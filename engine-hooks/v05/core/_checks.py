@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""Range checks for integers on their way into C. ctypes converts a Python
-int into a C integer by dropping the high bits (2**32 + 1 becomes 1, -1
-becomes 2**32 - 1), so every count, index and size is checked here first:
-TypeError for a non-integer, ValueError for a value the call cannot take,
-OverflowError for one wider than the C field."""
+"""Checks of what a caller hands in, before it reaches C. ctypes converts a
+Python int into a C integer by dropping the high bits (2**32 + 1 becomes 1,
+-1 becomes 2**32 - 1), and a float NaN passes every comparison test it
+fails, so every count, index, size, reward and prior is checked here first:
+TypeError for the wrong type, ValueError for a value the call cannot take,
+OverflowError for an integer wider than the C field."""
 
+import math
 import numbers
 
 U32_MAX = 2**32 - 1
@@ -46,3 +48,24 @@ def cstr(name: str, value) -> bytes:
     if b"\0" in b:
         raise ValueError(f"{name} {value!r} contains a NUL character")
     return b
+
+
+def unit_interval(what: str, value, hint: str = "") -> float:
+    """A finite number in [-1, 1] (a reward, a prior) as a float, or
+    TypeError / ValueError saying what was wrong with it. A bool or a
+    string is refused (True would be read as 1, False as 0, the middle of
+    [-1, 1]), as is anything float() cannot take."""
+    accepted = f"; the accepted range is finite numbers in [-1, 1]{hint}"
+    bad_type = TypeError(f"{what} is {value!r} ({type(value).__name__}), "
+                         f"not a number{accepted}")
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        raise bad_type
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise bad_type from None
+    if not -1.0 <= v <= 1.0:  # false for NaN too
+        kind = "not finite" if math.isnan(v) or math.isinf(v) else \
+            "outside [-1, 1]"
+        raise ValueError(f"{what} is {v!r}: {kind}{accepted}")
+    return v

@@ -13,11 +13,15 @@ Uid = Union[str, bytes]
 
 
 def uid_bytes(uid: Uid) -> bytes:
+    """A uid's bytes: a str as UTF-8, bytes as they are. Anything else is
+    refused rather than turned into a string: 7 and "7" would then be one
+    prompt, where a trainer (verl) keeps them apart."""
     if isinstance(uid, str):
         return uid.encode("utf-8")
     if isinstance(uid, (bytes, bytearray, memoryview)):
         return bytes(uid)
-    raise TypeError(f"uid must be str or bytes, not {type(uid).__name__}")
+    raise TypeError(f"uid {uid!r} is of type {type(uid).__name__}; a uid is "
+                    "a str or bytes (str(uid) if its type does not matter)")
 
 
 def key_of(uid: Uid) -> int:
@@ -31,9 +35,12 @@ class Decision:
     """What the engine must do next for one prompt.
 
     kind: "sample" (generate `samples`), "final" (the group's advantages are
-    in `slot`), "drop" (dapo: the group carries no signal; release it), or
+    in `slot`), "drop" (dapo: the group carries no signal; release it),
     "barrier" (external halt: `batch` waits at a round barrier, `k` of its
-    `batch_size` prompts need more; see v05.distributed).
+    `batch_size` prompts need more; see v05.trainers.distributed), or
+    "reject" (the reward pushed for sample `samples[0]` was refused for its
+    value, `value`, because it is `reason`: unless a valid one is pushed,
+    the group cannot finish).
     """
     kind: str
     uid: Optional[Uid]
@@ -50,12 +57,14 @@ class Decision:
     batch_size: int = 0
     gen: int = 0  # the prompt instance: release() checks it with the key,
     # and every reward for these samples carries it (RewardWriter.push)
+    reason: str = ""   # "reject": "not finite" or "outside [-1, 1]"
+    value: float = 0.0  # "reject": the refused reward, as received
 
 
 class SubmitError(V05Error):
     """Some prompts of a submit were refused; the others were registered.
     `decisions` is the first dispatch of the accepted ones, `rejected` maps
-    each refused uid to its errno."""
+    each refused uid to its errno, and the message names them and why."""
 
     def __init__(self, errno_, msg, decisions, rejected):
         super().__init__(errno_, msg)

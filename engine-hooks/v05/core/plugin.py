@@ -14,8 +14,8 @@ from .group import Group, live_views, track_view
 from .lru import LruMap
 from .names import (CLOSE_KEEP_READABLE, CLOSE_UNLINK, CONFIG_EXTERNAL_HALT,
                     CONFIG_PRODUCER_BROKER, CONFIG_WAIT_THREAD, FLAG_HALTED,
-                    FLAG_PADDED, FLAG_RECOVERED, KINDS, MODES, SCHEDULES,
-                    SIGMAS, UID_MAX)
+                    FLAG_PADDED, FLAG_RECOVERED, KINDS, MODES, REJECT_REASONS,
+                    SCHEDULES, SIGMAS, SUPPORT_GROUPS, UID_MAX)
 from .observer import Observer
 
 __all__ = ["Plugin"]
@@ -25,9 +25,20 @@ def _samples(mask: int) -> List[int]:
     return [s for s in range(64) if mask >> s & 1]
 
 
-# Released prompts' uids kept for support_sample: the support buffer's
-# largest capacity (V05_SUPPORT_MAX).
-RELEASED_UIDS = 65536
+# Released prompts' uids kept for support_sample: as many as the support
+# buffer holds groups (V05_SUPPORT_GROUPS), so that what a long run keeps
+# here does not grow with the prompts it has seen.
+RELEASED_UIDS = SUPPORT_GROUPS
+
+# A refused prompt's errno, in words (v05_submit's status codes).
+_REFUSED = {
+    errno.EEXIST: "already active in this plugin (submitted before and "
+                  "not yet released or cancelled)",
+    errno.ENOSPC: "no free slot (max_prompts prompts are active: release "
+                  "final groups, or create the plugin with more)",
+    errno.EINVAL: f"uid is not 1 to {UID_MAX} bytes",
+    errno.EDOM: "prior is not a finite number in [-1, 1]",
+}
 
 
 class Plugin:
@@ -38,9 +49,14 @@ class Plugin:
         self._p = ctypes.c_void_p(handle)
         self.name = name
         # key -> uid as the caller gave it: live prompts here (dropped at
-        # release), the last RELEASED_UIDS released ones in _released.
+        # release, or at cancel), the last RELEASED_UIDS released ones in
+        # _released. batch id -> keys of its prompts not yet released; the
+        # keys of final groups handed out and not yet released.
         self._uids = {}
         self._released = LruMap(RELEASED_UIDS)
+        self._batch_keys = {}
+        self._final_keys = set()
+        self._wait_fut = None  # the future wait() is parked on
         self._views = []  # weak references to slot buffers handed out
         self._buf = (_lib.Decision_ * 4096)()
         self.last_rejected = {}
@@ -73,7 +89,8 @@ class Plugin:
                file_mode: Optional[int] = None, wait: str = "auto",
                external_halt: bool = False, sigma: Optional[str] = None,
                paper: bool = False,
-               producer_broker: bool = False) -> "Plugin":
+               producer_broker: bool = False,
+               reclaim: bool = False) -> "Plugin":
         """Create segment `name` and own it. Parameters as in
         include/v05/plugin.h (struct v05_config); every one is checked.
         A parameter left at None keeps the library's default
@@ -83,7 +100,13 @@ class Plugin:
         parameters still win. producer_broker=True lets reward workers of
         other users in (RewardWriter.attach(..., any_uid=True)) through a
         broker thread that hands each its own lane only; file_mode may let
-        others read the segment, never write it."""
+        others read the segment, never write it.
+
+        reclaim=True: if segment `name` is left over from a run whose owner
+        is gone (killed, or closed without removing it), remove it first;
+        a segment whose owner is alive is refused all the same (EEXIST).
+        Without it, a leftover segment makes create fail with EEXIST and a
+        message that says how to remove it."""
         c = _lib.Config()
         if paper:
             lib.v05_config_paper(ctypes.byref(c))
@@ -135,11 +158,20 @@ class Plugin:
             c.journal_sync = _lib.const("V05_JOURNAL_SYNC_BATCH")
         c.journal_path = _checks.cstr("journal", journal) if journal else None
         h = ctypes.c_void_p()
-        check(lib.v05_plugin_create(_checks.cstr("name", name), ctypes.byref(c),
-                                    ctypes.byref(h)), f"create {name}")
+        cname = _checks.cstr("name", name)
+        ret = lib.v05_plugin_create(cname, ctypes.byref(c), ctypes.byref(h))
+        if ret == -errno.EEXIST and reclaim and \
+                lib.v05_segment_reclaim(cname, 0) == 0:
+            ret = lib.v05_plugin_create(cname, ctypes.byref(c), ctypes.byref(h))
+        if ret == -errno.EEXIST:
+            _lib.raise_errno(errno.EEXIST, _exists_message(name, reclaim))
+        check(ret, f"create segment {name}")
         p = cls(h.value, name)
         p.config = c
         return p
+
+    def __repr__(self):
+        return f"Plugin({self.name!r}{'' if self._p is not None else ', closed'})"
 
     @classmethod
     def attach(cls, name: str, *, any_uid: bool = False) -> "Plugin":
@@ -147,7 +179,7 @@ class Plugin:
         recover() for what it had handed out."""
         h = ctypes.c_void_p()
         check(lib.v05_plugin_attach(_checks.cstr("name", name), 1 if any_uid else 0,
-                                    ctypes.byref(h)), f"attach {name}")
+                                    ctypes.byref(h)), f"attach segment {name}")
         return cls(h.value, name)
 
     def close(self, unlink: bool = True, force: bool = False) -> None:
@@ -198,47 +230,96 @@ class Plugin:
     def _decision(self, d) -> Decision:
         kind = KINDS.get(d.kind, "?")
         uid = None if kind == "barrier" else self._uid_of(d.key, d.slot)
+        if kind in ("final", "drop"):
+            self._final_keys.add(d.key)
+        reject = kind == "reject"
         return Decision(kind=kind, uid=uid, key=d.key, slot=d.slot, gen=d.gen,
-                        samples=_samples(d.samples) if kind == "sample" else [],
-                        k=d.k, baseline=d.baseline, batch=d.batch,
-                        latency_ns=d.latency_ns,
+                        samples=_samples(d.samples) if kind in ("sample", "reject")
+                        else [],
+                        k=d.k, baseline=0.0 if reject else d.baseline,
+                        batch=d.batch, latency_ns=d.latency_ns,
                         padded=bool(d.flags & FLAG_PADDED),
                         halted=bool(d.flags & FLAG_HALTED),
                         recovered=bool(d.flags & FLAG_RECOVERED),
-                        batch_size=d.samples if kind == "barrier" else 0)
+                        batch_size=d.samples if kind == "barrier" else 0,
+                        reason=REJECT_REASONS.get(d.flags, "?") if reject else "",
+                        value=d.baseline if reject else 0.0)
 
     def submit(self, prompts: Iterable[Tuple[Uid, float]],
                on_error: str = "raise") -> List[Decision]:
         """Register a batch of (uid, prior) and return its first dispatch
         (k_init samples per prompt). A refused prompt (uid already active,
-        no free slot, bad uid or prior) fails alone: with on_error="raise"
-        a SubmitError carries the accepted decisions and the refusals; with
-        "skip" they are in self.last_rejected."""
+        no free slot) fails alone: with on_error="raise" a SubmitError
+        carries the accepted decisions and the refusals; with "skip" they
+        are in self.last_rejected. An item that is not a (uid, prior) with a
+        str or bytes uid of 1 to 128 bytes and a finite prior in [-1, 1], or
+        a uid twice in one batch, fails the whole call before anything is
+        submitted (TypeError, ValueError naming the uid)."""
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
         items = list(prompts)
         n = len(items)
         if n == 0:
             return []
+        where = f"submit to segment {self.name}"
         ins = (_lib.PromptIn * n)()
         out = (_lib.Decision_ * n)()
         status = (ctypes.c_int * n)()
-        keep = []
-        for i, (uid, prior) in enumerate(items):
-            b = uid_bytes(uid)
+        keep, uid_of_key = [], {}
+        for i, item in enumerate(items):
+            try:
+                uid, prior = item
+            except (TypeError, ValueError):
+                raise TypeError(f"{where}: item {i} is {item!r}, not a "
+                                "(uid, prior) pair") from None
+            try:
+                b = uid_bytes(uid)
+            except TypeError as e:
+                raise TypeError(f"{where}: {e}") from None
+            if not 1 <= len(b) <= UID_MAX:
+                raise ValueError(f"{where}: uid {uid!r} is {len(b)} bytes; "
+                                 f"a uid has 1 to {UID_MAX}")
+            p = _checks.unit_interval(
+                f"{where}: the prior of uid {uid!r}", prior,
+                " (a value model's success probability p is the prior "
+                "2p - 1: v05.prior_from_p)")
+            key = key_of(b)
+            if key in uid_of_key:
+                other = uid_of_key[key]
+                raise ValueError(
+                    f"{where}: uid {uid!r} appears twice in one batch" +
+                    ("" if other == uid else
+                     f" (as {other!r}: the same bytes, so the same prompt)"))
+            uid_of_key[key] = uid
             cb = ctypes.create_string_buffer(b, len(b))
             keep.append(cb)
             ins[i].uid = ctypes.cast(cb, ctypes.c_void_p)
             ins[i].uid_len = len(b)
-            ins[i].prior = float(prior)
-            self._uids[key_of(b)] = uid
-        m = check(lib.v05_submit(self._handle(), ins, n, out, status), "submit")
+            ins[i].prior = p
+        m = check(lib.v05_submit(self._handle(), ins, n, out, status), where)
+        # Only the accepted ones are ours to name: a refused uid that is
+        # already active keeps the name its live prompt has.
+        for i in range(m):
+            self._uids[out[i].key] = uid_of_key[out[i].key]
         decisions = [self._decision(out[i]) for i in range(m)]
+        if decisions:
+            self._batch_keys[decisions[0].batch] = {d.key for d in decisions}
         self.last_rejected = {items[i][0]: -status[i] for i in range(n)
                               if status[i]}
         if self.last_rejected and on_error == "raise":
             raise SubmitError(next(iter(self.last_rejected.values())),
-                              f"submit: {len(self.last_rejected)} of {n} "
-                              "prompts refused", decisions, self.last_rejected)
+                              self._refused_message(where, n), decisions,
+                              self.last_rejected)
         return decisions
+
+    def _refused_message(self, where: str, n: int) -> str:
+        bad = list(self.last_rejected.items())
+        parts = [f"uid {uid!r}: " +
+                 _REFUSED.get(code, f"errno {code} ({errno.errorcode.get(code, '?')})")
+                 for uid, code in bad[:5]]
+        more = f"; and {len(bad) - 5} more" if len(bad) > 5 else ""
+        return (f"{where}: {len(bad)} of {n} prompts refused (the others "
+                f"were submitted): " + "; ".join(parts) + more)
 
     def poll(self, max_decisions: int = 4096) -> List[Decision]:
         """Drain rewards, decide, return new decisions (at most
@@ -271,10 +352,15 @@ class Plugin:
         and their slots are freed, its undelivered decisions discarded;
         finals already returned stay yours to release. Returns the number
         of prompts cancelled."""
-        if not 0 < batch < 2**64:
-            raise ValueError(f"batch {batch} is not a batch id")
-        return check(lib.v05_cancel(self._handle(), batch),
-                     f"cancel batch {batch}")
+        batch = _checks.u64("batch", batch, 1)
+        n = check(lib.v05_cancel(self._handle(), batch),
+                  f"cancel batch {batch} of segment {self.name}")
+        # Its prompts are gone but for the finals handed out, whose names
+        # stay until they are released.
+        for key in self._batch_keys.pop(batch, ()):
+            if key not in self._final_keys:
+                self._uids.pop(key, None)
+        return n
 
     # ---- groups ------------------------------------------------------
 
@@ -300,9 +386,17 @@ class Plugin:
         if not isinstance(x, (Decision, Group)):
             raise TypeError("release takes the Decision or Group, not a slot "
                             "number (a bare number cannot be checked)")
+        uid = self._uids.get(x.key)
         check(lib.v05_release(self._handle(), x.slot, x.gen, x.key),
-              f"release slot {x.slot}")
-        uid = self._uids.pop(x.key, None)
+              f"release the group of uid {uid!r} (slot {x.slot}) of segment "
+              f"{self.name}")
+        self._uids.pop(x.key, None)
+        self._final_keys.discard(x.key)
+        keys = self._batch_keys.get(x.batch)
+        if keys is not None:
+            keys.discard(x.key)
+            if not keys:
+                del self._batch_keys[x.batch]
         if uid is not None:
             self._released[x.key] = uid
 
@@ -335,7 +429,9 @@ class Plugin:
 
     async def wait(self, timeout: Optional[float] = None) -> bool:
         """asyncio: wait for rewards through the loop (add_reader on the
-        plugin's fd). True: there is work, poll now; False: timed out."""
+        plugin's fd). True: there is work, poll now; False: timed out, or
+        woken by wake(). A cancellation of the waiting task always raises
+        CancelledError, even when the fd turned readable at that moment."""
         ms = -1 if timeout is None else \
             min(max(0, int(timeout * 1000)), _checks.INT_MAX)
         if check(lib.v05_arm(self._handle(), ms), "arm") == 1:
@@ -346,18 +442,33 @@ class Plugin:
 
         def ready():
             if not fut.done():
-                fut.set_result(True)
+                fut.set_result(None)
 
         loop.add_reader(fd, ready)
+        # The armed wait ends by itself at the timeout (the fd turns
+        # readable), so this timer is only a safety net. Not
+        # asyncio.wait_for: on Python 3.11 it returns the result instead
+        # of raising when the task is cancelled as the future completes,
+        # which swallowed a caller's cancellation. A task awaiting a plain
+        # future is always cancelled.
+        timer = None if timeout is None else loop.call_later(timeout + 1, ready)
+        self._wait_fut = fut
         try:
-            # The armed wait ends by itself at the timeout (the fd turns
-            # readable), so this bound is only a safety net.
-            await asyncio.wait_for(fut, None if timeout is None else timeout + 1)
-        except asyncio.TimeoutError:
-            pass
+            await fut
         finally:
+            self._wait_fut = None
             loop.remove_reader(fd)
+            if timer is not None:
+                timer.cancel()
         return check(lib.v05_pending(self._handle()), "pending") == 1
+
+    def wake(self) -> None:
+        """End a wait() in progress at once (it returns whether there is
+        work), e.g. when the driver's own task failed and it must stop
+        waiting for rewards. Call it from the event loop's thread."""
+        fut = self._wait_fut
+        if fut is not None and not fut.done():
+            fut.set_result(None)
 
     @property
     def wait_path(self) -> str:
@@ -388,3 +499,29 @@ class Plugin:
                   "support sample")
         return [(self._uids.get(out[i].key, self._released.get(out[i].key)),
                  out[i].key, out[i].mean, out[i].k) for i in range(m)]
+
+
+def _exists_message(name: str, reclaim: bool) -> str:
+    """Why segment `name` exists and what to do about it, for create's
+    EEXIST: a leftover of a dead owner, or another live run's."""
+    try:
+        with Observer(name) as o:
+            info = o.info()
+    except OSError:
+        return (f"create segment {name}: it already exists (another user's, "
+                "or unreadable); pick another name, or remove it: "
+                f"v05ctl reclaim {name} (a dead owner's), v05.unlink({name!r})")
+    pid = info["owner_pid"]
+    if pid and info["owner_alive"]:
+        return (f"create segment {name}: it already exists and its owner, "
+                f"pid {pid}, is alive (another run uses this name); pick "
+                "another name")
+    who = f"its owner pid {pid} is gone" if pid else \
+        "it was closed without being removed"
+    if reclaim:
+        return (f"create segment {name}: it already exists and {who}, but "
+                "it could not be removed")
+    return (f"create segment {name}: it already exists and {who} (left over "
+            "from an earlier run): Plugin.create(..., reclaim=True) removes "
+            f"it, as does `v05ctl reclaim {name}` (`v05ctl reclaim --stale` "
+            "removes every such segment)")

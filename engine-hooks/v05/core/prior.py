@@ -41,7 +41,7 @@ class ValueModelPrior:
     def __init__(self, plugin: Plugin, predict: PredictFn, *,
                  batch_size: int = 64, context_size: int = 256,
                  default_p: float = 0.5, seed: int = 0,
-                 max_texts: int = 65536):
+                 max_texts: int = 8192):
         if batch_size < 1 or context_size < 0 or max_texts < 1:
             raise ValueError("batch_size >= 1, context_size >= 0 and "
                              "max_texts >= 1")
@@ -49,8 +49,11 @@ class ValueModelPrior:
         self.batch_size, self.context_size = batch_size, context_size
         self.default_p = default_p
         self.seed = seed
-        # key -> prompt text of the last `max_texts` prompts (the support
-        # buffer holds at most 65,536 groups)
+        # key -> prompt text of the last `max_texts` prompts remembered: the
+        # context comes from the support buffer's last V05_SUPPORT_GROUPS
+        # (512) final groups, so this must cover them plus the prompts in
+        # flight (a batch's texts are remembered before it runs); what a
+        # long run keeps does not grow with the prompts it has seen.
         self.texts = LruMap(max_texts)
 
     def remember(self, uid: Uid, text: str) -> None:

@@ -3,13 +3,15 @@
 scales, v05_estimate (as `v05ctl estimate`) and v05-eb's batch fit."""
 
 import ctypes
+import math
 from typing import Optional, Sequence, Tuple
 
 from . import _checks, _lib
 from ._lib import check, lib
 from .names import MODES, SIGMAS
 
-__all__ = ["prior_from_p", "reward_from_binary", "estimate", "eb_fit"]
+__all__ = ["prior_from_p", "reward_from_binary", "reward_from_score",
+           "estimate", "eb_fit"]
 
 
 def prior_from_p(p: float) -> float:
@@ -33,6 +35,34 @@ def reward_from_binary(r) -> float:
     out = ctypes.c_double()
     check(lib.v05_reward_from_binary(r, ctypes.byref(out)), "reward_from_binary")
     return out.value
+
+
+def reward_from_score(score, lo: float = 0.0, hi: float = 1.0, *,
+                      what: str = "score") -> float:
+    """A trainer's score on [lo, hi] (default [0, 1]: a verifier's 0/1 or a
+    success probability) as a reward on [-1, 1], linearly: lo -> -1,
+    hi -> 1 (a verifier's True/False is 1/0). A score that is not a finite
+    number in [lo, hi] raises (ValueError; TypeError for a non-number),
+    naming `what` and the value: a verifier that failed returns NaN, and a
+    NaN read as a reward would train the policy toward that sample."""
+    lo, hi = float(lo), float(hi)
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"score range [{lo}, {hi}] is not lo < hi, finite")
+    accepted = (f"; the accepted range is finite numbers in [{lo:g}, {hi:g}], "
+                f"mapped onto rewards in [-1, 1]")
+    if isinstance(score, (str, bytes)) or score is None:
+        raise TypeError(f"{what} is {score!r} ({type(score).__name__}), not "
+                        f"a number{accepted}")
+    try:
+        s = float(score)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} is {score!r} ({type(score).__name__}), not "
+                        f"a number{accepted}") from None
+    if not lo <= s <= hi:  # false for NaN too
+        kind = "not finite" if not math.isfinite(s) else \
+            f"outside [{lo:g}, {hi:g}]"
+        raise ValueError(f"{what} is {s!r}: {kind}{accepted}")
+    return max(-1.0, min(1.0, 2.0 * (s - lo) / (hi - lo) - 1.0))
 
 
 def estimate(prior: float, rewards: Sequence[float], *,

@@ -5,15 +5,17 @@ import ctypes
 import errno
 from typing import Optional, Sequence
 
-import numpy as np
-
 from . import _checks, _lib
 from ._lib import check, lib
 from .decision import Decision, Uid, key_of
+from .lru import LruMap
 
 __all__ = ["RewardWriter"]
 
 PRODUCER_DEFER = _lib.const("V05_PRODUCER_DEFER")
+# uid -> key for the uids pushed lately (a key is one XXH3 of the uid's
+# bytes, so this only saves repeated work; bounded over a long run).
+KEY_CACHE = 4096
 PRODUCER_ANY_UID = _lib.const("V05_PRODUCER_ANY_UID")
 
 
@@ -43,7 +45,7 @@ class RewardWriter:
         self._p = ctypes.c_void_p(handle)
         self.name = name
         self.timeout = timeout
-        self._keys = {}
+        self._keys = LruMap(KEY_CACHE)
 
     @classmethod
     def attach(cls, name: str, *, defer: bool = False, timeout: float = 30.0,
@@ -55,7 +57,7 @@ class RewardWriter:
         flags = (PRODUCER_DEFER if defer else 0) | \
             (PRODUCER_ANY_UID if any_uid else 0)
         check(lib.v05_producer_open(_checks.cstr("name", name), flags, ctypes.byref(h)),
-              f"open a reward lane of {name}")
+              f"open a reward lane of segment {name}")
         return cls(h.value, name, timeout)
 
     def _handle(self):
@@ -74,30 +76,37 @@ class RewardWriter:
         k = self._keys.get(uid)
         if k is None:
             k = key_of(uid)
-            if len(self._keys) > 65536:
-                self._keys.clear()
             self._keys[uid] = k
         return k
 
+    def _reward(self, uid, sample, reward) -> float:
+        return _checks.unit_interval(
+            f"push to segment {self.name}: the reward of uid {uid!r} sample "
+            f"{sample}", reward,
+            " (a 0/1 or True/False outcome: v05.reward_from_binary)")
+
     def push(self, uid, sample: int, reward: float, *,
              gen: Optional[int] = None) -> None:
-        """Reward of sample `sample` of prompt `uid`, on [-1, 1]
-        (v05.reward_from_binary maps 0/1). gen is the gen of the decision
+        """Reward of sample `sample` of prompt `uid`, a finite number in
+        [-1, 1] (v05.reward_from_binary maps 0/1); anything else raises
+        ValueError (TypeError for a bool or a non-number) naming the uid,
+        the sample and the value, and nothing is pushed. gen is the gen of the decision
         that issued the sample: it names the prompt's instance, so a late
         reward for a uid since released and submitted again is rejected,
         not credited to the new one. `uid` may be that Decision itself
         (its uid and gen are taken)."""
         uid, gen = _uid_gen(uid, gen)
         p = self._handle()
-        key = self._key(uid)
         sample = _checks.u32("sample", sample)
-        r = lib.v05_producer_push(p, key, gen, sample, float(reward))
+        reward = self._reward(uid, sample, reward)
+        key = self._key(uid)
+        r = lib.v05_producer_push(p, key, gen, sample, reward)
         if r == -_lib.EAGAIN:
-            rec = _lib.Reward(key=key, gen=gen, sample=sample,
-                              reward=float(reward))
+            rec = _lib.Reward(key=key, gen=gen, sample=sample, reward=reward)
             r = lib.v05_producer_push_wait(p, ctypes.byref(rec), 1,
                                            self._timeout_ms())
-        check(r, "push")
+        check(r, f"push the reward of uid {uid!r} sample {sample} to segment "
+              f"{self.name}")
 
     def push_many(self, uids: Sequence, samples, rewards,
                   gens: Optional[Sequence[int]] = None) -> None:
@@ -105,22 +114,23 @@ class RewardWriter:
         each reward's decision gen (as push); may be left out when `uids`
         are the Decisions themselves."""
         samples = [_checks.u32("sample", s) for s in samples]
-        rewards = np.asarray(rewards, dtype=np.float32)
+        rewards = list(rewards)
         n = len(uids)
         if len(samples) != n or len(rewards) != n or \
                 (gens is not None and len(gens) != n):
             raise ValueError("uids, samples, rewards and gens differ in "
                              "length")
+        # Every one checked before any is pushed: all or nothing.
         recs = (_lib.Reward * n)()
         for i in range(n):
             uid, gen = _uid_gen(uids[i], None if gens is None else gens[i])
+            recs[i].reward = self._reward(uid, samples[i], rewards[i])
             recs[i].key = self._key(uid)
             recs[i].gen = gen
             recs[i].sample = samples[i]
-            recs[i].reward = float(rewards[i])
         check(lib.v05_producer_push_wait(self._handle(), recs, n,
                                          self._timeout_ms()),
-              "push_many")
+              f"push {n} rewards to segment {self.name}")
 
     def flush(self) -> int:
         """Publish deferred pushes; returns how many."""

@@ -106,7 +106,7 @@ def run_mode(mode, args, prompts):
                        max_producers=args.workers + 4,
                        lane_capacity=16384, halt_fraction=args.halt,
                        pad_multiple=args.pad, schedule=args.schedule,
-                       **params) as plugin:
+                       reclaim=True, **params) as plugin:
         with SimEngine(plugin, prompts, workers=args.workers,
                        latency=args.latency, seed=args.seed) as eng:
             res = eng.run(Progress(len(prompts), mode, not args.no_progress))

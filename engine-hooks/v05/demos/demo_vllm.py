@@ -22,7 +22,7 @@ import numpy as np
 
 from ..core.plugin import Plugin
 from ..engines.driver import GroupRollout
-from ..engines.vllm import single_sample_params
+from ..engines.vllm import engine_input, single_sample_params
 from .common import format_table
 from .sim import Progress
 
@@ -74,8 +74,10 @@ def _run_mode(engine, mode, label, params, args, items, truth):
     from . import tiny
 
     name = f"demo-{os.getpid()}-{mode}"
+    # Seeded: each sample gets a seed of its own from this one
+    # (single_sample_params), so a run is the same under the same --seed.
     sp = SamplingParams(temperature=1.0, max_tokens=args.max_tokens,
-                        detokenize=False, ignore_eos=True)
+                        detokenize=False, ignore_eos=True, seed=args.seed)
 
     def score(uid, sample, out):
         return tiny.reward(out.prompt_token_ids, out.outputs[0].token_ids)
@@ -84,7 +86,7 @@ def _run_mode(engine, mode, label, params, args, items, truth):
                schedule=args.schedule, halt_fraction=args.halt,
                lane_capacity=16384)
     cfg.update(params)
-    with Plugin.create(name, **cfg) as plugin:
+    with Plugin.create(name, reclaim=True, **cfg) as plugin:
         meter = _Meter(plugin)
         prog = Progress(len(items), label, not args.no_progress)
         prog.update(0)
@@ -94,7 +96,8 @@ def _run_mode(engine, mode, label, params, args, items, truth):
             out = None
             try:
                 async for o in engine.generate(
-                        prompt, single_sample_params(sp, uid, batch, sample),
+                        engine_input(engine, prompt),
+                        single_sample_params(sp, uid, batch, sample),
                         f"demo-{mode}-{batch}-{uid}-{sample}"):
                     out = o
                 return out
@@ -115,7 +118,9 @@ def _run_mode(engine, mode, label, params, args, items, truth):
 
         res, wall, calls = await_main(main)
         ks, err, halted, dropped, lat = [], [], 0, 0, []
-        for uid, r in res.items():
+        # In uid order: sums in the order groups finished would differ in
+        # the last bit from run to run.
+        for uid, r in sorted(res.items()):
             ks.append(r.group.k)
             err.append((r.group.baseline - truth[uid]) ** 2)
             halted += r.halted

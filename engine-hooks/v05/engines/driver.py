@@ -18,12 +18,19 @@ Where it runs, and why it is shaped this way:
   reward is pushed from a pool thread. Each pool thread has its own
   ``RewardWriter`` (its own single-producer lane), so a full lane makes that
   thread wait while the loop goes on draining the lanes in ``poll``.
-- On any error (a raising scorer, a failed generate, cancellation), every
-  outstanding generate task is cancelled (the engines abort a request when
-  its generator is closed), the batch is cancelled in the plugin
-  (``Plugin.cancel``: its open prompts and slots are freed), the finals
-  already collected are released, and the error is raised. The next batch
-  then runs as if nothing happened.
+- Every reward is checked where it enters (``RewardWriter.push``): a score
+  that is not a finite number in [-1, 1] fails the batch with a ValueError
+  naming the uid, the sample and the value. A bad reward pushed by another
+  route (reward workers elsewhere) is refused by the plugin, which says so
+  (a "reject" decision): the batch fails the same way instead of waiting
+  for a sample that can no longer be rewarded.
+- On any error (a raising or bad scorer, a failed generate, the caller's
+  cancellation), every outstanding generate task is cancelled (the engines
+  abort a request when its generator is closed), the batch is cancelled in
+  the plugin (``Plugin.cancel``: its open prompts and slots are freed), the
+  finals already collected are released, and the error is raised; a
+  cancellation always ends in ``CancelledError``. The next batch then runs
+  as if nothing happened.
 """
 
 import asyncio
@@ -41,7 +48,8 @@ from ..core.group import Group
 from ..core.plugin import Plugin
 from ..core.writer import RewardWriter
 
-__all__ = ["GroupResult", "GroupRollout", "EngineRollout", "sample_seed"]
+__all__ = ["GroupResult", "GroupRollout", "EngineRollout", "sample_seed",
+           "RewardRejected"]
 
 # generate(prompt, uid, sample, batch) -> the engine's output for one sample
 GenerateFn = Callable[[Any, Uid, int, int], Awaitable[Any]]
@@ -58,6 +66,12 @@ def sample_seed(base: int, uid: Uid, batch: int, sample: int) -> int:
     h = hashlib.blake2b(f"{base}\0{uid}\0{batch}\0{sample}".encode(),
                         digest_size=8)
     return int.from_bytes(h.digest(), "little") & 0x7FFFFFFF
+
+
+class RewardRejected(ValueError):
+    """The plugin refused a reward this batch waits for (not finite, or
+    outside [-1, 1]), pushed by a producer other than the driver's own
+    checked writer."""
 
 
 @dataclasses.dataclass
@@ -161,6 +175,7 @@ class GroupRollout:
             raise
         except Exception as e:  # surfaced by run(), not lost in a task
             errors.append(e)
+            self.plugin.wake()  # run() stops waiting for rewards now
 
     # ---- one batch --------------------------------------------------------
 
@@ -183,6 +198,11 @@ class GroupRollout:
         """items: (uid, prompt, prior). Returns uid -> GroupResult once every
         group is final (or dropped)."""
         self._bind_loop()
+        items = list(items)
+        for i, item in enumerate(items):
+            if not isinstance(item, (tuple, list)) or len(item) != 3:
+                raise TypeError(f"v05 rollout: item {i} is {item!r}, not a "
+                                "(uid, prompt, prior) triple")
         self._running = True
         prompts = {uid: prompt for uid, prompt, _ in items}
         outputs: Dict[Uid, Dict[int, Any]] = {}
@@ -213,21 +233,36 @@ class GroupRollout:
             while len(results) < len(items):
                 if errors:
                     raise errors[0]
+                # Every decision of a poll is taken in before an error it
+                # brings is raised: a final handed out and not kept would
+                # hold its slot for good.
+                fault = None
                 for d in self.plugin.poll():
                     if d.kind == "sample":
-                        spawn(d)
+                        if fault is None:
+                            spawn(d)
+                    elif d.kind == "reject":
+                        fault = fault or RewardRejected(
+                            f"v05: segment {self.plugin.name} refused the "
+                            f"reward of uid {d.uid!r} sample {d.samples[0]}: "
+                            f"{d.value!r} is {d.reason} (rewards are finite "
+                            "numbers in [-1, 1]); the batch is cancelled, as "
+                            "that sample can no longer be rewarded")
                     elif d.kind == "barrier":
                         if self.on_barrier is None:
-                            raise RuntimeError(
+                            fault = fault or RuntimeError(
                                 "barrier decision: pass on_barrier")
-                        await self.on_barrier(self.plugin, d)
+                        elif fault is None:
+                            await self.on_barrier(self.plugin, d)
                     elif d.uid in prompts:
                         results[d.uid] = self._result(d, outputs)
                     else:
-                        raise RuntimeError(
+                        fault = fault or RuntimeError(
                             f"v05 rollout: a {d.kind} decision for uid "
                             f"{d.uid!r}, not in this batch (another driver "
                             "polls the same plugin?)")
+                if fault is not None:
+                    raise fault
                 if len(results) < len(items):
                     await self.plugin.wait(self.poll_timeout)
             # Every group is final: its samples' tasks have finished too
@@ -256,22 +291,31 @@ class GroupRollout:
 
     async def _abandon(self, tasks, batch, results, exc):
         """Clean up after an error: no request left in the engine, nothing
-        of this batch left in the plugin."""
+        of this batch left in the plugin. What can be done at once is done
+        before the first await, so a second cancellation arriving while the
+        tasks wind down cannot leave slots held; a failure of the clean-up
+        itself is attached to the error being raised, never raised over it
+        (a cancellation must stay a CancelledError)."""
         pending = [t for t in tasks if not t.done()]
         for t in pending:
-            t.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-        if batch and getattr(exc, "errno", None) != errno.EBADF:  # closed
+            t.cancel()  # the engine aborts the request (its generator ends)
+        closed = getattr(exc, "errno", None) == errno.EBADF
+        if batch and not closed:
             try:
                 self.plugin.cancel(batch)
             except OSError as ce:
-                if ce.errno != errno.ENOENT:  # every group was final already
-                    raise
-        if not self.release:
+                if ce.errno != errno.ENOENT:  # ENOENT: every group was final
+                    _note(exc, f"v05: cancelling batch {batch} failed too: {ce}")
+        if not self.release and not closed:
             for r in results.values():
                 r.group = None
-                self.plugin.release(r.decision)
+                try:
+                    self.plugin.release(r.decision)
+                except OSError as re:
+                    _note(exc, f"v05: releasing the group of uid "
+                               f"{r.uid!r} failed too: {re}")
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
 
 
 class EngineRollout:
@@ -317,3 +361,11 @@ class _Detached:
             setattr(self, name, getattr(g, name))
         self.rewards = g.rewards.copy()
         self.advantages = g.advantages.copy()
+
+
+def _note(exc: BaseException, text: str) -> None:
+    """Add a line to an exception's report (PEP 678 notes, Python 3.11+;
+    before that, nothing: the original error is what matters)."""
+    add = getattr(exc, "add_note", None)
+    if add is not None:
+        add(text)

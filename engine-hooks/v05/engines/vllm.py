@@ -25,7 +25,7 @@ from ..core.decision import Uid
 from ..core.plugin import Plugin
 from .driver import EngineRollout, ScoreFn, sample_seed
 
-__all__ = ["VLLMRollout", "single_sample_params"]
+__all__ = ["VLLMRollout", "single_sample_params", "engine_input"]
 
 _counter = itertools.count()
 
@@ -47,6 +47,25 @@ def single_sample_params(sampling_params, uid: Uid, batch: int, sample: int):
     if getattr(sp, "seed", None) is not None:
         sp.seed = sample_seed(sp.seed, uid, batch, sample)
     return sp
+
+
+def engine_input(engine, prompt):
+    """The prompt as vLLM (0.32) wants it: rendered by the engine's
+    Renderer (render_cmpl), not raw (a raw prompt is deprecated there and
+    logged as such). Render once per request: the rendering carries the
+    request's arrival time. An engine without a Renderer (an older vLLM, a
+    stand-in) takes the prompt as it is."""
+    renderer = getattr(engine, "renderer", None)
+    render = getattr(renderer, "render_cmpl", None)
+    if render is None or (isinstance(prompt, dict) and "type" in prompt):
+        return prompt
+    try:
+        from vllm.renderers.inputs.preprocess import parse_model_prompt
+        prompt = parse_model_prompt(engine.model_config, prompt)
+    except ImportError:  # a vLLM that takes the prompt as it is
+        pass
+    (rendered,) = render([prompt], renderer.default_cmpl_tok_params)
+    return rendered
 
 
 class VLLMRollout(EngineRollout):
@@ -91,7 +110,8 @@ class VLLMRollout(EngineRollout):
         final = None
         # Read to the end: leaving the generator early makes vLLM abort
         # (and log) a request that had already finished.
-        async for out in self.engine.generate(prompt, sp, request_id):
+        async for out in self.engine.generate(
+                engine_input(self.engine, prompt), sp, request_id):
             final = out
         if final is None or not getattr(final, "finished", True):
             raise RuntimeError(f"vLLM request {request_id} ended unfinished")
