@@ -103,3 +103,54 @@ def test_v05_grpo_trainer_trains_with_plugin_advantages(segname, tmp_path,
     changed = [n for n, p in trainer.model.named_parameters()
                if not torch.equal(p.detach().cpu(), before[n])]
     assert changed
+
+
+@pytest.mark.parametrize("bad, words", [
+    (None, "no reward function scored"),
+    (float("nan"), "no reward function scored"),
+    (float("inf"), "reward is inf: not finite"),
+    (1.5, "reward is 1.5: outside [0, 1]"),
+])
+def test_bad_reward_fails_the_step_and_leaves_nothing(segname, tmp_path,
+                                                      monkeypatch, bad, words):
+    """A reward function's None/NaN for a sample no other function scores,
+    or a sum outside [0, 1]: the generation step raises, naming the prompt
+    and the sample (TRL itself would train on 0, or on the value); the
+    plugin keeps nothing of the step, and the next step trains."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from tiny import llama, tokenizer
+    from trl import GRPOConfig
+
+    from v05.trainers.trl import V05GRPOTrainer
+
+    state = {"calls": 0}
+
+    def reward(prompts, completions, **kw):
+        state["calls"] += 1
+        out = [1.0 if len(c) % 2 == 0 else 0.0 for c in completions]
+        if state["calls"] == 1:  # the first call of the first step
+            out[1] = bad
+        return out
+
+    tok = tokenizer(str(tmp_path / "tok"))
+    model = llama(str(tmp_path / "model"), len(tok))
+    data = Dataset.from_dict({"prompt": [f"question {i}:" for i in range(8)]})
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=4,
+        num_generations=2, max_completion_length=4, max_steps=1,
+        report_to="none", use_cpu=True, save_strategy="no", seed=0,
+        dataloader_num_workers=0)
+    with v05.Plugin.create(segname, max_prompts=16, pad_multiple=1, k_init=2,
+                           k_step=2, k_max=4) as plugin:
+        trainer = V05GRPOTrainer(model=model, reward_funcs=reward, args=args,
+                                 train_dataset=data, processing_class=tok,
+                                 v05_plugin=plugin)
+        with pytest.raises((TypeError, ValueError)) as e:
+            trainer.train()
+        assert words in str(e.value) and "sample" in str(e.value)
+        st = plugin.stats()
+        assert st["prompts_open"] == 0 and st["prompts_final"] == 0
+        assert st["prompts_cancelled"] > 0
+        trainer.train()  # the next step: no fault this time
+        assert plugin.stats()["prompts_open"] == 0
+        trainer.v05_writer.close()

@@ -272,6 +272,8 @@ def test_estimator_unknown_uids_get_verl_grpo():
 
 SCORE_PY = '''
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw):
+    if ground_truth in ("nan", "big"):  # a verifier that failed, or misscales
+        return {"nan": float("nan"), "big": 1.5}[ground_truth]
     return 1.0 if solution_str == ground_truth else 0.0
 '''
 
@@ -360,6 +362,61 @@ def test_reward_loop_worker_builds_and_pushes(segname, tmp_path, monkeypatch):
 
     with v05.Plugin.create(segname, max_prompts=8, pad_multiple=1) as plugin:
         asyncio.run(run(plugin))
+
+
+@pytest.mark.parametrize("truth, words", [("nan", "is nan: not finite"),
+                                           ("big", "is 1.5: outside [0, 1]")])
+def test_reward_loop_bad_score_raises_naming_the_row(segname, tmp_path,
+                                                    monkeypatch, truth, words):
+    """A v05 row's score that is NaN or outside the scores' range: verl's
+    reward loop raises with the row's uid and sample, and nothing reaches
+    the plugin; a validation row with the same score is only scored."""
+    sys.path.insert(0, HERE)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    cfg = trainer_config(tmp_path, segname)
+
+    async def run(plugin):
+        worker = RewardLoopWorker(cfg)
+        tok = worker.input_tokenizer
+        (d,) = plugin.submit([("bad", 0.0)])
+        with pytest.raises(ValueError) as e:
+            await worker.compute_score(one_row(tok, "bad", 2, "yes", truth, d.gen))
+        assert f"verl score of uid 'bad' sample 2 {words}" in str(e.value)
+        row = one_row(tok, "val", 0, "yes", truth)
+        row.non_tensor_batch.pop("v05_sample")
+        res = await worker.compute_score(row)
+        assert res["reward_extra_info"]["v05_pushed"] is False
+        assert np.isnan(res["reward_extra_info"]["v05_reward"])
+        plugin.poll()
+        st = plugin.stats()
+        assert st["rewards_applied"] == 0
+        assert st["rejected_nonfinite"] == st["rejected_range"] == 0
+
+    with v05.Plugin.create(segname, max_prompts=8, pad_multiple=1) as plugin:
+        asyncio.run(run(plugin))
+
+
+def test_estimator_grpo_fallback_is_warned_and_counted(caplog):
+    """Rows of uids v05 has no group for get verl's own GRPO advantages, with
+    a warning saying how many and why, and a count."""
+    import logging
+
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    index = np.array(["x"] * 3 + ["y"] * 3, dtype=object)
+    tlr = torch.zeros(6, 4)
+    tlr[:, -1] = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.0, 1.0])
+    mask = torch.ones(6, 4)
+    before = vverl.fallback_counts()
+    with caplog.at_level(logging.WARNING):
+        adv, _ = vverl.compute_v05_advantage(tlr, mask, index=index, config=algo())
+    want, _ = compute_grpo_outcome_advantage(tlr, mask, index=index)
+    assert torch.equal(adv, want)
+    assert vverl.fallback_counts()["rows"] - before["rows"] == 6
+    assert any("6 rows of 2 uids (x, y) have no v05 group and get verl's GRPO "
+               "advantages" in r.message for r in caplog.records)
 
 
 def test_reward_loop_manager_elsewhere_does_not_push(tmp_path, monkeypatch):

@@ -48,18 +48,18 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 from ..core.plugin import Plugin
+from ..core.stats import reward_from_score
 from ..core.writer import RewardWriter
 
 __all__ = ["V05GRPOTrainer", "binary_to_reward"]
 
 
-def binary_to_reward(r: float) -> float:
-    """A reward function's output on v05's [-1, 1] scale: [0, 1] maps to
-    2r - 1, anything else is clamped."""
-    r = float(r)
-    if 0.0 <= r <= 1.0:
-        return 2.0 * r - 1.0
-    return max(-1.0, min(1.0, r))
+def binary_to_reward(r: float, lo: float = 0.0, hi: float = 1.0) -> float:
+    """A reward function's output (the weighted sum of the trainer's reward
+    functions) on v05's [-1, 1]: [lo, hi] (default [0, 1]) maps linearly,
+    lo -> -1, hi -> 1. NaN, an infinity or a value outside [lo, hi] raises
+    ValueError: a verifier that failed must not become a reward."""
+    return reward_from_score(r, lo, hi, what="reward")
 
 
 def _trl():
@@ -80,7 +80,12 @@ class V05GRPOTrainer(GRPOTrainer):
     v05_plugin: a Plugin this process owns (Plugin.create). v05_prior:
     example -> prior on [-1, 1] (a value model's 2p - 1); default: the
     example's "v05_prior" column, else 0. v05_to_reward: the weighted sum of
-    the reward functions -> [-1, 1] (default binary_to_reward).
+    the reward functions -> [-1, 1] (default binary_to_reward: [0, 1] onto
+    [-1, 1]). TRL's convention holds for one function's None (or NaN): it
+    does not apply to that sample and the others' weighted sum is taken; a
+    sample no function scored, or whose sum is infinite or out of range,
+    is an error that names its prompt and sample (TRL itself would train
+    on a 0 there), and the generation's batch is cancelled in the plugin.
     ``args.num_generations`` only sets how many distinct prompts a
     generation batch has (generation_batch_size / num_generations).
     """
@@ -113,10 +118,11 @@ class V05GRPOTrainer(GRPOTrainer):
 
     # ---- generation ----------------------------------------------------
 
-    def _prior_of(self, example) -> float:
+    def _prior_of(self, example):
+        """Checked by Plugin.submit, which names the prompt of a bad one."""
         if self.v05_prior is not None:
-            return float(self.v05_prior(example))
-        return float(example.get("v05_prior", 0.0))
+            return self.v05_prior(example)
+        return example.get("v05_prior", 0.0)
 
     def _distinct_prompts(self, inputs):
         """The generation batch repeats each prompt num_generations times
@@ -145,6 +151,22 @@ class V05GRPOTrainer(GRPOTrainer):
         groups: Dict[str, dict] = {}
         decisions = self.v05.submit([(u, self._prior_of(x))
                                      for u, x in zip(uids, examples)])
+        batch = decisions[0].batch if decisions else 0
+        try:
+            self._follow(examples, prompt_ids, uids, index, completions,
+                         groups, decisions)
+        except BaseException:
+            # Nothing of this generation stays in the plugin: its open
+            # prompts and their slots go (finals were released as read).
+            try:
+                self.v05.cancel(batch)
+            except OSError:
+                pass  # ENOENT: every group was final already
+            raise
+        return uids, groups, completions
+
+    def _follow(self, examples, prompt_ids, uids, index, completions, groups,
+                decisions):
         while len(groups) < len(uids):
             requests = []
             for d in decisions:
@@ -163,6 +185,11 @@ class V05GRPOTrainer(GRPOTrainer):
                     raise NotImplementedError("v05: external halt (barrier "
                                               "decisions) needs several "
                                               "engines; not in TRL")
+                elif d.kind == "reject":
+                    raise ValueError(
+                        f"v05: segment {self.v05.name} refused the reward of "
+                        f"{d.uid!r} sample {d.samples[0]}: {d.value!r} is "
+                        f"{d.reason}")
             if requests:
                 self._sample(examples, prompt_ids, uids, requests, completions)
             if len(groups) < len(uids):
@@ -172,7 +199,6 @@ class V05GRPOTrainer(GRPOTrainer):
                         raise TimeoutError("v05: no decision in "
                                            f"{self.v05_wait} s")
                     decisions = self.v05.poll()
-        return uids, groups, completions
 
     def _sample(self, examples, prompt_ids, uids, requests, completions):
         """Generate one completion per (prompt, sample) request, score them
@@ -191,12 +217,22 @@ class V05GRPOTrainer(GRPOTrainer):
         per_func = self._calculate_rewards(inputs, prompts, texts,
                                            completion_ids)
         w = self.reward_weights.to(per_func.device)
+        scored = (~torch.isnan(per_func)).any(dim=1).tolist()
         scores = (per_func * w.unsqueeze(0)).nansum(dim=1)
-        for (p, s, gen), ids_, score in zip(requests, completion_ids,
-                                            scores.tolist()):
+        for (p, s, gen), ids_, score, ok in zip(requests, completion_ids,
+                                                scores.tolist(), scored):
             completions[p][s] = list(ids_)
-            self.v05_writer.push(uids[p], s, self.v05_to_reward(score),
-                                 gen=gen)
+            if not ok:
+                raise ValueError(
+                    f"v05: no reward function scored prompt {uids[p]!r} "
+                    f"sample {s} (each returned None or NaN); TRL would "
+                    "train on a reward of 0 there, v05 does not guess")
+            try:
+                reward = self.v05_to_reward(score)
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"v05: prompt {uids[p]!r} sample {s}: {e}") \
+                    from None
+            self.v05_writer.push(uids[p], s, reward, gen=gen)
         self._metrics["train"]["reward"].append(scores.mean().item())
 
     def _generate_and_score_completions(self, inputs):

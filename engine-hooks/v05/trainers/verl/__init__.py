@@ -71,8 +71,8 @@ import importlib.util
 import os
 
 from .config import score_to_reward, segment_of
-from .estimator import ESTIMATOR_NAME, compute_v05_advantage
-from .groups import record_group
+from .estimator import ESTIMATOR_NAME, compute_v05_advantage, fallback_counts
+from .groups import attach_reader, record_group
 from .reward_managers import (REWARD_MANAGER_NAME, legacy_reward_manager_cls,
                               reward_loop_manager_cls)
 from .rows import ROW_FIELDS, V05Uid, rows_in_sample_order, tag_rows
@@ -80,7 +80,8 @@ from .rows import ROW_FIELDS, V05Uid, rows_in_sample_order, tag_rows
 __all__ = ["compute_v05_advantage", "register_with_verl", "segment_of",
            "score_to_reward", "V05Uid", "tag_rows", "record_group",
            "ROW_FIELDS", "legacy_reward_manager_cls",
-           "reward_loop_manager_cls", "rows_in_sample_order"]
+           "reward_loop_manager_cls", "rows_in_sample_order",
+           "attach_reader", "fallback_counts"]
 
 # The rollout component's names (agent_loop_manager_class=
 # v05.trainers.verl.V05AgentLoopManagerTQ), from the modules that define

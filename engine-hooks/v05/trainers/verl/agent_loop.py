@@ -63,7 +63,7 @@ from typing import Any, Dict, List, Optional
 
 from ...core.plugin import Plugin
 from ...engines.driver import GroupRollout
-from .config import cfg_get, score_to_reward
+from .config import cfg_get, score_range, score_to_reward
 
 __all__ = ["V05Core", "row_multiple", "plugin_params", "PLUGIN_KEYS",
            "actor_base", "sampling_params", "row_fields", "lazy_classes"]
@@ -122,7 +122,7 @@ def sampling_params(rollout_config) -> Dict[str, Any]:
                 logprobs=rollout_config.calculate_log_probs)
 
 
-def _score_of(out) -> float:
+def _score_of(out, uid, sample, rng) -> float:
     final = out[-1] if isinstance(out, list) else out
     score = getattr(final, "reward_score", None)
     if score is None:
@@ -132,7 +132,8 @@ def _score_of(out) -> float:
             "loop must score in the agent loop (verl does when there is no "
             "reward model, or the reward model has its own resource pool: "
             "reward.reward_model.enable_resource_pool=True)")
-    return score_to_reward(score)
+    return score_to_reward(score, rng,
+                           what=f"verl score of uid {uid!r} sample {sample}")
 
 
 class V05Core:
@@ -145,6 +146,7 @@ class V05Core:
         self._v05_prefix = cfg_get(algo, "v05_segment") or \
             os.environ.get("V05_SEGMENT") or "v05"
         self._v05_params = plugin_params(self.config)
+        self._v05_score_range = score_range(algo)
         self.v05_plugin: Optional[Plugin] = None
         self._v05_driver: Optional[GroupRollout] = None
         self._v05_lock: Optional[asyncio.Lock] = None
@@ -171,7 +173,9 @@ class V05Core:
             atexit.register(_close_quietly, weakref.ref(self))
             self._v05_driver = GroupRollout(
                 self.v05_plugin, self._v05_generate_one,
-                score=lambda uid, s, out: _score_of(out), release=True)
+                score=lambda uid, s, out: _score_of(out, uid, s,
+                                                    self._v05_score_range),
+                release=True)
         return self._v05_driver
 
     async def _v05_generate_one(self, prompt, uid, sample, batch):
@@ -187,7 +191,7 @@ class V05Core:
         items, seen = [], set()
         for kwargs, traj in zip(prompts, trajectories):
             kwargs = dict(kwargs)
-            prior = float(kwargs.pop("v05_prior", 0.0))
+            prior = kwargs.pop("v05_prior", 0.0)  # checked by submit
             kwargs.pop("__rollout_n__", None)
             kwargs.pop("__do_sample__", None)
             uid = str(kwargs["uid"])

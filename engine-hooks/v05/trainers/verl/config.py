@@ -3,9 +3,16 @@
 both sides of verl (rollout and trainer) share."""
 
 import os
-from typing import Optional
+from typing import Optional, Tuple
 
-__all__ = ["cfg_get", "segment_of", "score_to_reward"]
+from ...core.stats import reward_from_score
+
+__all__ = ["cfg_get", "segment_of", "score_to_reward", "score_range",
+           "SCORE_RANGE"]
+
+# What verl's scores are expected to be: a verifier's 0/1 (or a success
+# probability). algorithm.v05_score_range=[lo,hi] says otherwise.
+SCORE_RANGE = (0.0, 1.0)
 
 
 def cfg_get(config, key, default=None):
@@ -29,10 +36,25 @@ def segment_of(config=None, required: bool = True) -> Optional[str]:
     return name or None
 
 
-def score_to_reward(score: float) -> float:
-    """verl scores are usually 0/1 (or already in [-1, 1]); v05 wants
-    [-1, 1]: [0, 1] maps to 2s - 1, anything else is clamped."""
-    s = float(score)
-    if 0.0 <= s <= 1.0:
-        return 2.0 * s - 1.0
-    return max(-1.0, min(1.0, s))
+def score_range(config=None) -> Tuple[float, float]:
+    """The range of verl's scores: algorithm.v05_score_range ([lo, hi],
+    added with +), default [0, 1]."""
+    rng = cfg_get(config, "v05_score_range")
+    if rng is None:
+        return SCORE_RANGE
+    try:
+        lo, hi = (float(x) for x in rng)
+    except (TypeError, ValueError):
+        raise ValueError(f"v05: algorithm.v05_score_range={rng!r} is not "
+                         "[lo, hi]") from None
+    reward_from_score(lo, lo, hi)  # refuses a range that is not lo < hi
+    return lo, hi
+
+
+def score_to_reward(score, rng: Tuple[float, float] = SCORE_RANGE, *,
+                    what: str = "verl score") -> float:
+    """A verl score on [lo, hi] (default [0, 1]) as a reward on [-1, 1]:
+    lo -> -1, hi -> 1. NaN, an infinity or a score outside the range
+    raises ValueError naming `what` and the value: a verifier that failed
+    must not become a reward."""
+    return reward_from_score(score, *rng, what=what)

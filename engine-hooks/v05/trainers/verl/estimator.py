@@ -3,21 +3,53 @@
 the row's sample, found by uid whatever the row order."""
 
 import collections
-from typing import Callable
+import logging
+from typing import Callable, Optional
 
 import numpy as np
 
-from .config import cfg_get, score_to_reward, segment_of
+from ...core import _checks
+from .config import cfg_get, score_range, score_to_reward, segment_of
 from .groups import groups as _groups
 from .rows import record_from_rows, rows_fields
 
-__all__ = ["compute_v05_advantage", "ESTIMATOR_NAME", "UNKNOWN_POLICIES"]
+__all__ = ["compute_v05_advantage", "ESTIMATOR_NAME", "UNKNOWN_POLICIES",
+           "fallback_counts"]
+
+log = logging.getLogger(__name__)
 
 ESTIMATOR_NAME = "v05"
 UNKNOWN_POLICIES = ("grpo", "zero", "error")
 # Rewards are float32 in the segment; a row's reward goes through
 # score_to_reward in float64 first.
 REWARD_TOL = 1e-5
+
+# Rows (unmasked) that got verl's GRPO advantages or zero instead of v05's,
+# and the estimator calls that had any, since this process started. Each
+# such call also logs a warning that says how many and why.
+_FALLBACK = collections.Counter()
+
+
+def fallback_counts() -> dict:
+    """{"rows": n, "calls": m}: rows that did not get v05's advantages
+    (algorithm.v05_unknown grpo or zero), over how many estimator calls."""
+    return {"rows": _FALLBACK["rows"], "calls": _FALLBACK["calls"]}
+
+
+def _check_uid_types(index) -> None:
+    """v05 names a group by its uid's string; verl's GRPO by the uid
+    object. Two uids that differ for verl but print the same (7 and "7")
+    would be one group to v05: refused, not merged."""
+    first = {}
+    for u in index:
+        s = str(u)
+        f = first.setdefault(s, u)
+        if f is not u and f != u:
+            raise ValueError(
+                f"v05: uids {f!r} ({type(f).__name__}) and {u!r} "
+                f"({type(u).__name__}) in one batch are different groups to "
+                "verl but the same to v05, which names a group by its uid's "
+                "string; give the batch's uids one type (verl's own are str)")
 
 
 def _check_rows(uid, rec, row_rewards, samples):
@@ -53,14 +85,19 @@ def _check_rows(uid, rec, row_rewards, samples):
 
 def compute_v05_advantage(token_level_rewards, response_mask, index=None,
                           config=None, non_tensor_batch=None,
-                          to_reward: Callable[[float], float] = score_to_reward,
+                          to_reward: Optional[Callable[[float], float]] = None,
                           **kwargs):
     """verl estimator (registered as "v05"): each row's advantage is its
     group's advantage for the row's sample, independent of row order.
 
     Config keys (algorithm.*, added with +): v05_segment (or $V05_SEGMENT),
-    v05_unknown ("grpo" default, "zero", "error"), v05_wait_s (seconds to
-    wait for a group not yet final on the segment; default 0).
+    v05_unknown ("grpo" default, "zero", "error": what rows of uids v05
+    has no group for get; grpo and zero log a warning with the count and
+    why, and count in fallback_counts()), v05_wait_s (seconds to wait for a
+    group not yet final on the segment; default 0), v05_score_range ([lo,
+    hi] of the scores, default [0, 1]; a row's score outside it, NaN or
+    infinite raises, naming the row). to_reward: score -> reward on
+    [-1, 1], instead of the range's mapping.
     """
     import torch
 
@@ -73,6 +110,15 @@ def compute_v05_advantage(token_level_rewards, response_mask, index=None,
                          f"{UNKNOWN_POLICIES}")
     wait = float(cfg_get(config, "v05_wait_s", 0.0))
     segment = segment_of(config, required=False)
+    rng = score_range(config)
+    _check_uid_types(index)
+
+    def reward_of(i, uid):
+        what = f"verl score of a row of uid {uid!r}"
+        if to_reward is None:
+            return score_to_reward(scores[i], rng, what=what)
+        return _checks.unit_interval(what + " as a v05 reward",
+                                     to_reward(scores[i]))
 
     scores = token_level_rewards.sum(dim=-1).double().cpu().numpy()
     rows_of = collections.OrderedDict()
@@ -84,7 +130,6 @@ def compute_v05_advantage(token_level_rewards, response_mask, index=None,
     used_segment = []
     for uid, rows in rows_of.items():
         fields = rows_fields(index, non_tensor_batch, rows)
-        row_rewards = [to_reward(scores[i]) for i in rows]
         samples = None
         rec = None
         if fields is not None:
@@ -115,6 +160,9 @@ def compute_v05_advantage(token_level_rewards, response_mask, index=None,
         if rec is None:
             unknown_rows.extend(rows)
             continue
+        # Only rows v05 answers for are its business: a validation row's
+        # score may have any range.
+        row_rewards = [reward_of(i, uid) for i in rows]
         idx = _check_rows(uid, rec, row_rewards, samples)
         # Gathered in numpy: a copy, so the tensor never wraps the
         # segment's read-only view.
@@ -124,10 +172,31 @@ def compute_v05_advantage(token_level_rewards, response_mask, index=None,
         _groups.done(segment, uid)
 
     if unknown_rows:
+        live = [i for i in unknown_rows if bool(response_mask[i].any())]
+        names = sorted({str(index[i]) for i in unknown_rows})
+        why = ("their rows carry no v05 numbers (rolled out without v05's "
+               "rollout component, or their uids lost the V05Uid tag), this "
+               "process recorded no group of theirs, and " +
+               (f"segment {segment} had none (a group released by the "
+                "rollout side before the trainer read it is gone: "
+                "docs/TRAINERS.md, 'Who attaches and releases when')"
+                if segment else "no segment is configured "
+                "(algorithm.v05_segment)"))
         if unknown == "error":
-            names = sorted({str(index[i]) for i in unknown_rows})[:5]
-            raise KeyError(f"v05: no group for uids {names} "
-                           f"({len(unknown_rows)} rows)")
+            raise KeyError(f"v05: no group for uids {names[:5]} "
+                           f"({len(unknown_rows)} rows): {why}")
+        if live:  # masked rows (padding) learn nothing either way
+            _FALLBACK["rows"] += len(live)
+            _FALLBACK["calls"] += 1
+            log.warning(
+                "v05 estimator: %d rows of %d uids (%s%s) have no v05 group "
+                "and get %s instead of v05's advantages: %s. "
+                "algorithm.v05_unknown=error makes this an error; counted in "
+                "v05.trainers.verl.estimator.fallback_counts().",
+                len(live), len(names), ", ".join(names[:3]),
+                ", ..." if len(names) > 3 else "",
+                "verl's GRPO advantages" if unknown == "grpo" else "zero",
+                why)
     out = adv.to(token_level_rewards.device).unsqueeze(-1) * response_mask
     if unknown_rows and unknown == "grpo":
         from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage

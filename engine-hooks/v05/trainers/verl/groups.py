@@ -13,7 +13,7 @@ import numpy as np
 
 from ...core.reader import Reader
 
-__all__ = ["GroupRecord", "record_group", "groups"]
+__all__ = ["GroupRecord", "record_group", "groups", "attach_reader"]
 
 log = logging.getLogger(__name__)
 
@@ -125,3 +125,17 @@ def record_group(uid, k, baseline, sigma, rewards, advantages) -> None:
     component in the trainer's driver that copied it out of the plugin)."""
     groups.record(GroupRecord(str(uid), k, baseline, sigma, rewards,
                                advantages, "recorded"))
+
+
+def attach_reader(segment: str) -> None:
+    """Open this process's reader of `segment` now (the estimator opens it
+    at its first call otherwise). From then on every final group of the
+    segment, and every one not yet released by the rollout side, waits for
+    the estimator: a group the rollout side releases while no reader is
+    attached is gone (docs/TRAINERS.md, "Who attaches and releases
+    when"). Raises if the segment is not on this host."""
+    groups._check_fork()
+    if groups._reader(segment) is None:
+        raise FileNotFoundError(f"v05: segment {segment} is not on this host "
+                                "(or not created yet): its rows must carry "
+                                "their numbers (V05Uid)")

@@ -8,8 +8,10 @@ import logging
 import os
 from typing import Dict, Optional
 
+from ...core import _checks
 from ...core.writer import RewardWriter
-from .config import cfg_get, score_to_reward, segment_of
+from .config import SCORE_RANGE, cfg_get, score_range, score_to_reward, \
+    segment_of
 
 __all__ = ["reward_loop_manager_cls", "legacy_reward_manager_cls",
            "REWARD_MANAGER_NAME"]
@@ -63,6 +65,20 @@ def _push(segment, nt, i, reward) -> bool:
     return True
 
 
+def _row_reward(nt, i, score, to_reward):
+    """Row i's score as a v05 reward. For a v05 row (one the rollout side
+    tagged with v05_sample) it is checked: a score that is NaN, infinite or
+    outside the configured range raises, naming the row's uid and sample,
+    and so does a to_reward result outside [-1, 1]. Other rows (validation)
+    are not v05's: NaN, neither pushed nor used."""
+    if "v05_sample" not in nt or "uid" not in nt:
+        return float("nan")
+    what = (f"verl score of uid {str(nt['uid'][i])!r} sample "
+            f"{int(nt['v05_sample'][i])}")
+    return _checks.unit_interval(what + " as a v05 reward",
+                                 to_reward(score, what))
+
+
 _classes = {}
 
 
@@ -77,9 +93,12 @@ def reward_loop_manager_cls():
     class V05RewardLoopManager(NaiveRewardManager):
         """reward.reward_manager.name=v05. Scores one row as verl's naive
         manager does; for a v05 row (non_tensor_batch has uid and
-        v05_sample) pushes score_to_reward(score) into this host's segment.
-        reward_extra_info gets v05_reward and v05_pushed (False: the
-        segment is elsewhere, the rollout side pushes)."""
+        v05_sample) pushes score_to_reward(score) into this host's segment
+        (algorithm.v05_score_range, default [0, 1], is the scores' range; a
+        score outside it, NaN or infinite raises, naming the row).
+        reward_extra_info gets v05_reward (NaN for a row that is not v05's)
+        and v05_pushed (False: the segment is elsewhere, the rollout side
+        pushes)."""
 
         def __init__(self, config, tokenizer, compute_score,
                      reward_router_address=None, reward_model_tokenizer=None,
@@ -89,11 +108,14 @@ def reward_loop_manager_cls():
                              reward_model_tokenizer=reward_model_tokenizer)
             algo = cfg_get(config, "algorithm")
             self.segment = segment_of(algo, required=False)
+            rng = score_range(algo)
+            self.to_reward = lambda s, what: score_to_reward(s, rng, what=what)
 
         async def run_single(self, data):
             result = await super().run_single(data)
-            reward = score_to_reward(result["reward_score"])
             last = len(data) - 1  # naive scores the last row
+            reward = _row_reward(data.non_tensor_batch, last,
+                                 result["reward_score"], self.to_reward)
             pushed = _push(self.segment, data.non_tensor_batch, last, reward)
             result["reward_extra_info"]["v05_reward"] = reward
             result["reward_extra_info"]["v05_pushed"] = pushed
@@ -114,11 +136,14 @@ def legacy_reward_manager_cls():
         """reward_model.reward_manager=v05 in the legacy path: scores each
         row with compute_score (verl's default_compute_score if None),
         pushes v05 rows' rewards into this host's segment, returns the
-        token-level reward tensor (score at the last valid token)."""
+        token-level reward tensor (score at the last valid token). Scores
+        map onto rewards from score_range (default [0, 1]), or through
+        to_reward(score) -> reward on [-1, 1]; either way a bad one raises,
+        naming the row's uid and sample."""
 
         def __init__(self, tokenizer, num_examine=0, compute_score=None,
                      reward_fn_key="data_source", segment=None,
-                     to_reward=score_to_reward, **kwargs):
+                     to_reward=None, score_range=SCORE_RANGE, **kwargs):
             if compute_score is None:
                 from verl.utils.reward_score import default_compute_score
                 compute_score = default_compute_score
@@ -126,7 +151,10 @@ def legacy_reward_manager_cls():
             self.num_examine = num_examine
             self.compute_score = compute_score
             self.reward_fn_key = reward_fn_key
-            self.to_reward = to_reward
+            rng = tuple(score_range)
+            self.to_reward = (
+                (lambda s, what: score_to_reward(s, rng, what=what))
+                if to_reward is None else (lambda s, what: to_reward(s)))
             self.segment = segment or segment_of(None, required=False)
 
         def __call__(self, data, return_dict=False):
@@ -155,7 +183,7 @@ def legacy_reward_manager_cls():
                         extra[key].append(v)
                 if n_resp > 0:
                     reward[i, n_resp - 1] = float(score)
-                r = self.to_reward(score)
+                r = _row_reward(nt, i, score, self.to_reward)
                 extra["v05_reward"].append(r)
                 # Pushed as soon as it exists: the plugin may finish this
                 # group (and decide) before the rest is scored.
