@@ -41,7 +41,7 @@ def test_python_side_stays_flat(segname):
             raise ValueError("verifier crashed")
         return 1.0 if (hash(uid) + sample) % 3 else -1.0
 
-    seen, peaks = [], []
+    seen, blocks = [], []
     with v05.Plugin.create(segname, mode="grpo", k_init=K, k_max=K,
                            pad_multiple=1, max_prompts=2 * P) as plugin:
         prior = ValueModelPrior(plugin, lambda c, l, t: [0.5] * len(t),
@@ -63,8 +63,9 @@ def test_python_side_stays_flat(segname):
                     r.group = None
                     plugin.release(r.decision)
                 if b in (WARM, BATCHES - 1):
-                    snap = tracemalloc.take_snapshot()
-                    peaks.append(sum(s.size for s in snap.statistics("filename")))
+                    snap = tracemalloc.take_snapshot().filter_traces(
+                        [tracemalloc.Filter(False, tracemalloc.__file__)])
+                    blocks.append(sum(s.count for s in snap.statistics("filename")))
                 seen.append(sizes(plugin, drv, prior))
 
         tracemalloc.start()
@@ -78,7 +79,11 @@ def test_python_side_stays_flat(segname):
     assert max(s["released"] for s in seen) == SUPPORT_GROUPS
     assert max(s["writer_keys"] for s in seen) <= KEY_CACHE
     assert max(s["texts"] for s in seen) == 4 * P
-    assert max(s["views"] for s in seen) <= 4096 + 2 * P * 2
-    # Allocations after WARM batches and after all: no growth beyond noise
-    # (a leak of one small object per prompt would be about 1 MB here).
-    assert peaks[1] - peaks[0] < 256 * 1024, peaks
+    # Two buffers (rewards, advantages) per group of the batch at most:
+    # the views of released groups are gone.
+    assert max(s["views"] for s in seen) <= 2 * P
+    # Blocks Python holds after WARM batches and after all of them: the
+    # same, but for noise (a bounded map's table is resized as it churns,
+    # so bytes move up and down; blocks do not). One object leaked per
+    # prompt would be 10,240 more blocks here.
+    assert blocks[1] - blocks[0] < 1000, blocks

@@ -9,7 +9,7 @@ import numpy as np
 
 from .names import ACTIONS
 
-__all__ = ["Group", "track_view", "live_views"]
+__all__ = ["Group", "Views", "track_view", "live_views"]
 
 
 class Group:
@@ -75,12 +75,29 @@ class Group:
                 f"action={self.action})")
 
 
-def track_view(views: list, buf) -> None:
-    """Remember a slot buffer weakly (numpy/torch views keep it alive)."""
-    if len(views) >= 4096:
-        views[:] = [r for r in views if r() is not None]
-    views.append(weakref.ref(buf))
+class Views:
+    """The slot buffers handed out whose views are alive. Each is held
+    weakly (numpy/torch views keep it alive) and forgotten the moment the
+    last view goes, so what is kept is the buffers alive now, not every
+    one ever handed out. (ctypes arrays are not hashable: by identity.)"""
+
+    def __init__(self):
+        self._refs = {}
+
+    def add(self, buf) -> None:
+        key = id(buf)
+        # The callback runs while buf is finalized, before its id can be
+        # reused by another object.
+        self._refs[key] = weakref.ref(buf, lambda _, k=key: self._refs.pop(k, None))
+
+    def __len__(self) -> int:
+        return len(self._refs)
 
 
-def live_views(views: list) -> int:
-    return sum(1 for r in views if r() is not None)
+def track_view(views: Views, buf) -> None:
+    """Remember a slot buffer weakly."""
+    views.add(buf)
+
+
+def live_views(views: Views) -> int:
+    return len(views)

@@ -10,7 +10,7 @@ from . import _checks, _lib
 from ._lib import check, lib
 from .counters import counters_dict
 from .decision import Decision, SubmitError, Uid, key_of, uid_bytes
-from .group import Group, live_views, track_view
+from .group import Group, Views, live_views, track_view
 from .lru import LruMap
 from .names import (CLOSE_KEEP_READABLE, CLOSE_UNLINK, CONFIG_EXTERNAL_HALT,
                     CONFIG_PRODUCER_BROKER, CONFIG_WAIT_THREAD, FLAG_HALTED,
@@ -57,7 +57,7 @@ class Plugin:
         self._batch_keys = {}
         self._final_keys = set()
         self._wait_fut = None  # the future wait() is parked on
-        self._views = []  # weak references to slot buffers handed out
+        self._views = Views()  # slot buffers with views alive
         self._buf = (_lib.Decision_ * 4096)()
         self.last_rejected = {}
         self.config = None  # the v05_config it was created with (create)

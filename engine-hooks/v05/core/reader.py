@@ -8,7 +8,7 @@ from typing import Optional
 
 from . import _checks, _lib
 from ._lib import check, lib
-from .group import Group, live_views, track_view
+from .group import Group, Views, live_views, track_view
 
 __all__ = ["Reader"]
 
@@ -20,7 +20,7 @@ class Reader:
     def __init__(self, handle, name):
         self._p = ctypes.c_void_p(handle)
         self.name = name
-        self._views = []
+        self._views = Views()  # group buffers with views alive
 
     @classmethod
     def open(cls, name: str, *, any_uid: bool = False) -> "Reader":
