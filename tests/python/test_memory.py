@@ -84,6 +84,8 @@ def test_python_side_stays_flat(segname):
     assert max(s["views"] for s in seen) <= 2 * P
     # Blocks Python holds after WARM batches and after all of them: the
     # same, but for noise (a bounded map's table is resized as it churns,
-    # so bytes move up and down; blocks do not). One object leaked per
-    # prompt would be 10,240 more blocks here.
-    assert blocks[1] - blocks[0] < 1000, blocks
+    # so bytes move up and down; blocks do not; asyncio's queued handles
+    # and the scoring pool's futures move by up to about 1,200 with the
+    # moment of the snapshot). One object leaked per prompt would be
+    # 10,240 more blocks here.
+    assert blocks[1] - blocks[0] < 3000, blocks
