@@ -28,7 +28,7 @@ from typing import List, Sequence
 import numpy as np
 
 __all__ = ["VOCAB", "BOS", "make_model", "make_prompts", "reward",
-           "success_probs", "noisy_priors", "vllm_engine"]
+           "success_probs", "noisy_priors", "vllm_engine", "sglang_engine"]
 
 VOCAB = 128
 BOS, EOS = 1, 2
@@ -142,3 +142,25 @@ def vllm_engine(path: str, *, max_num_seqs: int = 256, kv_cache_gib: int = 1,
                            seed=seed, gpu_memory_utilization=0.08,
                            generation_config="vllm", disable_log_stats=True)
     return AsyncLLM.from_engine_args(args)
+
+
+def sglang_engine(path: str, *, max_running_requests: int = 256,
+                  max_total_tokens: int = 32768, seed: int = 0,
+                  tp_size: int = 1, **kwargs):
+    """An sglang Engine on the model at `path`, on sglang's CPU engine:
+    float32, token-id prompts, a KV cache of `max_total_tokens` tokens (the
+    default sizes it from free memory: 15 GB here, 36 s to allocate). Needs
+    the sglang environment's python (scripts/setup-sglang --print), which
+    puts the CUDA driver stub on LD_LIBRARY_PATH. Create it inside the
+    event loop that will drive it: its TokenizerManager binds that loop."""
+    os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import sglang
+
+    return sglang.Engine(model_path=path, device="cpu", dtype="float32",
+                         skip_tokenizer_init=True, context_length=64,
+                         max_total_tokens=max_total_tokens,
+                         max_running_requests=max_running_requests,
+                         random_seed=seed, tp_size=tp_size,
+                         log_level=kwargs.pop("log_level", "warning"),
+                         **kwargs)
