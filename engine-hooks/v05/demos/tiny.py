@@ -127,10 +127,12 @@ def noisy_priors(p: np.ndarray, noise: float, hallucination: float,
 
 
 def vllm_engine(path: str, *, max_num_seqs: int = 256, kv_cache_gib: int = 1,
-                seed: int = 0):
+                seed: int = 0, tensor_parallel_size: int = 1):
     """An AsyncLLM (vLLM's V1 front end) on the model at `path`: float32,
     eager, token-id prompts, a small KV cache. Call it inside the event
-    loop that will drive the engine for its whole life."""
+    loop that will drive the engine for its whole life. With
+    tensor_parallel_size > 1, one worker process per rank (vLLM's "mp"
+    executor, gloo between them on the CPU)."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -140,7 +142,8 @@ def vllm_engine(path: str, *, max_num_seqs: int = 256, kv_cache_gib: int = 1,
                            dtype="float32", enforce_eager=True,
                            max_model_len=64, max_num_seqs=max_num_seqs,
                            seed=seed, gpu_memory_utilization=0.08,
-                           generation_config="vllm", disable_log_stats=True)
+                           generation_config="vllm", disable_log_stats=True,
+                           tensor_parallel_size=tensor_parallel_size)
     return AsyncLLM.from_engine_args(args)
 
 
@@ -157,10 +160,33 @@ def sglang_engine(path: str, *, max_running_requests: int = 256,
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import sglang
 
-    return sglang.Engine(model_path=path, device="cpu", dtype="float32",
-                         skip_tokenizer_init=True, context_length=64,
-                         max_total_tokens=max_total_tokens,
-                         max_running_requests=max_running_requests,
-                         random_seed=seed, tp_size=tp_size,
-                         log_level=kwargs.pop("log_level", "warning"),
-                         **kwargs)
+    env = {}
+    if tp_size > 1:
+        # One core set per rank, as sglang's CPU engine asks (it binds the
+        # ranks' threads only with its own CPU kernels, which PyPI's
+        # sglang-kernel lacks: on this build the list is only checked).
+        ncpu = os.cpu_count() or 1
+        env["SGLANG_CPU_OMP_THREADS_BIND"] = "|".join(
+            str(r % ncpu) for r in range(tp_size))
+        # PyPI's torch brings NCCL (libtorch_cuda needs it), and sglang's
+        # tensor-parallel group then opens a NCCL communicator on the CPU
+        # device, which fails. A library name that does not load takes
+        # sglang's own way for machines without NCCL: the ranks talk over
+        # gloo only.
+        env["SGLANG_NCCL_SO_PATH"] = "libnccl-absent-on-cpu.so.2"
+    saved = {k: os.environ.get(k) for k in env}
+    for k, v in env.items():  # the caller's own settings win
+        if saved[k] is None:
+            os.environ[k] = v
+    try:  # the engine's processes start here and inherit the environment
+        return sglang.Engine(model_path=path, device="cpu", dtype="float32",
+                             skip_tokenizer_init=True, context_length=64,
+                             max_total_tokens=max_total_tokens,
+                             max_running_requests=max_running_requests,
+                             random_seed=seed, tp_size=tp_size,
+                             log_level=kwargs.pop("log_level", "warning"),
+                             **kwargs)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
