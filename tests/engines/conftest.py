@@ -20,17 +20,17 @@ from v05.demos import tiny  # noqa: E402
 
 
 class EngineLoop:
-    def __init__(self, model):
+    def __init__(self, model, **engine_args):
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever,
                                        name="engine-loop", daemon=True)
         self.thread.start()
-        self.engine = self.run(self._start(model), timeout=600)
+        self.engine = self.run(self._start(model, engine_args), timeout=600)
 
-    async def _start(self, model):
+    async def _start(self, model, engine_args):
         # 32 sequences at a time: a batch's requests queue, so a test can
         # fail a batch while many of its requests are still in the engine.
-        return tiny.vllm_engine(model, max_num_seqs=32)
+        return tiny.vllm_engine(model, **{"max_num_seqs": 32, **engine_args})
 
     def run(self, coro, timeout=900):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)

@@ -51,22 +51,26 @@ def parse_args(argv):
                     help="pad dispatches to this multiple (default 32)")
     ap.add_argument("--no-progress", action="store_true",
                     help="no progress bar")
-    ap.add_argument("--engine", choices=["sim", "vllm"], default="sim",
+    ap.add_argument("--engine", choices=["sim", "vllm", "sglang"],
+                    default="sim",
                     help="sim: the simulated engine with reward-worker "
                          "processes (default); vllm: a real vLLM AsyncLLM on "
                          "a tiny local model (needs the engine environment: "
-                         "scripts/demo --engine vllm sets it up)")
+                         "scripts/demo --engine vllm sets it up); sglang: a "
+                         "real sglang Engine on its CPU engine, the same "
+                         "model (scripts/demo --engine sglang sets up the "
+                         "sglang environment)")
     ap.add_argument("--halt", type=float, default=0.25,
                     help="halt_fraction: a batch halts when fewer than this "
                          "share of its prompts need more (default 0.25, the "
                          "paper's)")
     ap.add_argument("--max-tokens", type=int, default=8,
-                    help="vllm: tokens generated per sample (default 8)")
+                    help="vllm, sglang: tokens generated per sample (default 8)")
     ap.add_argument("--model-dir", default=os.path.join("build-venv", "models"),
-                    help="vllm: where the tiny model is written (default "
+                    help="vllm, sglang: where the tiny model is written (default "
                          "build-venv/models)")
     ap.add_argument("--json", default=None,
-                    help="vllm: also write the results to this JSON file")
+                    help="vllm, sglang: also write the results to this JSON file")
     ap.add_argument("--keep", action="store_true",
                     help="keep each mode's segment after the run (owner "
                          "closed) to look at with v05ctl stat NAME; remove "
@@ -89,7 +93,7 @@ def parse_args(argv):
         ap.error("--halt must be in [0, 1]")
     if not 1 <= a.max_tokens <= 48:
         ap.error("--max-tokens must be in [1, 48] (the tiny model's context is 64)")
-    if a.engine == "vllm" and a.keep:
+    if a.engine != "sim" and a.keep:
         ap.error("--keep is for the simulated engine")
     try:
         Latency(a.latency)
@@ -136,6 +140,9 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.engine == "vllm":
         from .demo_vllm import run
+        return run(args, [(m, *MODES[m]) for m in args.modes])
+    if args.engine == "sglang":
+        from .demo_sglang import run
         return run(args, [(m, *MODES[m]) for m in args.modes])
     prompts = make_prompts(args.prompts, args.seed, args.noise,
                            args.hallucination)

@@ -28,7 +28,7 @@ from typing import List, Sequence
 import numpy as np
 
 __all__ = ["VOCAB", "BOS", "make_model", "make_prompts", "reward",
-           "success_probs", "noisy_priors", "vllm_engine"]
+           "success_probs", "noisy_priors", "vllm_engine", "sglang_engine"]
 
 VOCAB = 128
 BOS, EOS = 1, 2
@@ -127,10 +127,12 @@ def noisy_priors(p: np.ndarray, noise: float, hallucination: float,
 
 
 def vllm_engine(path: str, *, max_num_seqs: int = 256, kv_cache_gib: int = 1,
-                seed: int = 0):
+                seed: int = 0, tensor_parallel_size: int = 1):
     """An AsyncLLM (vLLM's V1 front end) on the model at `path`: float32,
     eager, token-id prompts, a small KV cache. Call it inside the event
-    loop that will drive the engine for its whole life."""
+    loop that will drive the engine for its whole life. With
+    tensor_parallel_size > 1, one worker process per rank (vLLM's "mp"
+    executor, gloo between them on the CPU)."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -140,5 +142,51 @@ def vllm_engine(path: str, *, max_num_seqs: int = 256, kv_cache_gib: int = 1,
                            dtype="float32", enforce_eager=True,
                            max_model_len=64, max_num_seqs=max_num_seqs,
                            seed=seed, gpu_memory_utilization=0.08,
-                           generation_config="vllm", disable_log_stats=True)
+                           generation_config="vllm", disable_log_stats=True,
+                           tensor_parallel_size=tensor_parallel_size)
     return AsyncLLM.from_engine_args(args)
+
+
+def sglang_engine(path: str, *, max_running_requests: int = 256,
+                  max_total_tokens: int = 32768, seed: int = 0,
+                  tp_size: int = 1, **kwargs):
+    """An sglang Engine on the model at `path`, on sglang's CPU engine:
+    float32, token-id prompts, a KV cache of `max_total_tokens` tokens (the
+    default sizes it from free memory: 15 GB here, 36 s to allocate). Needs
+    the sglang environment's python (scripts/setup-sglang --print), which
+    puts the CUDA driver stub on LD_LIBRARY_PATH. Create it inside the
+    event loop that will drive it: its TokenizerManager binds that loop."""
+    os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import sglang
+
+    env = {}
+    if tp_size > 1:
+        # One core set per rank, as sglang's CPU engine asks (it binds the
+        # ranks' threads only with its own CPU kernels, which PyPI's
+        # sglang-kernel lacks: on this build the list is only checked).
+        ncpu = os.cpu_count() or 1
+        env["SGLANG_CPU_OMP_THREADS_BIND"] = "|".join(
+            str(r % ncpu) for r in range(tp_size))
+        # PyPI's torch brings NCCL (libtorch_cuda needs it), and sglang's
+        # tensor-parallel group then opens a NCCL communicator on the CPU
+        # device, which fails. A library name that does not load takes
+        # sglang's own way for machines without NCCL: the ranks talk over
+        # gloo only.
+        env["SGLANG_NCCL_SO_PATH"] = "libnccl-absent-on-cpu.so.2"
+    saved = {k: os.environ.get(k) for k in env}
+    for k, v in env.items():  # the caller's own settings win
+        if saved[k] is None:
+            os.environ[k] = v
+    try:  # the engine's processes start here and inherit the environment
+        return sglang.Engine(model_path=path, device="cpu", dtype="float32",
+                             skip_tokenizer_init=True, context_length=64,
+                             max_total_tokens=max_total_tokens,
+                             max_running_requests=max_running_requests,
+                             random_seed=seed, tp_size=tp_size,
+                             log_level=kwargs.pop("log_level", "warning"),
+                             **kwargs)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)

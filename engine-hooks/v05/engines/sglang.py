@@ -1,18 +1,23 @@
 # SPDX-License-Identifier: MIT
 """sglang adapter.
 
-Target: ``sglang.srt.entrypoints.engine.Engine.async_generate(prompt=...,
-sampling_params=dict, ..., stream=False, rid=...)``, which returns a dict
-(``"text"``, ``"output_ids"``, ``"meta_info"``) for one request; the
-``TokenizerManager`` in that same (main) process broadcasts requests to the
-tensor-parallel ranks, so v05 lives there, imported by the rollout code.
+Run for real against PyPI's sglang 0.5.23 on its CPU engine
+(``SGLANG_USE_CPU_ENGINE=1``, ``device="cpu"``; docs/ENGINE_HOOKS.md says
+how, with the CUDA driver stub the CUDA-linked kernel package needs to
+load). Target: ``sglang.srt.entrypoints.engine.Engine.async_generate(
+prompt=... | input_ids=..., sampling_params=dict, rid=..., stream=False)``,
+which returns one dict per request (``"output_ids"``, ``"text"`` unless
+``skip_tokenizer_init``, ``"meta_info"`` with ``"finish_reason"``). The
+``TokenizerManager`` in that same (main) process sends requests to the
+scheduler, which broadcasts them to the tensor-parallel ranks, so v05
+lives there, imported by the rollout code.
 
-Not run against a real sglang: PyPI's sglang is the CUDA build and its CPU
-path needs a source build (docs/ENGINE_HOOKS.md says what was tried). The
-tests drive this module with a stand-in of the same method and keywords.
+A prompt that is a string goes in as ``prompt``; a sequence of token ids
+as ``input_ids`` (with ``skip_tokenizer_init=True`` there is no tokenizer).
 The event-loop, scoring and clean-up rules are the shared driver's
-(v05.engines.driver): sglang's ``TokenizerManager`` binds the first loop it sees,
-so every batch runs inside one ``asyncio.run(main())``.
+(v05.engines.driver): sglang's ``TokenizerManager`` binds the first loop
+it sees, so every batch runs inside one ``asyncio.run(main())`` (or on the
+loop the engine was created in).
 """
 
 import asyncio
@@ -55,11 +60,25 @@ class SGLangRollout(EngineRollout):
             params["sampling_seed"] = sample_seed(params["sampling_seed"],
                                                   uid, batch, sample)
         rid = f"v05-{batch}-{uid}-{sample}-{next(_counter)}"
+        if isinstance(prompt, str):
+            kw = {"prompt": prompt}
+        else:  # token ids
+            kw = {"input_ids": [int(t) for t in prompt]}
         try:
-            return await self.engine.async_generate(
-                prompt=prompt, sampling_params=params, rid=rid, stream=False)
+            out = await self.engine.async_generate(
+                sampling_params=params, rid=rid, stream=False, **kw)
         except asyncio.CancelledError:
-            # Cancelling the awaiting task does not stop the scheduler's
-            # request by itself: abort it by rid.
+            # sglang 0.5.23 aborts a cancelled request itself; older ones
+            # left it running in the scheduler. Abort it by rid either way
+            # (a second abort of the same rid is ignored).
             self._abort(rid)
             raise
+        reason = (out.get("meta_info") or {}).get("finish_reason") \
+            if isinstance(out, dict) else None
+        if isinstance(reason, dict) and reason.get("type") == "abort":
+            # Aborted by someone else (an abort_request, pause_generation
+            # with mode="abort"): a partial output must not be scored.
+            why = reason.get("message")
+            raise RuntimeError(f"sglang aborted request {rid}" +
+                               (f": {why}" if why else ""))
+        return out
