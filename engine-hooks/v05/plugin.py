@@ -31,6 +31,7 @@ FLAG_RECOVERED = _lib.const("V05_DF_RECOVERED")
 CONFIG_WAIT_THREAD = _lib.const("V05_CONFIG_WAIT_THREAD")
 CONFIG_EXTERNAL_HALT = _lib.const("V05_CONFIG_EXTERNAL_HALT")
 CONFIG_PRODUCER_BROKER = _lib.const("V05_CONFIG_PRODUCER_BROKER")
+BROKER_ALLOW_MAX = _lib.const("V05_BROKER_ALLOW_MAX")
 CLOSE_UNLINK = _lib.const("V05_CLOSE_UNLINK")
 CLOSE_KEEP_READABLE = _lib.const("V05_CLOSE_KEEP_READABLE")
 UID_MAX = _lib.const("V05_UID_MAX_BYTES")
@@ -44,6 +45,36 @@ def _uid_bytes(uid: Uid) -> bytes:
     if isinstance(uid, (bytes, bytearray, memoryview)):
         return bytes(uid)
     raise TypeError(f"uid must be str or bytes, not {type(uid).__name__}")
+
+
+def _ids(what: str, ids, lookup) -> List[int]:
+    """A broker allow-list: uids or gids as ints or names (resolved here
+    with pwd / grp, so a typo fails now, not as a refused worker later)."""
+    if isinstance(ids, (str, bytes, int)):
+        raise TypeError(f"{what} must be a list of ids or names, "
+                        f"not a single {type(ids).__name__}")
+    out = []
+    for x in ids:
+        if isinstance(x, str):
+            try:
+                x = lookup(x)
+            except KeyError:
+                raise ValueError(f"{what}: no such name {x!r}") from None
+        out.append(_checks.u32(what, x, 0, _checks.U32_MAX - 1))
+    if len(out) > BROKER_ALLOW_MAX:
+        raise ValueError(f"{what}: {len(out)} entries, at most "
+                         f"{BROKER_ALLOW_MAX}")
+    return out
+
+
+def _uid_of_name(name: str) -> int:
+    import pwd
+    return pwd.getpwnam(name).pw_uid
+
+
+def _gid_of_name(name: str) -> int:
+    import grp
+    return grp.getgrnam(name).gr_gid
 
 
 def key_of(uid: Uid) -> int:
@@ -229,7 +260,11 @@ class Plugin:
                file_mode: Optional[int] = None, wait: str = "auto",
                external_halt: bool = False, sigma: Optional[str] = None,
                paper: bool = False,
-               producer_broker: bool = False) -> "Plugin":
+               producer_broker: bool = False,
+               broker_allow_uids: Sequence[Union[int, str]] = (),
+               broker_allow_gids: Sequence[Union[int, str]] = (),
+               lane_cut_records: Optional[int] = None,
+               lane_cut_fraction: Optional[float] = None) -> "Plugin":
         """Create segment `name` and own it. Parameters as in
         include/v05/plugin.h (struct v05_config); every one is checked.
         A parameter left at None keeps the library's default
@@ -238,8 +273,17 @@ class Plugin:
         halt_fraction 0.25: the paper's exact behaviour), and explicit
         parameters still win. producer_broker=True lets reward workers of
         other users in (RewardWriter.attach(..., any_uid=True)) through a
-        broker thread that hands each its own lane only; file_mode may let
-        others read the segment, never write it."""
+        broker thread that hands each its own lane only, and only to the
+        users named: broker_allow_uids (uids or user names) and
+        broker_allow_gids (gids or group names, matched against a worker's
+        effective gid and its supplementary groups), at least one entry in
+        all, at most BROKER_ALLOW_MAX each; the plugin's own uid is always
+        admitted. file_mode may let others read the segment, never write
+        it. lane_cut_records and lane_cut_fraction set when a producer
+        whose records are mostly rejected is cut off (at least that many
+        records of its claim, more than that fraction rejected; defaults
+        4 x max_prompts x k_max records, at least 4096, and 0.9;
+        fraction 1.0 never cuts; docs/SHM.md, "Cutting a lane off")."""
         c = _lib.Config()
         if paper:
             lib.v05_config_paper(ctypes.byref(c))
@@ -254,6 +298,18 @@ class Plugin:
                              f"{sorted(SCHEDULES)}")
         if wait not in ("auto", "thread"):
             raise ValueError("wait must be 'auto' or 'thread'")
+        uids = _ids("broker_allow_uids", broker_allow_uids, _uid_of_name)
+        gids = _ids("broker_allow_gids", broker_allow_gids, _gid_of_name)
+        if producer_broker and not uids and not gids:
+            raise ValueError(
+                f"create {name}: producer_broker=True needs broker_allow_uids "
+                "or broker_allow_gids: the broker hands lanes only to the "
+                "users you name (reward workers of another user; your own "
+                "uid is always admitted)")
+        if (uids or gids) and not producer_broker:
+            raise ValueError(
+                f"create {name}: broker_allow_uids / broker_allow_gids "
+                "without producer_broker=True: no broker would use them")
         u32 = _checks.u32
         if cost is not None:
             c.params.cost = cost
@@ -284,6 +340,20 @@ class Plugin:
                 setattr(c, field, u32(field, value, 1))
         if file_mode is not None:
             c.file_mode = u32("file_mode", file_mode, 0, 0o777)
+        for i, x in enumerate(uids):
+            c.broker_uids[i] = x
+        for i, x in enumerate(gids):
+            c.broker_gids[i] = x
+        c.n_broker_uids, c.n_broker_gids = len(uids), len(gids)
+        if lane_cut_records is not None:
+            c.lane_cut_records = u32("lane_cut_records", lane_cut_records, 1)
+        if lane_cut_fraction is not None:
+            f = float(lane_cut_fraction)
+            if not 0.0 <= f <= 1.0:
+                raise ValueError(f"lane_cut_fraction {lane_cut_fraction!r} "
+                                 "is not in [0, 1]")
+            # 0 in C is "the default": the smallest fraction is 1 per mille.
+            c.lane_cut_permille = max(1, round(f * 1000))
         c.flags |= ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
                     (CONFIG_EXTERNAL_HALT if external_halt else 0) |
                     (CONFIG_PRODUCER_BROKER if producer_broker else 0))
@@ -527,11 +597,25 @@ class Plugin:
 
     def stats(self) -> dict:
         """Every counter by name; histograms as "k_hist" {k: n} and
-        "latency_hist" {bucket: n} (bucket b: [2^b, 2^(b+1)) ns)."""
+        "latency_hist" {bucket: n} (bucket b: [2^b, 2^(b+1)) ns). Once the
+        broker refused someone, "broker_refused_last" says whom ({"uid",
+        "gid"}); once a lane was cut off, "cut_lanes" lists each lane cut
+        now or before, with why (observer.cut_lanes)."""
         vals = (ctypes.c_uint64 * _lib.COUNTER_SLOTS)()
         check(lib.v05_counters(self._handle(), vals, _lib.COUNTER_SLOTS),
               "counters")
-        return counters_dict(vals)
+        out = counters_dict(vals)
+        if out.get("broker_refused") or out.get("lanes_cut_off"):
+            from .observer import Observer, cut_lanes
+            with Observer(self.name) as o:
+                info = o.info()
+                if out.get("broker_refused"):
+                    out["broker_refused_last"] = {
+                        "uid": info["broker_refused_uid"],
+                        "gid": info["broker_refused_gid"]}
+                if out.get("lanes_cut_off"):
+                    out["cut_lanes"] = cut_lanes(o.lanes())
+        return out
 
     def support_sample(self, n: int = 256, seed: int = 0):
         """Up to n of the last 512 final groups: (uid, key, mean, k); uid
