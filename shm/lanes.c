@@ -340,8 +340,8 @@ static void cut_release(struct v05_lanes *l, uint32_t i)
 	struct v05_ring_hdr *r = v05__lane(l->seg, i);
 	struct v05_lane_own *own = &l->seg->lane_own[i];
 	struct v05_ring_cons *c = &l->cons[i];
-	/* A2: the tail the producer published last (after its quit, which
-	 * the caller read with acquire); all of it is dropped. */
+	/* A2: the tail the producer published last (before its quit, which
+	 * the caller read with A6); all of it is dropped. */
 	uint32_t tail = v05_load_acquire(&r->tail);
 	uint32_t left = tail - v05_load_relaxed(&own->head);
 
@@ -388,8 +388,8 @@ uint32_t v05__lanes_reclaim_at(struct v05_lanes *l, uint64_t now,
 		uint64_t owner;
 
 		if (cut) {
-			/* Acquire: pairs with the producer's release of its
-			 * word into quit at close, so its last tail is what
+			/* A6: pairs with the producer's R6 (its word into
+			 * quit at close), so its last tail is what
 			 * cut_release drops. Any value a producer writes
 			 * there can only free its own lane early. */
 			if (v05_load_acquire(&r->quit) == cut ||

@@ -455,8 +455,8 @@ V05_API int v05_producer_close(struct v05_producer *p)
 		/* R3: our last tail store before the lane is free again;
 		 * pairs with the next claimer's A3. A CAS, not a store: a
 		 * lane the plugin cut off is not ours to free. We say we quit
-		 * it instead (release: pairs with the plugin's acquire of
-		 * quit, lanes.c), and the plugin frees it. */
+		 * it instead (R6: our last tail before it; pairs with the
+		 * plugin's A6 on quit, lanes.c), and the plugin frees it. */
 		if (!v05_cas_acq_rel(&p->lane->owner, &me, 0) &&
 		    me == V05_OWNER_CUT)
 			v05_store_release(&p->lane->quit, p->owner);

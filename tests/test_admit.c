@@ -201,7 +201,8 @@ static void test_unlisted_refused_listed_admitted(void **state)
 	assert_int_equal(ctr(p, V05_C_REWARDS_APPLIED), (uint64_t)r.pushed);
 	for (uint32_t i = 0; i < p->seg.hdr.geo.lane_count; i++)
 		if (v05_load_relaxed(&p->seg.lane_own[i].bound)) {
-			assert_int_equal(p->seg.lane_own[i].bound_uid, ALLOWED_UID);
+			assert_int_equal(v05_load_relaxed(&p->seg.lane_own[i].bound_uid),
+					 ALLOWED_UID);
 			lanes_bound++;
 		}
 	assert_int_equal(lanes_bound, 1);

@@ -105,9 +105,9 @@ static void print_guard(FILE *f, const struct stat_view *v)
 				in->broker_refused_gid);
 		fputc('\n', f);
 	}
-	fprintf(f, "cut-off   %" PRIu64 " producer claims cut off (a claim is cut at >= %u records with more than %.1f%% rejected)\n",
-		c[V05_C_LANES_CUT_OFF], in->lane_cut_records,
-		in->lane_cut_permille / 10.0);
+	fprintf(f, "cut-off   %" PRIu64 " producer claim%s cut off; a claim is cut at >= %u records with more than %.1f%% rejected\n",
+		c[V05_C_LANES_CUT_OFF], c[V05_C_LANES_CUT_OFF] == 1 ? "" : "s",
+		in->lane_cut_records, in->lane_cut_permille / 10.0);
 }
 
 static double rate(const struct stat_view *v, const struct stat_view *prev,
