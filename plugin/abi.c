@@ -15,8 +15,13 @@
 /* 32: sigma and reserved were added for the bounded normaliser. */
 static_assert(sizeof(struct v05_params) == 32, "v05_params ABI");
 static_assert(sizeof(struct v05_estimate) == 64, "v05_estimate ABI");
-static_assert(sizeof(struct v05_config) == 96, "v05_config ABI");
+/* 240: the broker's allow-list and the lane cut-off (segment ABI 5). */
+static_assert(sizeof(struct v05_config) == 240, "v05_config ABI");
 static_assert(offsetof(struct v05_config, journal_path) == 88, "v05_config ABI");
+static_assert(offsetof(struct v05_config, broker_uids) == 96 &&
+	      offsetof(struct v05_config, n_broker_uids) == 224 &&
+	      offsetof(struct v05_config, lane_cut_records) == 232,
+	      "v05_config ABI");
 static_assert(sizeof(struct v05_prompt_in) == 24, "v05_prompt_in ABI");
 static_assert(sizeof(struct v05_decision) == 64, "v05_decision ABI");
 static_assert(sizeof(struct v05_group) == 104, "v05_group ABI");
@@ -24,7 +29,13 @@ static_assert(sizeof(struct v05_support) == 16, "v05_support ABI");
 /* 24: gen names the prompt instance (segment ABI 4). */
 static_assert(sizeof(struct v05_reward) == 24, "v05_reward ABI");
 static_assert(offsetof(struct v05_reward, gen) == 8, "v05_reward ABI");
-static_assert(sizeof(struct v05_observer_info) == 776, "v05_observer_info ABI");
+/* 936, 80: the broker's allow-list and refusals, the lanes' accounting and
+ * cut-off (segment ABI 5). */
+static_assert(sizeof(struct v05_observer_info) == 936, "v05_observer_info ABI");
 static_assert(offsetof(struct v05_observer_info, journal_error) == 136,
 	      "v05_observer_info ABI");
-static_assert(sizeof(struct v05_lane_stat) == 32, "v05_lane_stat ABI");
+static_assert(offsetof(struct v05_observer_info, broker) == 776 &&
+	      offsetof(struct v05_observer_info, broker_refused_uid) == 916,
+	      "v05_observer_info ABI");
+static_assert(sizeof(struct v05_lane_stat) == 80, "v05_lane_stat ABI");
+static_assert(offsetof(struct v05_lane_stat, cut) == 56, "v05_lane_stat ABI");

@@ -3,6 +3,7 @@
  * copy in the segment header (written at create, checked at attach). */
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,49 @@ V05_API void v05_config_paper(struct v05_config *c)
 	c->params.sigma = V05_SIGMA_PAPER;
 	c->halt_fraction = 0.25;
 	c->schedule = V05_SCHEDULE_ROUNDS;
+}
+
+/* The broker's allow-list and the lane cut-off. */
+static int broker_check(const struct v05_config *c)
+{
+	bool broker = (c->flags & V05_CONFIG_PRODUCER_BROKER) != 0;
+
+	if (c->n_broker_uids > V05_BROKER_ALLOW_MAX ||
+	    c->n_broker_gids > V05_BROKER_ALLOW_MAX)
+		return v05__fail(-EINVAL,
+				 "n_broker_uids %u / n_broker_gids %u: at most %u each",
+				 c->n_broker_uids, c->n_broker_gids,
+				 V05_BROKER_ALLOW_MAX);
+	/* An empty list would be "anyone on the host": the owner names who
+	 * may push its rewards, or runs no broker. */
+	if (broker && !c->n_broker_uids && !c->n_broker_gids)
+		return v05__fail(-EINVAL,
+				 "broker_uids and broker_gids are both empty: a producer broker (V05_CONFIG_PRODUCER_BROKER) admits only the uids and gids its owner lists");
+	if (!broker && (c->n_broker_uids || c->n_broker_gids))
+		return v05__fail(-EINVAL,
+				 "broker_uids / broker_gids given without V05_CONFIG_PRODUCER_BROKER: no broker would use them");
+	for (uint32_t i = 0; i < c->n_broker_uids; i++)
+		if (c->broker_uids[i] == UINT32_MAX)
+			return v05__fail(-EINVAL, "broker_uids[%u] is -1, not a uid", i);
+	for (uint32_t i = 0; i < c->n_broker_gids; i++)
+		if (c->broker_gids[i] == UINT32_MAX)
+			return v05__fail(-EINVAL, "broker_gids[%u] is -1, not a gid", i);
+	if (c->lane_cut_permille > 1000)
+		return v05__fail(-EINVAL,
+				 "lane_cut_permille %u is above 1000 (1000: never cut a lane off)",
+				 c->lane_cut_permille);
+	return 0;
+}
+
+/* The cut-off's defaults (docs/SHM.md, "Cutting a lane off"): a claim is
+ * judged on at least four times the rewards the segment can have
+ * outstanding at once, the most of an honest producer's rewards one cancel
+ * can make late. */
+static uint32_t cut_records_default(const struct v05_config *c)
+{
+	uint64_t n = 4ull * c->max_prompts * c->params.k_max;
+
+	return n < 4096 ? 4096 : n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
 V05_API int v05_config_check(const struct v05_config *c)
@@ -107,7 +151,7 @@ V05_API int v05_config_check(const struct v05_config *c)
 	    (!c->journal_path[0] ||
 	     strlen(c->journal_path) >= V05_JOURNAL_PATH_MAX - 64))
 		return v05__fail(-EINVAL, "journal_path is empty or too long");
-	return 0;
+	return broker_check(c);
 }
 
 void v05__shm_config_from(struct v05_shm_config *s, const struct v05_config *c,
@@ -126,6 +170,13 @@ void v05__shm_config_from(struct v05_shm_config *s, const struct v05_config *c,
 	s->journal_sync = c->journal_sync;
 	s->flags = c->flags;
 	s->sigma = c->params.sigma;
+	memcpy(s->broker_uids, c->broker_uids, sizeof(s->broker_uids));
+	memcpy(s->broker_gids, c->broker_gids, sizeof(s->broker_gids));
+	s->n_broker_uids = c->n_broker_uids;
+	s->n_broker_gids = c->n_broker_gids;
+	s->lane_cut_records = c->lane_cut_records ? c->lane_cut_records :
+			      cut_records_default(c);
+	s->lane_cut_permille = c->lane_cut_permille ? c->lane_cut_permille : 900;
 	if (journal_abs)
 		snprintf(s->journal_path, sizeof(s->journal_path), "%s",
 			 journal_abs);
@@ -150,7 +201,14 @@ int v05__shm_config_check(struct v05_plugin *p)
 	c.stream_deadline_us = s->stream_deadline_us;
 	c.journal_sync = s->journal_sync;
 	c.flags = s->flags;
+	memcpy(c.broker_uids, s->broker_uids, sizeof(c.broker_uids));
+	memcpy(c.broker_gids, s->broker_gids, sizeof(c.broker_gids));
+	c.n_broker_uids = s->n_broker_uids;
+	c.n_broker_gids = s->n_broker_gids;
+	c.lane_cut_records = s->lane_cut_records;
+	c.lane_cut_permille = s->lane_cut_permille;
 	if (v05_config_check(&c) || s->k_max != p->seg.hdr.geo.k_max ||
+	    !s->lane_cut_records || !s->lane_cut_permille ||
 	    memchr(s->journal_path, 0, sizeof(s->journal_path)) == NULL)
 		return v05__fail(-EDOM, "segment %s: stored configuration is invalid",
 				 p->seg.name);

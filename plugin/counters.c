@@ -50,6 +50,8 @@ static const char *const named[V05_C_NAMED_END] = {
 	[V05_C_RELEASES_BAD] = "releases_bad",
 	[V05_C_PROMPTS_CANCELLED] = "prompts_cancelled",
 	[V05_C_READER_RELEASES] = "reader_releases",
+	[V05_C_BROKER_REFUSED] = "broker_refused",
+	[V05_C_LANES_CUT_OFF] = "lanes_cut_off",
 };
 
 static char hist_names[65 + V05_C_LAT_BUCKETS][24];

@@ -28,9 +28,18 @@ struct v05_shm_config {
 	uint32_t flags;
 	uint32_t sigma; /* enum v05_sigma */
 	char journal_path[V05_JOURNAL_PATH_MAX];
+	/* Segment ABI 5: the broker's allow-list, and the cut-off resolved
+	 * (never 0 here: create stores the defaults it took). */
+	uint32_t broker_uids[V05_BROKER_ALLOW_MAX];
+	uint32_t broker_gids[V05_BROKER_ALLOW_MAX];
+	uint32_t n_broker_uids, n_broker_gids;
+	uint32_t lane_cut_records, lane_cut_permille;
 };
-static_assert(sizeof(struct v05_shm_config) == 48 + 8 + V05_JOURNAL_PATH_MAX,
+static_assert(sizeof(struct v05_shm_config) ==
+		      48 + 8 + V05_JOURNAL_PATH_MAX + 8 * V05_BROKER_ALLOW_MAX + 16,
 	      "shm config ABI");
+static_assert(offsetof(struct v05_shm_config, broker_uids) ==
+		      56 + V05_JOURNAL_PATH_MAX, "shm config ABI");
 static_assert(sizeof(struct v05_shm_config) <= V05_CONFIG_BYTES, "config fits");
 
 enum v05_journal_status {
@@ -52,10 +61,16 @@ struct v05_plugin_state {
 	char journal_error[160];
 	char wait_reason[160];
 	uint32_t last_gen;            /* slot generations (shm/arena.h)    */
-	uint32_t pad_a;
-	uint8_t pad[1024 - 368];
+	/* The last peer the broker refused (counter broker_refused says
+	 * whether there was one): written by the broker thread alone. */
+	uint32_t broker_refused_uid;
+	uint32_t broker_refused_gid;
+	uint32_t pad_b;
+	uint8_t pad[1024 - 376];
 };
 static_assert(sizeof(struct v05_plugin_state) == 1024, "plugin state ABI");
+static_assert(offsetof(struct v05_plugin_state, broker_refused_uid) == 364,
+	      "plugin state ABI");
 
 /* Derived per-batch state, rebuilt from the table on takeover. */
 struct batch_local {
@@ -161,6 +176,7 @@ static inline int v05__lane_event_counter(enum v05_lane_event ev)
 		[V05_LANE_OVERRUN] = V05_C_LANE_OVERRUNS,
 		[V05_LANE_RECLAIM] = V05_C_LANE_RECLAIMS,
 		[V05_LANE_CLAIM] = V05_C_LANE_CLAIMS,
+		[V05_LANE_CUT] = V05_C_LANES_CUT_OFF,
 	};
 
 	return ctr[ev];
@@ -180,8 +196,15 @@ int v05__shm_config_check(struct v05_plugin *p);
 int v05__plugin_init_local(struct v05_plugin *p);
 void v05__plugin_free_local(struct v05_plugin *p);
 int v05__plugin_open_journal(struct v05_plugin *p);
-/* The lane broker, where the stored config asks for it (create, attach). */
+
+/* guard.c: the lane broker with the stored allow-list, where the stored
+ * config asks for it (create, attach); the lanes' record function and
+ * event handler, which account each lane's records and cut a lane off. */
 int v05__plugin_start_broker(struct v05_plugin *p);
+void v05__apply_lane(void *ctx, const struct v05_record *recs, uint32_t n,
+		     uint32_t lane);
+void v05__lane_event(void *ctx, enum v05_lane_event ev, uint32_t lane,
+		     uint32_t n);
 
 /* wait.c: cancel an armed wait (poll and wait start with it). */
 void v05__disarm(struct v05_plugin *p);

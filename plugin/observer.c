@@ -115,6 +115,17 @@ V05_API int v05_observer_info(struct v05_observer *o,
 	out->pad_multiple = cfg.pad_multiple;
 	copy_string(out->journal_path, sizeof(out->journal_path),
 		    cfg.journal_path, sizeof(cfg.journal_path));
+	out->broker = (cfg.flags & V05_CONFIG_PRODUCER_BROKER) != 0;
+	/* The header passed its checksum, but only the plugin's attach
+	 * checks what its config means: bounded here. */
+	out->n_broker_uids = cfg.n_broker_uids < V05_BROKER_ALLOW_MAX ?
+			     cfg.n_broker_uids : V05_BROKER_ALLOW_MAX;
+	out->n_broker_gids = cfg.n_broker_gids < V05_BROKER_ALLOW_MAX ?
+			     cfg.n_broker_gids : V05_BROKER_ALLOW_MAX;
+	memcpy(out->broker_uids, cfg.broker_uids, sizeof(out->broker_uids));
+	memcpy(out->broker_gids, cfg.broker_gids, sizeof(out->broker_gids));
+	out->lane_cut_records = cfg.lane_cut_records;
+	out->lane_cut_permille = cfg.lane_cut_permille;
 
 	/* Relaxed: single-writer fields, read as a snapshot. */
 	owner = v05_load_relaxed(&ctl->owner);
@@ -131,6 +142,8 @@ V05_API int v05_observer_info(struct v05_observer *o,
 	out->journal_errno = v05_load_relaxed(&st->journal_errno);
 	copy_string(out->journal_error, sizeof(out->journal_error),
 		    st->journal_error, sizeof(st->journal_error));
+	out->broker_refused_uid = v05_load_relaxed(&st->broker_refused_uid);
+	out->broker_refused_gid = v05_load_relaxed(&st->broker_refused_gid);
 	return 0;
 }
 
@@ -146,7 +159,7 @@ V05_API int v05_observer_lanes(struct v05_observer *o,
 		n = lanes;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct v05_lane_own *own = &o->seg.lane_own[i];
-		uint64_t owner;
+		uint64_t owner, cut;
 		uint32_t fill = 0;
 
 		/* Relaxed: each field has one writer; a snapshot. The counts
@@ -171,6 +184,16 @@ V05_API int v05_observer_lanes(struct v05_observer *o,
 		out[i].high_water = v05_load_relaxed(&own->high_water);
 		out[i].consumed = v05_load_relaxed(&own->consumed);
 		out[i].claims = v05_load_relaxed(&own->claims);
+		out[i].applied = v05_load_relaxed(&own->applied);
+		out[i].rejected = v05_load_relaxed(&own->rejected);
+		out[i].discarded = v05_load_relaxed(&own->discarded);
+		cut = v05_load_relaxed(&own->cut_owner);
+		out[i].cut = cut != 0;
+		out[i].cut_pid = cut ? v05__owner_pid(cut) : 0;
+		out[i].cuts = v05_load_relaxed(&own->cuts);
+		out[i].cut_records = v05_load_relaxed(&own->cut_records);
+		out[i].cut_rejected = v05_load_relaxed(&own->cut_rejected);
+		out[i].reserved = 0;
 	}
 	return (int)n;
 }

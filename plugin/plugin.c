@@ -72,14 +72,6 @@ static uint32_t random_gen_base(const struct v05_plugin *p)
 	return base;
 }
 
-/* The lanes report, the plugin counts (its counters, its names). */
-static void lane_event(void *ctx, enum v05_lane_event ev, uint32_t lane,
-		       uint32_t n)
-{
-	(void)lane;
-	v05__count(ctx, v05__lane_event_counter(ev), n);
-}
-
 /* Local structures over a mapped segment (create and attach). */
 int v05__plugin_init_local(struct v05_plugin *p)
 {
@@ -116,7 +108,7 @@ int v05__plugin_init_local(struct v05_plugin *p)
 	memset(p->pad_items, 0, (size_t)g->slot_count * sizeof(*p->pad_items));
 	v05__clock_refresh(p);
 	ret = v05__lanes_init(&p->lanes, &p->seg);
-	p->lanes.event = lane_event;
+	p->lanes.event = v05__lane_event;
 	p->lanes.event_ctx = p;
 	if (!ret)
 		ret = v05__arena_init(&p->arena, &p->seg);
@@ -162,13 +154,6 @@ int v05__plugin_open_journal(struct v05_plugin *p)
 	p->st->journal_durable_seq = last_seq;
 	p->st->journal_status = V05_JOURNAL_OK;
 	return 0;
-}
-
-int v05__plugin_start_broker(struct v05_plugin *p)
-{
-	if (!(p->cfg.flags & V05_CONFIG_PRODUCER_BROKER))
-		return 0;
-	return v05__broker_start(&p->seg, &p->broker);
 }
 
 /* Absolute journal path, so a takeover from another directory finds it. */
@@ -377,10 +362,9 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 		v05__releases_drain(&p->compl, v05__release_from_reader, p);
 	if (p->coarse_ns >= p->next_reader_check_ns)
 		v05__check_reader(p, p->coarse_ns);
-	v05__lanes_drain(&p->lanes, POLL_BUDGET, DRAIN_BATCH, v05__apply_records, p);
+	v05__lanes_drain(&p->lanes, POLL_BUDGET, DRAIN_BATCH, v05__apply_lane, p);
 	if (p->coarse_ns >= p->lanes.next_reclaim_ns)
-		v05__lanes_reclaim_at(&p->lanes, p->coarse_ns,
-				      v05__apply_records, p);
+		v05__lanes_reclaim_at(&p->lanes, p->coarse_ns, v05__apply_lane, p);
 	if (p->cfg.schedule == V05_SCHEDULE_STREAM)
 		v05__policy_deadlines(p);
 	/* journal_work: set by each append (finalize.c), cleared by the pump

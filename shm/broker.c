@@ -30,6 +30,7 @@ struct v05_broker {
 	int stop_fd; /* an eventfd: written at stop   */
 	uint64_t me; /* the owner's word: the reservation token */
 	uint32_t uid;
+	struct v05_broker_allow allow;
 	/* When each lane was reserved for a producer (0: not by us). The
 	 * broker thread's alone. */
 	uint64_t reserved_ns[V05_LANES_MAX];
@@ -156,6 +157,53 @@ static void expire(struct v05_broker *b, bool all)
 	}
 }
 
+static bool listed(const uint32_t *ids, uint32_t n, uint32_t id)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+/*
+ * Is the peer on cfd one the owner admits? Its uid and effective gid as
+ * the kernel took them at connect (SO_PEERCRED), and its supplementary
+ * groups likewise (SO_PEERGROUPS, Linux 4.13): a process can drop groups
+ * but not gain them, and nothing is read from /proc, which would race
+ * with the peer. Where SO_PEERGROUPS is refused (an older kernel), the
+ * effective gid alone counts.
+ */
+static bool admitted(const struct v05_broker *b, int cfd,
+		     const struct ucred *cred)
+{
+	const struct v05_broker_allow *a = &b->allow;
+	gid_t small[64], *groups = small;
+	socklen_t len = sizeof(small);
+	bool ok = false;
+
+	if ((uint32_t)cred->uid == b->uid || listed(a->uids, a->n_uids, cred->uid) ||
+	    listed(a->gids, a->n_gids, cred->gid))
+		return true;
+	if (!a->n_gids)
+		return false;
+	if (getsockopt(cfd, SOL_SOCKET, SO_PEERGROUPS, groups, &len)) {
+		if (errno != ERANGE)
+			return false; /* no SO_PEERGROUPS: the gid above alone */
+		/* More groups than fit: len now says how many bytes. */
+		groups = malloc(len);
+		if (!groups ||
+		    getsockopt(cfd, SOL_SOCKET, SO_PEERGROUPS, groups, &len)) {
+			free(groups);
+			return false;
+		}
+	}
+	for (size_t i = 0; i < len / sizeof(gid_t) && !ok; i++)
+		ok = listed(a->gids, a->n_gids, groups[i]);
+	if (groups != small)
+		free(groups);
+	return ok;
+}
+
 static void serve(struct v05_broker *b, int cfd)
 {
 	const struct v05_segment *seg = b->seg;
@@ -178,6 +226,18 @@ static void serve(struct v05_broker *b, int cfd)
 	/* Owner words name pids: a producer must share our pid namespace. */
 	if (cred.pid <= 0) {
 		refuse(cfd, -EXDEV, "the producer is in another pid namespace");
+		return;
+	}
+	if (!admitted(b, cfd, &cred)) {
+		char why[sizeof(g.msg)];
+
+		snprintf(why, sizeof(why),
+			 "uid %u (gid %u) is not on the owner's allow-list; the owner admits it by listing the uid or a group of it (struct v05_config broker_uids/broker_gids; Python: broker_allow_uids/broker_allow_gids)",
+			 (unsigned)cred.uid, (unsigned)cred.gid);
+		if (b->allow.refused)
+			b->allow.refused(b->allow.ctx, (uint32_t)cred.uid,
+					 (uint32_t)cred.gid);
+		refuse(cfd, -EPERM, why);
 		return;
 	}
 	lane = reserve_lane(b, (uint32_t)cred.uid);
@@ -241,7 +301,9 @@ static void *broker_main(void *arg)
 	return NULL;
 }
 
-int v05__broker_start(struct v05_segment *seg, struct v05_broker **out)
+int v05__broker_start(struct v05_segment *seg,
+		      const struct v05_broker_allow *allow,
+		      struct v05_broker **out)
 {
 	struct v05_broker *b = calloc(1, sizeof(*b));
 	struct sockaddr_un sa;
@@ -251,6 +313,7 @@ int v05__broker_start(struct v05_segment *seg, struct v05_broker **out)
 	if (!b)
 		return v05__fail(-ENOMEM, "broker: out of memory");
 	b->seg = seg;
+	b->allow = *allow;
 	b->me = v05_load_relaxed(&seg->ctl->owner);
 	b->uid = seg->st_uid;
 	b->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -338,22 +401,24 @@ static int receive(int sfd, const char *name, struct v05_broker_grant *g,
 			memcpy(&got[ngot++], CMSG_DATA(cm) + j * sizeof(int),
 			       sizeof(int));
 	}
-	if (n != (ssize_t)sizeof(*g) || g->magic != V05_BROKER_MAGIC ||
-	    (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-		close_fds(got, ngot);
-		return v05__fail(-EPROTO, "broker of %s: malformed answer", name);
-	}
-	if (g->abi != V05_SHM_ABI) {
+	/* Another ABI's grant may differ in size: its version first. */
+	if (n >= 16 && g->magic == V05_BROKER_MAGIC && g->abi != V05_SHM_ABI) {
 		close_fds(got, ngot);
 		return v05__fail(-EPROTONOSUPPORT,
 				 "broker of %s speaks segment ABI %u; this library ABI %u",
 				 name, g->abi, V05_SHM_ABI);
 	}
+	if (n != (ssize_t)sizeof(*g) || g->magic != V05_BROKER_MAGIC ||
+	    (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		close_fds(got, ngot);
+		return v05__fail(-EPROTO, "broker of %s: malformed answer", name);
+	}
 	if (g->error) {
 		close_fds(got, ngot);
 		g->msg[sizeof(g->msg) - 1] = '\0';
 		return v05__fail(g->error < 0 && g->error > -4096 ? g->error : -EPROTO,
-				 "broker of %s: %s", name, g->msg);
+				 "the broker of segment %s refused this process: %s",
+				 name, g->msg);
 	}
 	if (ngot != 2 || g->lane_count < 1 || g->lane_count > V05_LANES_MAX ||
 	    g->lane >= g->lane_count || g->lane_capacity < V05_LANE_CAP_MIN ||

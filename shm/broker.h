@@ -3,9 +3,11 @@
  * The lane broker: how a producer of another uid gets a lane without being
  * able to open any of the segment's files. A thread of the owner's process
  * listens on a unix socket; a producer connects, the broker checks it
- * (SO_PEERCRED), reserves a free lane and sends two descriptors with
- * SCM_RIGHTS: the lane's file and the doorbell's. Nothing else of the
- * segment reaches the producer (docs/SHM.md, "The broker").
+ * against the owner's allow-list (SO_PEERCRED, SO_PEERGROUPS), reserves a
+ * free lane and sends two descriptors with SCM_RIGHTS: the lane's file and
+ * the doorbell's. Nothing else of the segment reaches the producer; a peer
+ * not on the list gets a refusal that names its uid (docs/SHM.md, "The
+ * broker").
  *
  * A descriptor, once given, cannot be taken back: the producer's processes
  * may keep the lane's file open after it gave the lane up. So a lane handed
@@ -18,9 +20,11 @@
 #ifndef V05_SHM_BROKER_H
 #define V05_SHM_BROKER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "segment.h"
+#include "v05/plugin.h"
 #include "v05/shm.h"
 
 #define V05_BROKER_MAGIC 0x314b5242353076ull /* "v05BRK1" little-endian */
@@ -45,9 +49,27 @@ struct v05_broker_grant {
 	uint32_t flags;         /* the header's (the doorbell mode)         */
 	uint64_t token;         /* the lane's owner word while reserved:
 				 * the producer claims with CAS token -> me */
-	char msg[96];           /* why, with an error                       */
+	char msg[216];          /* why, with an error                       */
 };
-static_assert(sizeof(struct v05_broker_grant) == 136, "grant ABI");
+static_assert(sizeof(struct v05_broker_grant) == 256, "grant ABI");
+static_assert(offsetof(struct v05_broker_grant, error) == 12, "grant ABI");
+
+/*
+ * Whom the broker admits besides the segment's own uid (the plugin's
+ * config, stored in the segment): a peer whose uid is in uids, or whose
+ * effective gid or one of whose supplementary groups is in gids, all as
+ * the kernel recorded them at connect (SO_PEERCRED, SO_PEERGROUPS): no
+ * look at /proc, which the peer could change in between.
+ */
+struct v05_broker_allow {
+	uint32_t uids[V05_BROKER_ALLOW_MAX];
+	uint32_t gids[V05_BROKER_ALLOW_MAX];
+	uint32_t n_uids, n_gids;
+	/* Called by the broker thread for each peer refused (the caller
+	 * counts it; that thread is the count's only writer). Optional. */
+	void (*refused)(void *ctx, uint32_t uid, uint32_t gid);
+	void *ctx;
+};
 
 struct v05_broker;
 
@@ -57,11 +79,14 @@ unsigned long long v05__broker_name_hash(const char *seg_path);
 
 /*
  * Start the broker of an owned segment (the owner's view, with the lanes'
- * and the doorbell's descriptors): -EADDRINUSE if another process holds the
- * socket's name. The thread reads lane owner words, reserves and binds
- * lanes, and does nothing else with the segment.
+ * and the doorbell's descriptors) admitting the peers allow names (copied):
+ * -EADDRINUSE if another process holds the socket's name. The thread reads
+ * lane owner words, reserves and binds lanes, and does nothing else with
+ * the segment.
  */
-int v05__broker_start(struct v05_segment *seg, struct v05_broker **out);
+int v05__broker_start(struct v05_segment *seg,
+		      const struct v05_broker_allow *allow,
+		      struct v05_broker **out);
 
 /* Stop and join the thread; give back the reservations not yet claimed. */
 void v05__broker_stop(struct v05_broker *b);

@@ -8,7 +8,7 @@
 #include "v05/common.h"
 
 /* Thread-local so concurrent callers never see each other's messages. */
-static _Thread_local char errbuf[256];
+static _Thread_local char errbuf[512];
 
 int v05__fail(int err, const char *fmt, ...)
 {

@@ -15,6 +15,18 @@ static inline void report(struct v05_lanes *l, enum v05_lane_event ev,
 		l->event(l->event_ctx, ev, lane, n);
 }
 
+/* A cut lane's consumer reads the private parked header (lanes.h): its
+ * tail, 0, equals the head given here, so the lane looks empty. The
+ * lane's own head stays in the owner's statistics (own->head). */
+static void park(struct v05_lanes *l, uint32_t i)
+{
+	struct v05_ring_cons *c = &l->cons[i];
+
+	c->r = &l->parked;
+	c->head = 0;
+	c->tail_cache = 0;
+}
+
 int v05__lanes_init(struct v05_lanes *l, struct v05_segment *seg)
 {
 	uint32_t n = seg->hdr.geo.lane_count;
@@ -39,6 +51,10 @@ int v05__lanes_init(struct v05_lanes *l, struct v05_segment *seg)
 		c->head = v05_load_relaxed(&seg->lane_own[i].head);
 		c->tail_cache = c->head;
 		v05_store_release(&r->head, c->head); /* R1 */
+		/* Cut off by a previous owner: still not read (relaxed, as
+		 * the head above). */
+		if (v05_load_relaxed(&seg->lane_own[i].cut_owner))
+			park(l, i);
 	}
 	return 0;
 }
@@ -179,6 +195,10 @@ drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
 	v05_store_relaxed(&own->head, head + n);
 	v05__ring_cons_release(c, n); /* R1 */
 	v05_store_relaxed(&own->consumed, v05_load_relaxed(&own->consumed) + n);
+	/* fn (or the corrupt report) cut the lane off: read no more of it,
+	 * from now on (its batch is given back above, to the real lane). */
+	if (__builtin_expect(v05_load_relaxed(&own->cut_owner) != 0, 0))
+		park(l, i);
 	return n;
 }
 
@@ -289,6 +309,59 @@ bool v05__lanes_pending(struct v05_lanes *l)
 	return false;
 }
 
+bool v05__lanes_cut(struct v05_lanes *l, uint32_t i, uint64_t owner)
+{
+	struct v05_ring_hdr *r = v05__lane(l->seg, i);
+	struct v05_lane_own *own = &l->seg->lane_own[i];
+	uint64_t expect = owner;
+
+	/* Relaxed: owner-only words, and the control block's owner word,
+	 * which only this process writes while it owns the segment. */
+	if (!owner || owner == V05_OWNER_CUT ||
+	    v05_load_relaxed(&own->cut_owner) ||
+	    owner == v05_load_relaxed(&l->seg->ctl->owner))
+		return false;
+	/* The claim is taken from the producer as a reclaim takes a dead
+	 * one's: acq_rel, pairing with its claim (A3) and close (R3); lost
+	 * if it left meanwhile (its word is no longer there). */
+	if (!v05_cas_acq_rel(&r->owner, &expect, V05_OWNER_CUT))
+		return false;
+	v05_store_relaxed(&own->cut_owner, owner);
+	report(l, V05_LANE_CUT, i, 1);
+	return true;
+}
+
+/*
+ * A cut lane whose producer quit or died: drop what it published, unread,
+ * and free the lane for the next claim, which starts with an empty lane.
+ */
+static void cut_release(struct v05_lanes *l, uint32_t i)
+{
+	struct v05_ring_hdr *r = v05__lane(l->seg, i);
+	struct v05_lane_own *own = &l->seg->lane_own[i];
+	struct v05_ring_cons *c = &l->cons[i];
+	/* A2: the tail the producer published last (before its quit, which
+	 * the caller read with A6); all of it is dropped. */
+	uint32_t tail = v05_load_acquire(&r->tail);
+	uint32_t left = tail - v05_load_relaxed(&own->head);
+
+	/* A producer can publish any tail: count at most a lane's worth. */
+	if (left > c->mask + 1)
+		left = c->mask + 1;
+	/* Relaxed: owner-only statistics. */
+	v05_store_relaxed(&own->discarded, v05_load_relaxed(&own->discarded) + left);
+	v05_store_relaxed(&own->head, tail);
+	c->r = r;
+	c->head = tail;
+	c->tail_cache = tail;
+	v05_store_release(&r->head, tail); /* R1 */
+	v05_store_relaxed(&r->quit, 0);
+	v05_store_relaxed(&own->cut_owner, 0);
+	v05_store_relaxed(&own->owner_seen, 0);
+	/* R3: the head and quit word above before the next claimer's A3. */
+	v05_store_release(&r->owner, 0);
+}
+
 uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,
 			    void *ctx)
 {
@@ -308,14 +381,28 @@ uint32_t v05__lanes_reclaim_at(struct v05_lanes *l, uint64_t now,
 		return 0;
 	l->next_reclaim_ns = now + V05_RECLAIM_INTERVAL_NS;
 	for (uint32_t i = 0; i < l->n; i++) {
-		struct v05_ring_hdr *r = l->cons[i].r;
+		struct v05_ring_hdr *r = v05__lane(l->seg, i);
 		struct v05_lane_own *own = &l->seg->lane_own[i];
+		/* Relaxed: owner-only. */
+		uint64_t cut = v05_load_relaxed(&own->cut_owner);
+		uint64_t owner;
+
+		if (cut) {
+			/* A6: pairs with the producer's R6 (its word into
+			 * quit at close), so its last tail is what
+			 * cut_release drops. Any value a producer writes
+			 * there can only free its own lane early. */
+			if (v05_load_acquire(&r->quit) == cut ||
+			    !v05__owner_alive(cut))
+				cut_release(l, i);
+			continue;
+		}
 		/* Acquire: pairs with the claim CAS (A3's release half), so a
 		 * dead owner's last tail store is visible to the drain below.
 		 * The word is in the lane's own page: only the producer that
 		 * holds the lane can write it (its peers do not map it), so
 		 * no other producer can make a live one look dead. */
-		uint64_t owner = v05_load_acquire(&r->owner);
+		owner = v05_load_acquire(&r->owner);
 
 		observe_owner(l, i, own, owner);
 		if (owner == 0 || v05__owner_alive(owner))

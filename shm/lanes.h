@@ -8,6 +8,15 @@
  * store of 0 (close) — or the consumer does, after draining what a dead
  * producer published, with a release CAS from the dead word to 0. Either
  * release orders the last tail the lane saw before the next claim's acquire.
+ *
+ * Cutting a lane off (at the plugin's request, v05__lanes_cut): the
+ * consumer takes the lane from its producer with a CAS of the owner word
+ * from the producer's word to V05_OWNER_CUT, which no claim takes, and
+ * stops reading the lane (it looks empty to every drain, check and wait).
+ * The producer's next push sees its word gone and fails. When that
+ * producer has quit (its close stores its word in the lane's quit word) or
+ * died, the consumer drops what the lane holds unread and frees it (R3):
+ * the next claim starts on an empty lane and a window of its own.
  */
 #ifndef V05_SHM_LANES_H
 #define V05_SHM_LANES_H
@@ -46,6 +55,7 @@ enum v05_lane_event {
 	V05_LANE_OVERRUN,
 	V05_LANE_RECLAIM,
 	V05_LANE_CLAIM,
+	V05_LANE_CUT,     /* a claim was cut off (v05__lanes_cut)       */
 };
 typedef void (*v05_lane_event_fn)(void *ctx, enum v05_lane_event ev,
 				  uint32_t lane, uint32_t n);
@@ -58,6 +68,11 @@ struct v05_lanes {
 	uint32_t n;
 	uint32_t rr;                /* next lane to drain first */
 	uint64_t next_reclaim_ns;
+	/* What a cut lane's consumer points at instead of the lane: a
+	 * private ring header whose tail never moves, so the lane looks
+	 * empty to the drain, v05__lanes_pending and the wait at no cost
+	 * on their paths. Never written. */
+	struct v05_ring_hdr parked;
 };
 
 int v05__lanes_init(struct v05_lanes *l, struct v05_segment *seg);
@@ -72,6 +87,17 @@ void v05__lanes_fini(struct v05_lanes *l);
  */
 uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
 			  v05_record_fn fn, void *ctx);
+
+/*
+ * Cut lane off from the claim whose owner word is owner (the one the
+ * consumer saw at the batch in hand): from a v05_record_fn or an event
+ * callback of that lane's drain only. The lane is taken (owner word ->
+ * V05_OWNER_CUT), reported (V05_LANE_CUT) and, once its batch is given
+ * back, no longer read. false, and nothing done, when the claim is gone
+ * already (the producer left), for no claim (0) or for the plugin's own
+ * process (owner: the segment's owner word), or when the lane is cut.
+ */
+bool v05__lanes_cut(struct v05_lanes *l, uint32_t lane, uint64_t owner);
 
 /* Any published record not yet drained? (acquire loads of every tail) */
 bool v05__lanes_pending(struct v05_lanes *l);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The shared-memory layout (ABI version 4). Everything in this file lives in
+ * The shared-memory layout (ABI version 5). Everything in this file lives in
  * a segment mapped by several processes, so: fixed-width types and byte
  * offsets only, never a pointer; every struct's size and alignment checked
  * by static_assert; single-writer fields grouped on their own cache lines.
@@ -44,7 +44,10 @@
 #include <stdint.h>
 
 #define V05_SHM_MAGIC 0x01006d6873353076ull /* "v05shm\0\1" little-endian */
-#define V05_SHM_ABI 4u /* 4: each lane and the doorbell in a file of their own
+#define V05_SHM_ABI 5u /* 5: lane statistics of 128 bytes (records applied
+			* and rejected per lane, the cut-off), a lane's quit
+			* word, the broker's allow-list in the stored config.
+			* 4: each lane and the doorbell in a file of their own
 			* (a producer of another uid gets only its lane's
 			* descriptor, from the owner's broker), lanes bound to
 			* a uid; a record names its prompt instance (gen), not
@@ -178,8 +181,12 @@ static_assert(sizeof(struct v05_shm_state) == 2048 + 1024, "state");
  */
 struct v05_ring_hdr {
 	/* Line 0: the claiming peer (a producer, or the reader). */
-	uint64_t owner;  /* owner word; 0 = free                       */
-	uint8_t pad0[V05_LINE - 8];
+	uint64_t owner;  /* owner word; 0 = free; V05_OWNER_CUT: a lane
+			  * the plugin cut off (lanes.h)                */
+	uint64_t quit;   /* a lane's: the owner word of a producer that
+			  * gave the lane up after it was cut off (stored
+			  * at close); only compared, never trusted     */
+	uint8_t pad0[V05_LINE - 16];
 	/* Line 1: written by the ring's producer only. */
 	uint32_t tail;   /* entries published                          */
 	uint8_t pad1[V05_LINE - 4];
@@ -192,6 +199,14 @@ struct v05_ring_hdr {
 static_assert(sizeof(struct v05_ring_hdr) == 3 * V05_LINE, "ring header");
 static_assert(offsetof(struct v05_ring_hdr, tail) == V05_LINE, "ring header");
 static_assert(offsetof(struct v05_ring_hdr, head) == 2 * V05_LINE, "ring hdr");
+
+/*
+ * The owner word of a lane the plugin cut off (shm/lanes.c): pid 0, which
+ * no process has, so no claim, reservation or liveness check takes it for
+ * a producer's. A producer whose word was replaced by it learns on its
+ * next push that it was cut off.
+ */
+#define V05_OWNER_CUT 0xffffffffull
 
 /*
  * Where lane i's ring starts within its first page. Lanes start on pages
@@ -223,6 +238,7 @@ static inline uint64_t v05__lane_stride(uint32_t capacity)
  * producer can falsify these counts or move a takeover's starting point.
  */
 struct v05_lane_own {
+	/* Line 0: the lanes' (shm/lanes.c) and the broker's. */
 	uint32_t head;       /* entries consumed: where a takeover resumes */
 	uint32_t high_water; /* largest tail - head the consumer saw       */
 	uint64_t consumed;   /* total consumed, across reclaims            */
@@ -234,9 +250,29 @@ struct v05_lane_own {
 	 * open; from then on it serves that uid alone. */
 	uint32_t bound;      /* 1: bound to bound_uid (its file :bound.<i>) */
 	uint32_t bound_uid;
-	uint8_t pad[64 - 48];
+	/* The claim cut off (its producer's owner word; 0: none): while
+	 * set, the lane's owner word is V05_OWNER_CUT and the lane is not
+	 * drained; cleared when that producer quit or died. */
+	uint64_t cut_owner;
+	uint64_t discarded;  /* records of cut claims dropped unread       */
+	/* Line 1: the plugin's accounting of the records it was handed
+	 * (plugin/guard.c): all time, and a window over the current claim
+	 * that decides the cut-off. */
+	uint64_t applied;    /* records applied                            */
+	uint64_t rejected;   /* records rejected, any reason (corrupt too) */
+	uint64_t win_owner;  /* the claim (owner word) the window counts   */
+	uint32_t win_records;  /* its records, both halved at 2N (guard.c) */
+	uint32_t win_rejected; /* ... and the rejected among them          */
+	uint32_t cuts;         /* claims cut off                           */
+	uint32_t cut_records;  /* the window at the last cut: records ...  */
+	uint32_t cut_rejected; /* ... and rejected                         */
+	uint32_t pad_b;
+	uint8_t pad[16];
 };
-static_assert(sizeof(struct v05_lane_own) == 64, "lane statistics ABI");
+static_assert(sizeof(struct v05_lane_own) == 128, "lane statistics ABI");
+static_assert(offsetof(struct v05_lane_own, cut_owner) == 48 &&
+	      offsetof(struct v05_lane_own, applied) == 64,
+	      "lane statistics ABI");
 
 /*
  * A reward record in a producer lane: 32 bytes, two per 64-byte line. gen

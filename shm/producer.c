@@ -52,13 +52,45 @@ static void register_atfork(void)
 	pthread_atfork(NULL, NULL, on_fork_child);
 }
 
-static int check_handle(const struct v05_producer *p)
+/* The lane is no longer ours: the plugin cut it off (lanes.h). */
+static __attribute__((noinline, cold)) int lane_lost(const struct v05_producer *p,
+						      uint64_t owner)
 {
+	if (owner == V05_OWNER_CUT)
+		return v05__fail(-ECONNABORTED,
+				 "segment %s: the plugin cut lane %u off, most of the records pushed into it were rejected (late gen, unknown key, sample not issued, duplicate; `v05ctl stat %s` shows the counts); it reads none of them any more. Close this producer; a new one gets a lane of its own",
+				 p->seg->name, p->lane_index, p->seg->name);
+	return v05__fail(-ECONNABORTED,
+			 "segment %s: lane %u is no longer this producer's (its owner word was changed); close this producer and open a new one",
+			 p->seg->name, p->lane_index);
+}
+
+/* Why check_handle refused: out of the push path. */
+static __attribute__((noinline, cold)) int handle_refused(const struct v05_producer *p)
+{
+	uint64_t owner;
+
 	if (!p)
 		return v05__fail(-EINVAL, "producer: NULL handle");
 	if (p->fork_gen != fork_gen)
 		return v05__fail(-ECHILD,
 				 "producer handle used in a forked child; open a new one");
+	owner = v05_load_relaxed(&p->lane->owner);
+	return owner == p->owner ? 0 : lane_lost(p, owner);
+}
+
+/*
+ * A usable handle: this process's, on a lane still ours. The owner word
+ * sits on a line written only at claim, close and cut, so the load hits
+ * the cache; relaxed: only compared (a cut seen late costs a few records
+ * pushed into a lane nobody reads). Inline: one test on the push path.
+ */
+static inline __attribute__((always_inline)) int
+check_handle(const struct v05_producer *p)
+{
+	if (__builtin_expect(!p || p->fork_gen != fork_gen ||
+			     v05_load_relaxed(&p->lane->owner) != p->owner, 0))
+		return handle_refused(p);
 	return 0;
 }
 
@@ -130,7 +162,7 @@ static void lane_claimed(struct v05_producer *p, struct v05_ring_hdr *r,
 static int claim_lane(struct v05_producer *p, unsigned flags)
 {
 	struct v05_segment *seg = p->seg;
-	uint32_t dead = 0, bound = 0;
+	uint32_t dead = 0, bound = 0, cut = 0;
 	uint64_t me = v05__owner_self();
 	int err;
 
@@ -149,7 +181,10 @@ static int claim_lane(struct v05_producer *p, unsigned flags)
 		/* Relaxed peek; the CAS below decides. */
 		cur = v05_load_relaxed(&r->owner);
 		if (cur != 0) {
-			dead += !v05__owner_alive(cur);
+			if (cur == V05_OWNER_CUT)
+				cut++;
+			else
+				dead += !v05__owner_alive(cur);
 			lane_unmap(p, r);
 			continue;
 		}
@@ -162,8 +197,8 @@ static int claim_lane(struct v05_producer *p, unsigned flags)
 		lane_unmap(p, r);
 	}
 	return v05__fail(-EBUSY,
-			 "segment %s: all %u lanes are held (%u by dead producers, free again once the plugin drains them; %u bound to producers of another uid)",
-			 seg->name, seg->hdr.geo.lane_count, dead, bound);
+			 "segment %s: all %u lanes are held (%u by dead producers, free again once the plugin drains them; %u cut off by the plugin, free again once their producers close or exit; %u bound to producers of another uid)",
+			 seg->name, seg->hdr.geo.lane_count, dead, cut, bound);
 }
 
 /*
@@ -422,10 +457,17 @@ V05_API int v05_producer_close(struct v05_producer *p)
 	if (!p)
 		return 0;
 	if (p->fork_gen == fork_gen) {
+		uint64_t me = p->owner;
+
 		publish(p);
 		/* R3: our last tail store before the lane is free again;
-		 * pairs with the next claimer's A3. */
-		v05_store_release(&p->lane->owner, 0);
+		 * pairs with the next claimer's A3. A CAS, not a store: a
+		 * lane the plugin cut off is not ours to free. We say we quit
+		 * it instead (R6: our last tail before it; pairs with the
+		 * plugin's A6 on quit, lanes.c), and the plugin frees it. */
+		if (!v05_cas_acq_rel(&p->lane->owner, &me, 0) &&
+		    me == V05_OWNER_CUT)
+			v05_store_release(&p->lane->quit, p->owner);
 	} else {
 		/* A forked child must not touch the parent's lane. */
 		ret = -ECHILD;

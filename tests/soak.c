@@ -13,7 +13,8 @@
  *   - every applied reward belongs to exactly one final group (applied =
  *     the sum of the groups' k), every submitted prompt is final;
  *   - nothing was rejected except the duplicates/late rewards the resends
- *     can explain;
+ *     can explain, and no worker, whose resends are such rewards, was cut
+ *     off (docs/SHM.md, "Cutting a lane off");
  *   - the consumer's resident memory did not grow after warm-up, and no
  *     file descriptor leaked.
  * Progress is printed every 10 s; the summary last.
@@ -365,7 +366,7 @@ handle:
 	}
 	while (v05_poll(p, d, 4 * BATCH) > 0)
 		;
-	v05__lanes_reclaim(&p->lanes, true, v05__apply_records, p);
+	v05__lanes_reclaim(&p->lanes, true, v05__apply_lane, p);
 	while (v05_poll(p, d, 4 * BATCH) > 0)
 		;
 	v05_counters(p, c, V05_COUNTER_SLOTS);
@@ -411,6 +412,11 @@ handle:
 				(unsigned long long)c[V05_C_REWARDS_APPLIED],
 				(unsigned long long)k_sum, (unsigned long long)finals,
 				(unsigned long long)submitted);
+			failed = 1;
+		}
+		if (c[V05_C_LANES_CUT_OFF]) {
+			fprintf(stderr, "soak: %llu honest workers cut off\n",
+				(unsigned long long)c[V05_C_LANES_CUT_OFF]);
 			failed = 1;
 		}
 		if (rejected != explained || explained > resent) {

@@ -40,6 +40,11 @@ static struct v05_plugin *make(const char *name, unsigned flags,
 	c.max_producers = lanes;
 	c.lane_capacity = 64;
 	c.flags = flags;
+	if (flags & V05_CONFIG_PRODUCER_BROKER) {
+		/* Someone else than us (the owner's uid is always in). */
+		c.broker_uids[0] = 4242;
+		c.n_broker_uids = 1;
+	}
 	if (v05_plugin_create(name, &c, &p))
 		fail_msg("create: %s", v05_errmsg());
 	return p;
@@ -97,6 +102,48 @@ static void test_brokered_producer(void **state)
 	/* The broker stopped with its plugin. */
 	assert_int_equal(v05__producer_open_brokered(name, 0, &w), -ECONNREFUSED);
 	assert_int_equal(v05_segment_unlink(name), 0);
+}
+
+/*
+ * A broker admits only whom its owner names: a broker config without an
+ * allow-list is refused, naming the fields; a list without a broker, too
+ * many entries, -1 as an id and a cut-off above 1000 per mille as well.
+ */
+static void test_config_allow_list(void **state)
+{
+	struct v05_plugin *p;
+	struct v05_config c;
+	char name[64];
+
+	(void)state;
+	v05_config_default(&c);
+	assert_int_equal(c.n_broker_uids + c.n_broker_gids, 0);
+	assert_int_equal(v05_config_check(&c), 0);
+	c.flags = V05_CONFIG_PRODUCER_BROKER;
+	assert_int_equal(v05_config_check(&c), -EINVAL);
+	assert_non_null(strstr(v05_errmsg(), "broker_uids"));
+	assert_non_null(strstr(v05_errmsg(), "broker_gids"));
+	test_name(name, sizeof(name), "brkcfg");
+	assert_int_equal(v05_plugin_create(name, &c, &p), -EINVAL);
+	c.broker_gids[0] = 100;
+	c.n_broker_gids = 1;
+	assert_int_equal(v05_config_check(&c), 0);
+	c.n_broker_gids = V05_BROKER_ALLOW_MAX + 1;
+	assert_int_equal(v05_config_check(&c), -EINVAL);
+	assert_non_null(strstr(v05_errmsg(), "n_broker_gids"));
+	c.n_broker_gids = 1;
+	c.broker_uids[0] = UINT32_MAX;
+	c.n_broker_uids = 1;
+	assert_int_equal(v05_config_check(&c), -EINVAL);
+	assert_non_null(strstr(v05_errmsg(), "broker_uids[0]"));
+	c.broker_uids[0] = 1000;
+	c.lane_cut_permille = 1001;
+	assert_int_equal(v05_config_check(&c), -EINVAL);
+	assert_non_null(strstr(v05_errmsg(), "lane_cut_permille"));
+	c.lane_cut_permille = 0;
+	c.flags = 0;
+	assert_int_equal(v05_config_check(&c), -EINVAL);
+	assert_non_null(strstr(v05_errmsg(), "without V05_CONFIG_PRODUCER_BROKER"));
 }
 
 static void test_no_broker(void **state)
@@ -201,6 +248,8 @@ static void test_takeover_broker(void **state)
 		c.max_producers = 2;
 		c.lane_capacity = 64;
 		c.flags = V05_CONFIG_PRODUCER_BROKER;
+		c.broker_gids[0] = 4343;
+		c.n_broker_gids = 1;
 		_exit(v05_plugin_create(name, &c, &p) ? 1 : 0); /* no close */
 	}
 	assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -208,6 +257,10 @@ static void test_takeover_broker(void **state)
 	assert_int_equal(v05__producer_open_brokered(name, 0, &w), -ECONNREFUSED);
 	assert_int_equal(v05_plugin_attach(name, 0, &p), 0);
 	assert_non_null(p->broker);
+	/* The allow-list came with the segment. */
+	assert_int_equal(p->cfg.n_broker_gids, 1);
+	assert_int_equal(p->cfg.broker_gids[0], 4343);
+	assert_int_equal(p->cfg.n_broker_uids, 0);
 	assert_int_equal(v05__producer_open_brokered(name, 0, &w), 0);
 	assert_true(push_and_apply(p, w, "after-takeover") > 0);
 	v05_producer_close(w);
@@ -231,6 +284,8 @@ static void test_name_taken(void **state)
 	c.max_prompts = 8;
 	c.max_producers = 2;
 	c.flags = V05_CONFIG_PRODUCER_BROKER;
+	c.broker_uids[0] = 4242;
+	c.n_broker_uids = 1;
 	assert_int_equal(v05_plugin_create(name, &c, &q), -EADDRINUSE);
 	assert_non_null(strstr(v05_errmsg(), "broker"));
 	assert_int_not_equal(stat(p->seg.path, &sb), 0);
@@ -243,6 +298,7 @@ static void test_name_taken(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_config_allow_list),
 		cmocka_unit_test(test_brokered_producer),
 		cmocka_unit_test(test_no_broker),
 		cmocka_unit_test(test_bad_clients),

@@ -42,6 +42,13 @@ static struct v05_plugin *make_flags(const char *name, uint32_t mode,
 	c.max_producers = 2;
 	c.file_mode = mode;
 	c.flags = flags;
+	if (flags & V05_CONFIG_PRODUCER_BROKER) {
+		/* nobody, whom the uid tests become. */
+		struct passwd *nobody = getpwnam("nobody");
+
+		c.broker_uids[0] = nobody ? nobody->pw_uid : 65534;
+		c.n_broker_uids = 1;
+	}
 	if (v05_plugin_create(name, &c, &p))
 		fail_msg("create: %s", v05_errmsg());
 	return p;

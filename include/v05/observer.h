@@ -55,6 +55,18 @@ struct v05_observer_info {
 	uint32_t reserved;
 	char journal_error[160];
 	char journal_path[V05_JOURNAL_PATH_MAX];
+	/* The producer broker (V05_CONFIG_PRODUCER_BROKER) and whom it
+	 * admits besides the owner's uid (the stored config). */
+	uint32_t broker;              /* 1: the plugin runs one               */
+	uint32_t n_broker_uids, n_broker_gids;
+	uint32_t broker_uids[V05_BROKER_ALLOW_MAX];
+	uint32_t broker_gids[V05_BROKER_ALLOW_MAX];
+	/* The last peer it refused, when counter broker_refused is not 0. */
+	uint32_t broker_refused_uid, broker_refused_gid;
+	/* The cut-off in force: a claim with at least lane_cut_records
+	 * records, more than lane_cut_permille per 1000 rejected. */
+	uint32_t lane_cut_records, lane_cut_permille;
+	uint32_t reserved2;
 };
 
 V05_API int v05_observer_info(struct v05_observer *o,
@@ -67,6 +79,15 @@ struct v05_lane_stat {
 	uint32_t high_water;  /* the largest fill the plugin has seen        */
 	uint64_t consumed;    /* records drained, all time                   */
 	uint64_t claims;      /* claims the plugin observed (owner-only)     */
+	uint64_t applied;     /* records the plugin applied, all time        */
+	uint64_t rejected;    /* records it rejected (any reason), all time  */
+	uint64_t discarded;   /* records of cut claims dropped unread        */
+	uint32_t cut;         /* 1: cut off now: its records are not read    */
+	uint32_t cut_pid;     /* the producer cut off (while cut), else 0    */
+	uint32_t cuts;        /* claims cut off, all time                    */
+	uint32_t cut_records; /* the last cut's window: records handed over  */
+	uint32_t cut_rejected;/*   ... and rejected among them               */
+	uint32_t reserved;
 };
 
 /* Up to n lanes' statistics; returns how many (the segment's lane count

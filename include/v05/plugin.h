@@ -51,9 +51,14 @@ enum v05_journal_sync {
  * V05_PRODUCER_ANY_UID): the plugin runs a broker thread that hands each
  * one its lane's file and the doorbell's over a unix socket, never the
  * segment's (docs/SHM.md, "The broker"). Without it, only processes of the
- * plugin's uid can produce.
+ * plugin's uid can produce. The broker admits only the users the config
+ * names (broker_uids, broker_gids; at least one is required) and the
+ * plugin's own uid; it refuses everyone else.
  */
 #define V05_CONFIG_PRODUCER_BROKER (1u << 2)
+
+/* Most uids, and most gids, a broker's allow-list holds. */
+#define V05_BROKER_ALLOW_MAX 16u
 
 #define V05_UID_MAX_BYTES 128u
 #define V05_JOURNAL_PATH_MAX 480u
@@ -75,12 +80,37 @@ struct v05_config {
 	uint32_t flags;             /* V05_CONFIG_*                           */
 	uint32_t journal_sync;      /* enum v05_journal_sync                  */
 	const char *journal_path;   /* NULL: no journal                       */
+	/*
+	 * V05_CONFIG_PRODUCER_BROKER: the users its broker hands lanes to,
+	 * besides the plugin's own uid: a peer whose uid (SO_PEERCRED) is in
+	 * broker_uids, or whose effective gid or one of whose supplementary
+	 * groups (SO_PEERGROUPS, both as the kernel took them at connect) is
+	 * in broker_gids. Required with the flag (at least one entry),
+	 * refused without it. Stored in the segment: a takeover's broker
+	 * admits the same users.
+	 */
+	uint32_t broker_uids[V05_BROKER_ALLOW_MAX];
+	uint32_t broker_gids[V05_BROKER_ALLOW_MAX];
+	uint32_t n_broker_uids;     /* entries of broker_uids in use          */
+	uint32_t n_broker_gids;     /* entries of broker_gids in use          */
+	/*
+	 * The cut-off of a lane whose records are mostly rejected (docs/SHM.md,
+	 * "Cutting a lane off"): once a producer's claim has handed over at
+	 * least lane_cut_records records and more than lane_cut_permille per
+	 * 1000 of them were rejected, the plugin stops reading its lane and its
+	 * next push fails with -ECONNABORTED. 0 takes the default: records
+	 * 4 x max_prompts x k_max (at least 4096), 900 per mille. A permille
+	 * of 1000 never cuts.
+	 */
+	uint32_t lane_cut_records;
+	uint32_t lane_cut_permille;
 };
 
 /* Defaults: mode v05-eb (two waves, no halt; docs/STATISTICS.md explains
  * the choice) with the rms normaliser, c 0.0039, k 4/2/16, halt 0.25 (used
  * by mode v05 only), pad 32, rounds, deadline 2000 us, 4096 prompts, 16
- * producers, lanes of 4096, 64 batches, file mode 0600, no journal. */
+ * producers, lanes of 4096, 64 batches, file mode 0600, no journal, no
+ * broker (its allow-list empty), the default cut-off. */
 V05_API void v05_config_default(struct v05_config *c);
 /* The defaults, then the paper's exact behaviour: mode v05 (fusion + OSLA)
  * with its 25% batch halt and the paper's normaliser sqrt(1 - mu^2). */

@@ -21,7 +21,8 @@
  * Each input gets a fresh plugin (4 prompts, k_init 2, k_max 4). Whatever
  * the bytes, afterwards: no prompt holds a reward for a sample it was not
  * issued, every record the lane handed over was either applied or counted
- * under exactly one rejection reason, every final group's baseline and
+ * under exactly one rejection reason (and so in the lane's own applied
+ * and rejected counts), every final group's baseline and
  * advantages are finite, and the plugin still closes cleanly.
  */
 #include <math.h>
@@ -197,6 +198,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rejected += c[r];
 	check(p->seg.lane_own[0].consumed == c[V05_C_REWARDS_APPLIED] + rejected,
 	      "each record handed over applied or rejected once");
+	/* And the lane's own accounting (plugin/guard.c) agrees. */
+	check(p->seg.lane_own[0].applied == c[V05_C_REWARDS_APPLIED] &&
+	      p->seg.lane_own[0].rejected == rejected,
+	      "the lane's applied and rejected counts");
 	if (getenv("V05_FUZZ_VERBOSE"))
 		fprintf(stderr, "fuzz_lane: consumed %llu applied %llu rejected "
 			"%llu (corrupt %llu) overruns %llu finals %llu\n",

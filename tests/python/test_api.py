@@ -208,7 +208,8 @@ def test_producer_broker_and_file_mode(segname):
         v05.Plugin.create(segname, file_mode=0o666)
     assert e.value.errno == errno.EINVAL
     with v05.Plugin.create(segname, max_producers=2, file_mode=0o644,
-                           producer_broker=True) as p:
+                           producer_broker=True,
+                           broker_allow_uids=[4242]) as p:
         base = os.path.join(os.environ.get("V05_SHM_DIR", "/dev/shm"),
                             "v05-" + segname)
         assert stat.S_IMODE(os.stat(base).st_mode) == 0o644

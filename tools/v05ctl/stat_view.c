@@ -77,6 +77,39 @@ static void human_bytes(char *buf, size_t len, uint64_t b)
 		snprintf(buf, len, "%.1f MiB", (double)b / 1048576.0);
 }
 
+static void id_list(FILE *f, const uint32_t *ids, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		fprintf(f, "%s%u", i ? ", " : "", ids[i]);
+}
+
+/* Who produces: the broker's allow-list and refusals, the cut-off. */
+static void print_guard(FILE *f, const struct stat_view *v)
+{
+	const struct v05_observer_info *in = &v->info;
+	const uint64_t *c = v->c;
+
+	if (in->broker) {
+		fprintf(f, "broker    admits the owner's uid");
+		if (in->n_broker_uids) {
+			fprintf(f, ", uid%s ", in->n_broker_uids > 1 ? "s" : "");
+			id_list(f, in->broker_uids, in->n_broker_uids);
+		}
+		if (in->n_broker_gids) {
+			fprintf(f, ", gid%s ", in->n_broker_gids > 1 ? "s" : "");
+			id_list(f, in->broker_gids, in->n_broker_gids);
+		}
+		fprintf(f, "; refused %" PRIu64, c[V05_C_BROKER_REFUSED]);
+		if (c[V05_C_BROKER_REFUSED])
+			fprintf(f, " (last: uid %u, gid %u)", in->broker_refused_uid,
+				in->broker_refused_gid);
+		fputc('\n', f);
+	}
+	fprintf(f, "cut-off   %" PRIu64 " producer claim%s cut off; a claim is cut at >= %u records with more than %.1f%% rejected\n",
+		c[V05_C_LANES_CUT_OFF], c[V05_C_LANES_CUT_OFF] == 1 ? "" : "s",
+		in->lane_cut_records, in->lane_cut_permille / 10.0);
+}
+
 static double rate(const struct stat_view *v, const struct stat_view *prev,
 		   int counter)
 {
@@ -176,6 +209,7 @@ void stat_print(FILE *f, const struct stat_view *v, const struct stat_view *prev
 		"; takeovers %" PRIu64 "\n",
 		c[V05_C_WAITS], c[V05_C_WAKEUPS], c[V05_C_LANE_CLAIMS],
 		c[V05_C_LANE_RECLAIMS], c[V05_C_LANE_OVERRUNS], c[V05_C_TAKEOVERS]);
+	print_guard(f, v);
 	if (prev)
 		fprintf(f, "rates     %.0f rewards/s, %.0f samples issued/s, "
 			"%.0f groups final/s, %.0f rejected/s\n",
@@ -184,20 +218,30 @@ void stat_print(FILE *f, const struct stat_view *v, const struct stat_view *prev
 			rate(v, prev, V05_C_DEC_FINAL) + rate(v, prev, V05_C_DEC_DROP),
 			(double)(rejected(v->c) - rejected(prev->c)) /
 				((double)(v->taken_ns - prev->taken_ns) / 1e9));
-	fprintf(f, "\nlane  producer       fill/capacity   high water    consumed  claims\n");
+	fprintf(f, "\nlane  producer       fill/capacity   high water    consumed     applied    rejected  claims\n");
 	for (uint32_t i = 0; i < v->nlanes; i++) {
 		const struct v05_lane_stat *l = &v->lanes[i];
 
-		if (!l->owner_pid && !l->consumed && !l->claims)
+		if (!l->owner_pid && !l->consumed && !l->claims && !l->cut)
 			continue;
-		if (l->owner_pid)
+		if (l->cut)
+			snprintf(a, sizeof(a), "CUT %u", l->cut_pid);
+		else if (l->owner_pid)
 			snprintf(a, sizeof(a), "%u %s", l->owner_pid,
 				 l->owner_alive ? "alive" : "dead");
 		else
 			snprintf(a, sizeof(a), "free");
-		fprintf(f, "%4u  %-13s %6u/%-8u %11u %11" PRIu64 " %7" PRIu64 "\n",
+		fprintf(f, "%4u  %-13s %6u/%-8u %11u %11" PRIu64 " %11" PRIu64
+			" %11" PRIu64 " %7" PRIu64 "\n",
 			i, a, l->fill, in->lane_capacity, l->high_water,
-			l->consumed, l->claims);
+			l->consumed, l->applied, l->rejected, l->claims);
+		if (l->cut)
+			fprintf(f, "      cut off: pid %u's claim, %u of its last %u records rejected; its records are not read; the lane is free again once it closes or exits\n",
+				l->cut_pid, l->cut_rejected, l->cut_records);
+		else if (l->cuts)
+			fprintf(f, "      cut off %u time%s before (last: %u of %u records rejected), %" PRIu64 " records dropped unread\n",
+				l->cuts, l->cuts > 1 ? "s" : "", l->cut_rejected,
+				l->cut_records, l->discarded);
 	}
 }
 
@@ -270,7 +314,19 @@ void stat_print_json(FILE *f, const struct stat_view *v)
 		c[V05_C_REWARDS_APPLIED]);
 	for (size_t i = 0; i < sizeof(rej) / sizeof(rej[0]); i++)
 		fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", rej[i].name, c[rej[i].c]);
-	fprintf(f, "}}, \"latency\": {\"count\": %" PRIu64 ", \"sum_ns\": %" PRIu64
+	fprintf(f, "}}, \"broker\": {\"enabled\": %s, \"uids\": [",
+		in->broker ? "true" : "false");
+	id_list(f, in->broker_uids, in->n_broker_uids);
+	fputs("], \"gids\": [", f);
+	id_list(f, in->broker_gids, in->n_broker_gids);
+	fprintf(f, "], \"refused\": %" PRIu64, c[V05_C_BROKER_REFUSED]);
+	if (c[V05_C_BROKER_REFUSED])
+		fprintf(f, ", \"refused_uid\": %u, \"refused_gid\": %u",
+			in->broker_refused_uid, in->broker_refused_gid);
+	fprintf(f, "}, \"lane_cut\": {\"records\": %u, \"permille\": %u, "
+		"\"cut_off\": %" PRIu64 "}", in->lane_cut_records,
+		in->lane_cut_permille, c[V05_C_LANES_CUT_OFF]);
+	fprintf(f, ", \"latency\": {\"count\": %" PRIu64 ", \"sum_ns\": %" PRIu64
 		", \"p50_ns\": %" PRIu64 ", \"p99_ns\": %" PRIu64 "}",
 		c[V05_C_LATENCY_COUNT], c[V05_C_LATENCY_SUM_NS],
 		stat_latency_quantile(c, 0.5), stat_latency_quantile(c, 0.99));
@@ -280,9 +336,14 @@ void stat_print_json(FILE *f, const struct stat_view *v)
 
 		fprintf(f, "%s{\"lane\": %u, \"pid\": %u, \"alive\": %s, \"fill\": %u, "
 			"\"high_water\": %u, \"consumed\": %" PRIu64 ", \"claims\": %"
-			PRIu64 "}", i ? ", " : "", i, l->owner_pid,
+			PRIu64 ", \"applied\": %" PRIu64 ", \"rejected\": %" PRIu64
+			", \"discarded\": %" PRIu64 ", \"cut\": %s, \"cut_pid\": %u, "
+			"\"cuts\": %u, \"cut_records\": %u, \"cut_rejected\": %u}",
+			i ? ", " : "", i, l->owner_pid,
 			l->owner_alive ? "true" : "false", l->fill, l->high_water,
-			l->consumed, l->claims);
+			l->consumed, l->claims, l->applied, l->rejected,
+			l->discarded, l->cut ? "true" : "false", l->cut_pid,
+			l->cuts, l->cut_records, l->cut_rejected);
 	}
 	fputs("], \"counters\": {", f);
 	first = 1;

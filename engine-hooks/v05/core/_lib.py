@@ -50,7 +50,13 @@ class Config(ctypes.Structure):
                 ("lane_capacity", ctypes.c_uint32),
                 ("max_batches", ctypes.c_uint32), ("file_mode", ctypes.c_uint32),
                 ("flags", ctypes.c_uint32), ("journal_sync", ctypes.c_uint32),
-                ("journal_path", ctypes.c_char_p)]
+                ("journal_path", ctypes.c_char_p),
+                ("broker_uids", ctypes.c_uint32 * 16),
+                ("broker_gids", ctypes.c_uint32 * 16),
+                ("n_broker_uids", ctypes.c_uint32),
+                ("n_broker_gids", ctypes.c_uint32),
+                ("lane_cut_records", ctypes.c_uint32),
+                ("lane_cut_permille", ctypes.c_uint32)]
 
 
 class PromptIn(ctypes.Structure):
@@ -109,28 +115,46 @@ class ObserverInfo(ctypes.Structure):
                 ("k_step", ctypes.c_uint32), ("pad_multiple", ctypes.c_uint32),
                 ("asym_doorbell", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
                 ("journal_error", ctypes.c_char * 160),
-                ("journal_path", ctypes.c_char * 480)]
+                ("journal_path", ctypes.c_char * 480),
+                ("broker", ctypes.c_uint32),
+                ("n_broker_uids", ctypes.c_uint32),
+                ("n_broker_gids", ctypes.c_uint32),
+                ("broker_uids", ctypes.c_uint32 * 16),
+                ("broker_gids", ctypes.c_uint32 * 16),
+                ("broker_refused_uid", ctypes.c_uint32),
+                ("broker_refused_gid", ctypes.c_uint32),
+                ("lane_cut_records", ctypes.c_uint32),
+                ("lane_cut_permille", ctypes.c_uint32),
+                ("reserved2", ctypes.c_uint32)]
 
 
 class LaneStat(ctypes.Structure):
     _fields_ = [("owner_pid", ctypes.c_uint32), ("owner_alive", ctypes.c_uint32),
                 ("fill", ctypes.c_uint32), ("high_water", ctypes.c_uint32),
-                ("consumed", ctypes.c_uint64), ("claims", ctypes.c_uint64)]
+                ("consumed", ctypes.c_uint64), ("claims", ctypes.c_uint64),
+                ("applied", ctypes.c_uint64), ("rejected", ctypes.c_uint64),
+                ("discarded", ctypes.c_uint64), ("cut", ctypes.c_uint32),
+                ("cut_pid", ctypes.c_uint32), ("cuts", ctypes.c_uint32),
+                ("cut_records", ctypes.c_uint32),
+                ("cut_rejected", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32)]
 
 
 path_loaded = None  # the libv05 this process uses (set by _load)
 
 
 def _check_abi():
-    expect = {Params: 32, Estimate: 64, Config: 96, PromptIn: 24,
+    expect = {Params: 32, Estimate: 64, Config: 240, PromptIn: 24,
               Decision_: 64, Group_: 104, Support: 16, Reward: 24,
-              ObserverInfo: 776, LaneStat: 32}
+              ObserverInfo: 936, LaneStat: 80}
     for struct, size in expect.items():
         if ctypes.sizeof(struct) != size:
             raise ImportError(f"v05: ctypes {struct.__name__} is "
                               f"{ctypes.sizeof(struct)} bytes, the C ABI "
                               f"says {size}")
-    if Config.journal_path.offset != 88 or ObserverInfo.journal_error.offset != 136:
+    if Config.journal_path.offset != 88 or ObserverInfo.journal_error.offset != 136 \
+            or Config.lane_cut_records.offset != 232 \
+            or ObserverInfo.broker.offset != 776 or LaneStat.cut.offset != 56:
         raise ImportError("v05: ctypes layout drifted from the C ABI")
 
 

@@ -26,6 +26,7 @@ Series (every one labelled ``segment="<name>"``):
   ``v05_batches_submitted_total``, ``v05_batches_done_total``,
   ``v05_releases_total``, ``v05_lane_claims_total``,
   ``v05_lane_reclaims_total``, ``v05_lane_overruns_total``,
+  ``v05_lanes_cut_off_total``, ``v05_broker_refused_total``,
   ``v05_waits_total``, ``v05_wakeups_total``, ``v05_journal_records_total``,
   ``v05_journal_bytes_total``, ``v05_journal_errors_total``,
   ``v05_takeovers_total``;
@@ -63,6 +64,10 @@ _COUNTERS = [
     ("v05_lane_reclaims", "lane_reclaims", "Lanes of dead producers reclaimed."),
     ("v05_lane_overruns", "lane_overruns",
      "Times a lane claimed more records than it holds."),
+    ("v05_lanes_cut_off", "lanes_cut_off",
+     "Producers cut off: most of their records were rejected."),
+    ("v05_broker_refused", "broker_refused",
+     "Connections the producer broker refused (not on the allow-list)."),
     ("v05_waits", "waits", "Doorbell waits armed."),
     ("v05_wakeups", "wakeups", "Waits that woke to work."),
     ("v05_journal_records", "journal_records", "Groups written to the journal."),

@@ -9,7 +9,33 @@ from . import _checks, _lib
 from ._lib import check, lib
 from .counters import counters_dict
 
-__all__ = ["Observer"]
+__all__ = ["Observer", "cut_lanes"]
+
+
+def cut_lanes(lanes: list) -> list:
+    """The lanes of `lanes` (Observer.lanes()) cut off now or before, each
+    with why: a producer whose records were mostly rejected (docs/SHM.md,
+    "Cutting a lane off")."""
+    out = []
+    for x in lanes:
+        if not x["cut"] and not x["cuts"]:
+            continue
+        if x["cut"]:
+            reason = (f"lane {x['lane']}: pid {x['cut_pid']}'s claim is cut "
+                      f"off: {x['cut_rejected']} of its last "
+                      f"{x['cut_records']} records were rejected; its "
+                      "records are not read; the lane is free again once "
+                      "that producer closes or exits")
+        else:
+            reason = (f"lane {x['lane']}: cut off {x['cuts']} time(s) before "
+                      f"(last: {x['cut_rejected']} of {x['cut_records']} "
+                      f"records rejected), {x['discarded']} records dropped "
+                      "unread; free again")
+        out.append({k: x[k] for k in ("lane", "cut", "cut_pid", "cuts",
+                                      "cut_records", "cut_rejected",
+                                      "discarded", "applied", "rejected")}
+                   | {"reason": reason})
+    return out
 
 
 class Observer:
@@ -41,7 +67,11 @@ class Observer:
         i = _lib.ObserverInfo()
         check(lib.v05_observer_info(self._handle(), ctypes.byref(i)), "info")
         out = {f: getattr(i, f) for f, _ in _lib.ObserverInfo._fields_
-               if f not in ("journal_error", "journal_path", "reserved")}
+               if f not in ("journal_error", "journal_path", "reserved",
+                            "reserved2", "broker_uids", "broker_gids")}
+        out["broker"] = bool(i.broker)
+        out["broker_uids"] = list(i.broker_uids[:min(i.n_broker_uids, 16)])
+        out["broker_gids"] = list(i.broker_gids[:min(i.n_broker_gids, 16)])
         out["journal_error"] = i.journal_error.decode("utf-8", "replace")
         out["journal_path"] = i.journal_path.decode("utf-8", "replace")
         out["owner_alive"] = bool(i.owner_alive)
@@ -54,14 +84,22 @@ class Observer:
 
     def lanes(self) -> list:
         """Per lane: owner_pid, owner_alive, fill, high_water, consumed,
-        claims."""
+        claims; applied and rejected (the records the plugin applied and
+        rejected); cut (its producer is cut off now), cut_pid, cuts,
+        cut_records and cut_rejected (the last cut's window), discarded
+        (records of cut claims dropped unread)."""
         n = 256
         arr = (_lib.LaneStat * n)()
         m = check(lib.v05_observer_lanes(self._handle(), arr, n), "lanes")
         return [{"lane": i, "owner_pid": arr[i].owner_pid,
                  "owner_alive": bool(arr[i].owner_alive), "fill": arr[i].fill,
                  "high_water": arr[i].high_water, "consumed": arr[i].consumed,
-                 "claims": arr[i].claims} for i in range(m)]
+                 "claims": arr[i].claims, "applied": arr[i].applied,
+                 "rejected": arr[i].rejected, "cut": bool(arr[i].cut),
+                 "cut_pid": arr[i].cut_pid, "cuts": arr[i].cuts,
+                 "cut_records": arr[i].cut_records,
+                 "cut_rejected": arr[i].cut_rejected,
+                 "discarded": arr[i].discarded} for i in range(m)]
 
     def close(self):
         if self._h is not None:

@@ -12,11 +12,12 @@ from .counters import counters_dict
 from .decision import Decision, SubmitError, Uid, key_of, uid_bytes
 from .group import Group, Views, live_views, track_view
 from .lru import LruMap
-from .names import (CLOSE_KEEP_READABLE, CLOSE_UNLINK, CONFIG_EXTERNAL_HALT,
-                    CONFIG_PRODUCER_BROKER, CONFIG_WAIT_THREAD, FLAG_HALTED,
-                    FLAG_PADDED, FLAG_RECOVERED, KINDS, MODES, REJECT_REASONS,
-                    SCHEDULES, SIGMAS, SUPPORT_GROUPS, UID_MAX)
-from .observer import Observer
+from .config import make_config
+from .names import (CLOSE_KEEP_READABLE, CLOSE_UNLINK, FLAG_HALTED,
+                    FLAG_PADDED, FLAG_RECOVERED, KINDS, REJECT_REASONS,
+                    SUPPORT_GROUPS, UID_MAX)
+from .observer import Observer, cut_lanes
+from .segments import exists_message
 
 __all__ = ["Plugin"]
 
@@ -74,89 +75,23 @@ class Plugin:
     # ---- lifecycle ---------------------------------------------------
 
     @classmethod
-    def create(cls, name: str, *, cost: Optional[float] = None,
-               k_init: Optional[int] = None, k_step: Optional[int] = None,
-               k_max: Optional[int] = None,
-               halt_fraction: Optional[float] = None,
-               pad_multiple: Optional[int] = None, mode: Optional[str] = None,
-               schedule: Optional[str] = None,
-               max_prompts: Optional[int] = None,
-               max_producers: Optional[int] = None,
-               lane_capacity: Optional[int] = None,
-               max_batches: Optional[int] = None,
-               stream_deadline_us: Optional[int] = None,
-               journal: Optional[str] = None, journal_sync: bool = False,
-               file_mode: Optional[int] = None, wait: str = "auto",
-               external_halt: bool = False, sigma: Optional[str] = None,
-               paper: bool = False,
-               producer_broker: bool = False,
-               reclaim: bool = False) -> "Plugin":
-        """Create segment `name` and own it. Parameters as in
-        include/v05/plugin.h (struct v05_config); every one is checked.
-        A parameter left at None keeps the library's default
-        (v05_config_default: mode "v05-eb", sigma "rms", ...); paper=True
-        starts from v05_config_paper instead (mode "v05", sigma "paper",
-        halt_fraction 0.25: the paper's exact behaviour), and explicit
-        parameters still win. producer_broker=True lets reward workers of
-        other users in (RewardWriter.attach(..., any_uid=True)) through a
-        broker thread that hands each its own lane only; file_mode may let
-        others read the segment, never write it.
+    def create(cls, name: str, *, reclaim: bool = False,
+               **config) -> "Plugin":
+        """Create segment `name` and own it. `config`: the keyword
+        arguments of v05.core.config.make_config (cost, k_init, k_step,
+        k_max, halt_fraction, pad_multiple, mode, schedule, max_prompts,
+        max_producers, lane_capacity, max_batches, stream_deadline_us,
+        journal, journal_sync, file_mode, wait, external_halt, sigma,
+        paper, producer_broker, broker_allow_uids, broker_allow_gids,
+        lane_cut_records, lane_cut_fraction), each checked; one left out
+        keeps the library's default (mode "v05-eb", sigma "rms", ...).
 
         reclaim=True: if segment `name` is left over from a run whose owner
         is gone (killed, or closed without removing it), remove it first;
         a segment whose owner is alive is refused all the same (EEXIST).
         Without it, a leftover segment makes create fail with EEXIST and a
         message that says how to remove it."""
-        c = _lib.Config()
-        if paper:
-            lib.v05_config_paper(ctypes.byref(c))
-        else:
-            lib.v05_config_default(ctypes.byref(c))
-        if mode is not None and mode not in MODES:
-            raise ValueError(f"mode {mode!r} is not one of {sorted(MODES)}")
-        if sigma is not None and sigma not in SIGMAS:
-            raise ValueError(f"sigma {sigma!r} is not one of {sorted(SIGMAS)}")
-        if schedule is not None and schedule not in SCHEDULES:
-            raise ValueError(f"schedule {schedule!r} is not one of "
-                             f"{sorted(SCHEDULES)}")
-        if wait not in ("auto", "thread"):
-            raise ValueError("wait must be 'auto' or 'thread'")
-        u32 = _checks.u32
-        if cost is not None:
-            c.params.cost = cost
-        if k_init is not None:
-            c.params.k_init = u32("k_init", k_init, 1)
-        if k_step is not None:
-            c.params.k_step = u32("k_step", k_step, 1)
-        if k_max is not None:
-            c.params.k_max = u32("k_max", k_max, 1)
-        if mode is not None:
-            c.params.mode = MODES[mode]
-        if sigma is not None:
-            c.params.sigma = SIGMAS[sigma]
-        if halt_fraction is not None:
-            c.halt_fraction = halt_fraction
-        if pad_multiple is not None:
-            c.pad_multiple = u32("pad_multiple", pad_multiple, 1)
-        if schedule is not None:
-            c.schedule = SCHEDULES[schedule]
-        if stream_deadline_us is not None:
-            c.stream_deadline_us = u32("stream_deadline_us",
-                                       stream_deadline_us)
-        for field, value in (("max_prompts", max_prompts),
-                             ("max_producers", max_producers),
-                             ("lane_capacity", lane_capacity),
-                             ("max_batches", max_batches)):
-            if value is not None:
-                setattr(c, field, u32(field, value, 1))
-        if file_mode is not None:
-            c.file_mode = u32("file_mode", file_mode, 0, 0o777)
-        c.flags |= ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
-                    (CONFIG_EXTERNAL_HALT if external_halt else 0) |
-                    (CONFIG_PRODUCER_BROKER if producer_broker else 0))
-        if journal_sync:
-            c.journal_sync = _lib.const("V05_JOURNAL_SYNC_BATCH")
-        c.journal_path = _checks.cstr("journal", journal) if journal else None
+        c = make_config(name, **config)
         h = ctypes.c_void_p()
         cname = _checks.cstr("name", name)
         ret = lib.v05_plugin_create(cname, ctypes.byref(c), ctypes.byref(h))
@@ -164,7 +99,7 @@ class Plugin:
                 lib.v05_segment_reclaim(cname, 0) == 0:
             ret = lib.v05_plugin_create(cname, ctypes.byref(c), ctypes.byref(h))
         if ret == -errno.EEXIST:
-            _lib.raise_errno(errno.EEXIST, _exists_message(name, reclaim))
+            _lib.raise_errno(errno.EEXIST, exists_message(name, reclaim))
         check(ret, f"create segment {name}")
         p = cls(h.value, name)
         p.config = c
@@ -482,11 +417,24 @@ class Plugin:
 
     def stats(self) -> dict:
         """Every counter by name; histograms as "k_hist" {k: n} and
-        "latency_hist" {bucket: n} (bucket b: [2^b, 2^(b+1)) ns)."""
+        "latency_hist" {bucket: n} (bucket b: [2^b, 2^(b+1)) ns). Once the
+        broker refused someone, "broker_refused_last" says whom ({"uid",
+        "gid"}); once a lane was cut off, "cut_lanes" lists each lane cut
+        now or before, with why (observer.cut_lanes)."""
         vals = (ctypes.c_uint64 * _lib.COUNTER_SLOTS)()
         check(lib.v05_counters(self._handle(), vals, _lib.COUNTER_SLOTS),
               "counters")
-        return counters_dict(vals)
+        out = counters_dict(vals)
+        if out.get("broker_refused") or out.get("lanes_cut_off"):
+            with Observer(self.name) as o:
+                info = o.info()
+                if out.get("broker_refused"):
+                    out["broker_refused_last"] = {
+                        "uid": info["broker_refused_uid"],
+                        "gid": info["broker_refused_gid"]}
+                if out.get("lanes_cut_off"):
+                    out["cut_lanes"] = cut_lanes(o.lanes())
+        return out
 
     def support_sample(self, n: int = 256, seed: int = 0):
         """Up to n of the last 512 final groups: (uid, key, mean, k); uid
@@ -499,29 +447,3 @@ class Plugin:
                   "support sample")
         return [(self._uids.get(out[i].key, self._released.get(out[i].key)),
                  out[i].key, out[i].mean, out[i].k) for i in range(m)]
-
-
-def _exists_message(name: str, reclaim: bool) -> str:
-    """Why segment `name` exists and what to do about it, for create's
-    EEXIST: a leftover of a dead owner, or another live run's."""
-    try:
-        with Observer(name) as o:
-            info = o.info()
-    except OSError:
-        return (f"create segment {name}: it already exists (another user's, "
-                "or unreadable); pick another name, or remove it: "
-                f"v05ctl reclaim {name} (a dead owner's), v05.unlink({name!r})")
-    pid = info["owner_pid"]
-    if pid and info["owner_alive"]:
-        return (f"create segment {name}: it already exists and its owner, "
-                f"pid {pid}, is alive (another run uses this name); pick "
-                "another name")
-    who = f"its owner pid {pid} is gone" if pid else \
-        "it was closed without being removed"
-    if reclaim:
-        return (f"create segment {name}: it already exists and {who}, but "
-                "it could not be removed")
-    return (f"create segment {name}: it already exists and {who} (left over "
-            "from an earlier run): Plugin.create(..., reclaim=True) removes "
-            f"it, as does `v05ctl reclaim {name}` (`v05ctl reclaim --stale` "
-            "removes every such segment)")

@@ -52,7 +52,9 @@ class RewardWriter:
                any_uid: bool = False) -> "RewardWriter":
         """any_uid: accept a segment another user created: its plugin must
         run a producer broker (Plugin.create(..., producer_broker=True)),
-        which hands this process its own lane; refused by default."""
+        which hands this process its own lane if the owner listed this
+        user (broker_allow_uids / broker_allow_gids): else PermissionError
+        naming the uid refused. Refused by default."""
         h = ctypes.c_void_p()
         flags = (PRODUCER_DEFER if defer else 0) | \
             (PRODUCER_ANY_UID if any_uid else 0)
@@ -62,7 +64,8 @@ class RewardWriter:
 
     def _handle(self):
         if self._p is None:
-            _lib.raise_errno(errno.EBADF, "reward writer is closed")
+            _lib.raise_errno(errno.EBADF,
+                             f"reward writer of segment {self.name} is closed")
         return self._p
 
     def _timeout_ms(self) -> int:
@@ -94,7 +97,9 @@ class RewardWriter:
         that issued the sample: it names the prompt's instance, so a late
         reward for a uid since released and submitted again is rejected,
         not credited to the new one. `uid` may be that Decision itself
-        (its uid and gen are taken)."""
+        (its uid and gen are taken). A producer the plugin cut off (most of
+        its records were rejected) gets ConnectionAbortedError: close this
+        writer; a new one gets a lane of its own."""
         uid, gen = _uid_gen(uid, gen)
         p = self._handle()
         sample = _checks.u32("sample", sample)
@@ -134,7 +139,8 @@ class RewardWriter:
 
     def flush(self) -> int:
         """Publish deferred pushes; returns how many."""
-        return check(lib.v05_producer_flush(self._handle()), "flush")
+        return check(lib.v05_producer_flush(self._handle()),
+                     f"flush to segment {self.name}")
 
     @property
     def lane(self) -> int:
@@ -143,7 +149,8 @@ class RewardWriter:
     def close(self) -> None:
         if self._p is not None:
             p, self._p = self._p, None
-            check(lib.v05_producer_close(p), "close reward writer")
+            check(lib.v05_producer_close(p),
+                  f"close the reward writer of segment {self.name}")
 
     def __enter__(self):
         return self

@@ -1,0 +1,162 @@
+# SPDX-License-Identifier: MIT
+"""A plugin's configuration from keyword arguments: each one checked, the
+rest the library's defaults (struct v05_config)."""
+
+import ctypes
+from typing import List, Optional, Sequence, Union
+
+from . import _checks, _lib
+from ._lib import lib
+from .names import (BROKER_ALLOW_MAX, CONFIG_EXTERNAL_HALT,
+                    CONFIG_PRODUCER_BROKER, CONFIG_WAIT_THREAD, MODES,
+                    SCHEDULES, SIGMAS)
+
+__all__ = ["make_config"]
+
+
+def _ids(what: str, ids, lookup) -> List[int]:
+    """A broker allow-list: uids or gids as ints or names (resolved here
+    with pwd / grp, so a typo fails now, not as a refused worker later)."""
+    if isinstance(ids, (str, bytes, int)):
+        raise TypeError(f"{what} must be a list of ids or names, "
+                        f"not a single {type(ids).__name__}")
+    out = []
+    for x in ids:
+        if isinstance(x, str):
+            try:
+                x = lookup(x)
+            except KeyError:
+                raise ValueError(f"{what}: no such name {x!r}") from None
+        out.append(_checks.u32(what, x, 0, _checks.U32_MAX - 1))
+    if len(out) > BROKER_ALLOW_MAX:
+        raise ValueError(f"{what}: {len(out)} entries, at most "
+                         f"{BROKER_ALLOW_MAX}")
+    return out
+
+
+def _uid_of_name(name: str) -> int:
+    import pwd
+    return pwd.getpwnam(name).pw_uid
+
+
+def _gid_of_name(name: str) -> int:
+    import grp
+    return grp.getgrnam(name).gr_gid
+
+
+def make_config(name: str, *, cost: Optional[float] = None,
+                k_init: Optional[int] = None, k_step: Optional[int] = None,
+                k_max: Optional[int] = None,
+                halt_fraction: Optional[float] = None,
+                pad_multiple: Optional[int] = None, mode: Optional[str] = None,
+                schedule: Optional[str] = None,
+                max_prompts: Optional[int] = None,
+                max_producers: Optional[int] = None,
+                lane_capacity: Optional[int] = None,
+                max_batches: Optional[int] = None,
+                stream_deadline_us: Optional[int] = None,
+                journal: Optional[str] = None, journal_sync: bool = False,
+                file_mode: Optional[int] = None, wait: str = "auto",
+                external_halt: bool = False, sigma: Optional[str] = None,
+                paper: bool = False,
+                producer_broker: bool = False,
+                broker_allow_uids: Sequence[Union[int, str]] = (),
+                broker_allow_gids: Sequence[Union[int, str]] = (),
+                lane_cut_records: Optional[int] = None,
+                lane_cut_fraction: Optional[float] = None) -> _lib.Config:
+    """The v05_config for Plugin.create(name, ...). Parameters as in
+    include/v05/plugin.h (struct v05_config); every one is checked.
+    A parameter left at None keeps the library's default
+    (v05_config_default: mode "v05-eb", sigma "rms", ...); paper=True
+    starts from v05_config_paper instead (mode "v05", sigma "paper",
+    halt_fraction 0.25: the paper's exact behaviour), and explicit
+    parameters still win. producer_broker=True lets reward workers of
+    other users in (RewardWriter.attach(..., any_uid=True)) through a
+    broker thread that hands each its own lane only, and only to the
+    users named: broker_allow_uids (uids or user names) and
+    broker_allow_gids (gids or group names, matched against a worker's
+    effective gid and its supplementary groups), at least one entry in
+    all, at most BROKER_ALLOW_MAX each; the plugin's own uid is always
+    admitted. file_mode may let others read the segment, never write
+    it. lane_cut_records and lane_cut_fraction set when a producer
+    whose records are mostly rejected is cut off (at least that many
+    records of its claim, more than that fraction rejected; defaults
+    4 x max_prompts x k_max records, at least 4096, and 0.9;
+    fraction 1.0 never cuts; docs/SHM.md, "Cutting a lane off")."""
+    c = _lib.Config()
+    if paper:
+        lib.v05_config_paper(ctypes.byref(c))
+    else:
+        lib.v05_config_default(ctypes.byref(c))
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"mode {mode!r} is not one of {sorted(MODES)}")
+    if sigma is not None and sigma not in SIGMAS:
+        raise ValueError(f"sigma {sigma!r} is not one of {sorted(SIGMAS)}")
+    if schedule is not None and schedule not in SCHEDULES:
+        raise ValueError(f"schedule {schedule!r} is not one of "
+                         f"{sorted(SCHEDULES)}")
+    if wait not in ("auto", "thread"):
+        raise ValueError("wait must be 'auto' or 'thread'")
+    uids = _ids("broker_allow_uids", broker_allow_uids, _uid_of_name)
+    gids = _ids("broker_allow_gids", broker_allow_gids, _gid_of_name)
+    if producer_broker and not uids and not gids:
+        raise ValueError(
+            f"create {name}: producer_broker=True needs broker_allow_uids "
+            "or broker_allow_gids: the broker hands lanes only to the "
+            "users you name (reward workers of another user; your own "
+            "uid is always admitted)")
+    if (uids or gids) and not producer_broker:
+        raise ValueError(
+            f"create {name}: broker_allow_uids / broker_allow_gids "
+            "without producer_broker=True: no broker would use them")
+    u32 = _checks.u32
+    if cost is not None:
+        c.params.cost = cost
+    if k_init is not None:
+        c.params.k_init = u32("k_init", k_init, 1)
+    if k_step is not None:
+        c.params.k_step = u32("k_step", k_step, 1)
+    if k_max is not None:
+        c.params.k_max = u32("k_max", k_max, 1)
+    if mode is not None:
+        c.params.mode = MODES[mode]
+    if sigma is not None:
+        c.params.sigma = SIGMAS[sigma]
+    if halt_fraction is not None:
+        c.halt_fraction = halt_fraction
+    if pad_multiple is not None:
+        c.pad_multiple = u32("pad_multiple", pad_multiple, 1)
+    if schedule is not None:
+        c.schedule = SCHEDULES[schedule]
+    if stream_deadline_us is not None:
+        c.stream_deadline_us = u32("stream_deadline_us",
+                                   stream_deadline_us)
+    for field, value in (("max_prompts", max_prompts),
+                         ("max_producers", max_producers),
+                         ("lane_capacity", lane_capacity),
+                         ("max_batches", max_batches)):
+        if value is not None:
+            setattr(c, field, u32(field, value, 1))
+    if file_mode is not None:
+        c.file_mode = u32("file_mode", file_mode, 0, 0o777)
+    for i, x in enumerate(uids):
+        c.broker_uids[i] = x
+    for i, x in enumerate(gids):
+        c.broker_gids[i] = x
+    c.n_broker_uids, c.n_broker_gids = len(uids), len(gids)
+    if lane_cut_records is not None:
+        c.lane_cut_records = u32("lane_cut_records", lane_cut_records, 1)
+    if lane_cut_fraction is not None:
+        f = float(lane_cut_fraction)
+        if not 0.0 <= f <= 1.0:
+            raise ValueError(f"lane_cut_fraction {lane_cut_fraction!r} "
+                             "is not in [0, 1]")
+        # 0 in C is "the default": the smallest fraction is 1 per mille.
+        c.lane_cut_permille = max(1, round(f * 1000))
+    c.flags |= ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
+                (CONFIG_EXTERNAL_HALT if external_halt else 0) |
+                (CONFIG_PRODUCER_BROKER if producer_broker else 0))
+    if journal_sync:
+        c.journal_sync = _lib.const("V05_JOURNAL_SYNC_BATCH")
+    c.journal_path = _checks.cstr("journal", journal) if journal else None
+    return c
