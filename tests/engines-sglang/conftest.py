@@ -11,6 +11,7 @@ and waits for the result.
 import asyncio
 import itertools
 import os
+import signal
 import threading
 
 import pytest
@@ -19,6 +20,18 @@ sglang = pytest.importorskip("sglang", reason="the sglang environment "
                              "(scripts/setup-sglang) is not this Python")
 
 from v05.demos import tiny  # noqa: E402
+
+
+def _child_failed(signum, frame):
+    # sglang's scheduler and detokenizer processes send their parent SIGQUIT
+    # when they fail; its own handler is installed only when the engine is
+    # made on the main thread, and here it is not. Fail the test running
+    # now with a message instead of dying without one.
+    raise RuntimeError("an sglang child process failed (it sent SIGQUIT); "
+                       "its traceback is in the log above")
+
+
+signal.signal(signal.SIGQUIT, _child_failed)
 
 
 class EngineLoop:
@@ -37,8 +50,9 @@ class EngineLoop:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def close(self):
-        # shutdown() ends the scheduler and detokenizer processes.
-        self.engine.shutdown()
+        # Ends the scheduler and detokenizer processes (SIGQUIT ignored
+        # while it does: a dying rank reports its peer's end with one).
+        tiny.sglang_shutdown(self.engine)
         self.run(self._drain(), timeout=60)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(60)

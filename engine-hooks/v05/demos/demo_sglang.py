@@ -129,7 +129,7 @@ def run(args, modes) -> int:
                                     truth)
                     for m, label, params in modes]
         finally:
-            engine.shutdown()
+            tiny.sglang_shutdown(engine)
             # The tokenizer manager's tasks end when cancelled.
             me = asyncio.current_task()
             tasks = [t for t in asyncio.all_tasks() if t is not me]

@@ -28,7 +28,8 @@ from typing import List, Sequence
 import numpy as np
 
 __all__ = ["VOCAB", "BOS", "make_model", "make_prompts", "reward",
-           "success_probs", "noisy_priors", "vllm_engine", "sglang_engine"]
+           "success_probs", "noisy_priors", "vllm_engine", "sglang_engine",
+           "sglang_shutdown"]
 
 VOCAB = 128
 BOS, EOS = 1, 2
@@ -190,3 +191,25 @@ def sglang_engine(path: str, *, max_running_requests: int = 256,
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
+
+
+def sglang_shutdown(engine) -> None:
+    """`engine.shutdown()` with SIGQUIT ignored while it runs. sglang's
+    child processes tell their parent of a failure with SIGQUIT, and a
+    tensor-parallel rank whose peer is killed first by the shutdown does
+    so while the engine is going down (seen in CI: the test process killed
+    by SIGQUIT after every test had passed). The shutdown has reaped every
+    child when it returns, so none is left to send one after. Python sets
+    signal handlers only from the main thread; elsewhere this is a plain
+    shutdown."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        engine.shutdown()
+        return
+    old = signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+    try:
+        engine.shutdown()
+    finally:
+        signal.signal(signal.SIGQUIT, old)
