@@ -15,12 +15,14 @@
 /* 32: sigma and reserved were added for the bounded normaliser. */
 static_assert(sizeof(struct v05_params) == 32, "v05_params ABI");
 static_assert(sizeof(struct v05_estimate) == 64, "v05_estimate ABI");
-/* 240: the broker's allow-list and the lane cut-off (segment ABI 5). */
-static_assert(sizeof(struct v05_config) == 240, "v05_config ABI");
+/* 240: the broker's allow-list and the lane cut-off (segment ABI 5).
+ * 248: v05-eb's forgetting window and cold start (segment ABI 6). */
+static_assert(sizeof(struct v05_config) == 248, "v05_config ABI");
 static_assert(offsetof(struct v05_config, journal_path) == 88, "v05_config ABI");
 static_assert(offsetof(struct v05_config, broker_uids) == 96 &&
 	      offsetof(struct v05_config, n_broker_uids) == 224 &&
-	      offsetof(struct v05_config, lane_cut_records) == 232,
+	      offsetof(struct v05_config, lane_cut_records) == 232 &&
+	      offsetof(struct v05_config, eb_window) == 240,
 	      "v05_config ABI");
 static_assert(sizeof(struct v05_prompt_in) == 24, "v05_prompt_in ABI");
 static_assert(sizeof(struct v05_decision) == 64, "v05_decision ABI");
@@ -38,4 +40,5 @@ static_assert(offsetof(struct v05_observer_info, broker) == 776 &&
 	      offsetof(struct v05_observer_info, broker_refused_uid) == 916,
 	      "v05_observer_info ABI");
 static_assert(sizeof(struct v05_lane_stat) == 80, "v05_lane_stat ABI");
+static_assert(sizeof(struct v05_eb_state) == 5968, "v05_eb_state ABI");
 static_assert(offsetof(struct v05_lane_stat, cut) == 56, "v05_lane_stat ABI");

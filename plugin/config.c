@@ -19,8 +19,10 @@ V05_API void v05_config_default(struct v05_config *c)
 	c->params.mode = V05_MODE_V05_EB;
 	c->halt_fraction = 0.25;
 	c->pad_multiple = 32;
-	c->schedule = V05_SCHEDULE_ROUNDS;
+	c->schedule = V05_SCHEDULE_STREAM;
 	c->stream_deadline_us = 2000;
+	c->eb_window = 512;
+	c->eb_cold = 64;
 	c->max_prompts = 4096;
 	c->max_producers = 16;
 	c->lane_capacity = 4096;
@@ -103,6 +105,13 @@ V05_API int v05_config_check(const struct v05_config *c)
 				 c->pad_multiple);
 	if (c->schedule > V05_SCHEDULE_STREAM)
 		return v05__fail(-EINVAL, "schedule %u is unknown", c->schedule);
+	if (c->eb_window > 1000000000u)
+		return v05__fail(-EINVAL, "eb_window %u is above 10^9 first waves",
+				 c->eb_window);
+	if (c->eb_cold < 1 || (c->eb_window && c->eb_cold > c->eb_window))
+		return v05__fail(-EINVAL,
+				 "eb_cold %u is not in [1, eb_window = %u]: the forgetting fit's weight never exceeds its window",
+				 c->eb_cold, c->eb_window);
 	if (c->stream_deadline_us > 10000000u)
 		return v05__fail(-EINVAL, "stream_deadline_us %u is above 10 s",
 				 c->stream_deadline_us);
@@ -167,6 +176,8 @@ void v05__shm_config_from(struct v05_shm_config *s, const struct v05_config *c,
 	s->pad_multiple = c->pad_multiple;
 	s->schedule = c->schedule;
 	s->stream_deadline_us = c->stream_deadline_us;
+	s->eb_window = c->eb_window;
+	s->eb_cold = c->eb_cold;
 	s->journal_sync = c->journal_sync;
 	s->flags = c->flags;
 	s->sigma = c->params.sigma;
@@ -199,6 +210,8 @@ int v05__shm_config_check(struct v05_plugin *p)
 	c.pad_multiple = s->pad_multiple;
 	c.schedule = s->schedule;
 	c.stream_deadline_us = s->stream_deadline_us;
+	c.eb_window = s->eb_window;
+	c.eb_cold = s->eb_cold;
 	c.journal_sync = s->journal_sync;
 	c.flags = s->flags;
 	memcpy(c.broker_uids, s->broker_uids, sizeof(c.broker_uids));

@@ -14,35 +14,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "eb_math.h"
 #include "stats_core.h"
 #include "../shm/error.h"
 #include "v05/stats.h"
-
-/* log B(a, b) */
-static double lbeta(double a, double b)
-{
-	return lgamma(a) + lgamma(b) - lgamma(a + b);
-}
-
-/* log(e^x + e^y) without overflow or a needless underflow. */
-static double logaddexp(double x, double y)
-{
-	double m = x > y ? x : y;
-
-	if (m == -INFINITY)
-		return -INFINITY;
-	return m + log1p(exp(-fabs(x - y)));
-}
-
-/* The two components' Beta parameters for a prior V and concentration n0.
- * V is clamped to [-1, 1] by the callers' checks, so a, b >= 1. */
-static void comp1(double n0, double prior, double *a, double *b)
-{
-	double q = (1.0 + prior) / 2.0;
-
-	*a = n0 * q + 1.0;
-	*b = n0 * (1.0 - q) + 1.0;
-}
 
 double v05__eb_successes(const double *r, uint32_t k)
 {
@@ -65,30 +40,6 @@ V05_API double v05_eb_h_at(uint32_t j)
 				  (double)j / (double)(V05_EB_H_GRID - 1));
 }
 
-/* log of the sequence probability of s successes in k under Beta(a, b):
- * B(a + s, b + k - s) / B(a, b). For a whole s (binary rewards) it is the
- * product prod_{i<s} (a + i) prod_{j<k-s} (b + j) / prod_{l<k} (a + b + l),
- * one log instead of six lgamma; a fractional s goes through lgamma. */
-static double lmarg(double a, double b, uint32_t k, double s)
-{
-	if (s == floor(s)) {
-		uint32_t si = (uint32_t)s;
-		double num = 1.0, den = 1.0;
-
-		for (uint32_t i = 0; i < si; i++)
-			num *= a + (double)i;
-		for (uint32_t j = 0; j < k - si; j++)
-			num *= b + (double)j;
-		for (uint32_t l = 0; l < k; l++)
-			den *= a + b + (double)l;
-		/* Factors >= 1 and < 1e9 + 64: 64 of them can overflow only
-		 * for a huge n0; then lgamma. */
-		if (isfinite(num) && isfinite(den))
-			return log(num / den);
-	}
-	return lbeta(a + s, b + (double)k - s) - lbeta(a, b);
-}
-
 static double loglik_u(double n0, double h, const double *prior,
 		       const uint32_t *k, const double *s, uint32_t n)
 {
@@ -102,58 +53,6 @@ static double loglik_u(double n0, double h, const double *prior,
 				lh + lmarg(1.0, 1.0, k[i], s[i]));
 	}
 	return ll;
-}
-
-void v05__eb_fit_u(const double *prior, const uint32_t *k, const double *s,
-		   uint32_t n, struct v05_eb_fit *fit)
-{
-	double ll[V05_EB_N0_GRID][V05_EB_H_GRID];
-	double l1h[V05_EB_H_GRID], lh[V05_EB_H_GRID], hh[V05_EB_H_GRID];
-	double n0s[V05_EB_N0_GRID], best = -INFINITY;
-
-	for (uint32_t j = 0; j < V05_EB_H_GRID; j++) {
-		hh[j] = v05_eb_h_at(j);
-		lh[j] = log(hh[j]);
-		l1h[j] = log1p(-hh[j]);
-	}
-	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
-		n0s[j] = v05_eb_n0_at(j);
-	memset(ll, 0, sizeof(ll));
-	/* Component 2 does not depend on (n0, h), component 1 only on n0:
-	 * one pair of marginals per (prompt, n0), reused for every h as
-	 * log[(1-h) m1 + h m2] = log m1 + log1p(h (m2/m1 - 1)). */
-	for (uint32_t i = 0; i < n; i++) {
-		double m2 = lmarg(1.0, 1.0, k[i], s[i]);
-
-		for (uint32_t j = 0; j < V05_EB_N0_GRID; j++) {
-			double a, b, m1, r;
-
-			comp1(n0s[j], prior[i], &a, &b);
-			m1 = lmarg(a, b, k[i], s[i]);
-			r = exp(m2 - m1) - 1.0;
-			if (isfinite(r)) {
-				for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
-					ll[j][l] += m1 + log1p(hh[l] * r);
-			} else {
-				/* m2 >> m1: stay in log space. */
-				for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
-					ll[j][l] += logaddexp(l1h[l] + m1, lh[l] + m2);
-			}
-		}
-	}
-	fit->n0 = v05_eb_n0_at(0);
-	fit->h = v05_eb_h_at(0);
-	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++) {
-		for (uint32_t l = 0; l < V05_EB_H_GRID; l++) {
-			/* Strictly greater: the first grid point wins ties,
-			 * so a fit is reproducible. */
-			if (ll[j][l] > best) {
-				best = ll[j][l];
-				fit->n0 = v05_eb_n0_at(j);
-				fit->h = v05_eb_h_at(l);
-			}
-		}
-	}
 }
 
 /* Posterior mean and variance of p, and the hallucination weight. */

@@ -34,9 +34,11 @@ struct v05_shm_config {
 	uint32_t broker_gids[V05_BROKER_ALLOW_MAX];
 	uint32_t n_broker_uids, n_broker_gids;
 	uint32_t lane_cut_records, lane_cut_permille;
+	/* Segment ABI 6: v05-eb's forgetting window and cold start. */
+	uint32_t eb_window, eb_cold;
 };
 static_assert(sizeof(struct v05_shm_config) ==
-		      48 + 8 + V05_JOURNAL_PATH_MAX + 8 * V05_BROKER_ALLOW_MAX + 16,
+		      48 + 8 + V05_JOURNAL_PATH_MAX + 8 * V05_BROKER_ALLOW_MAX + 24,
 	      "shm config ABI");
 static_assert(offsetof(struct v05_shm_config, broker_uids) ==
 		      56 + V05_JOURNAL_PATH_MAX, "shm config ABI");
@@ -72,6 +74,22 @@ static_assert(sizeof(struct v05_plugin_state) == 1024, "plugin state ABI");
 static_assert(offsetof(struct v05_plugin_state, broker_refused_uid) == 364,
 	      "plugin state ABI");
 
+/*
+ * v05-eb's running fit (stream schedule), in the state region: a takeover
+ * keeps it. own: this plugin's first waves, forgetting applied as they
+ * were folded; remote: the other engines' states as last handed in
+ * (v05_eb_state_set_remote), replaced whole each time, never folded into
+ * own, so an exchange repeated counts nothing twice. Written by the owner
+ * only.
+ */
+struct v05_fit_store {
+	struct v05_eb_state own;
+	struct v05_eb_state remote;
+	uint64_t remote_sets; /* v05_eb_state_set_remote calls */
+	uint64_t pad;
+};
+static_assert(sizeof(struct v05_fit_store) <= 12288, "fit store fits");
+
 /* Derived per-batch state, rebuilt from the table on takeover. */
 struct batch_local {
 	uint32_t n_open;       /* not final                              */
@@ -97,6 +115,7 @@ struct v05_plugin {
 	struct v05_shm_config cfg;
 	struct v05_params params;
 	struct v05_plugin_state *st; /* in the owner-only state region */
+	struct v05_fit_store *fit;   /* v05-eb's running fit, there too  */
 	struct v05_batch_rec *batch_recs;
 	struct batch_local *batches;
 	struct v05_lanes lanes;

@@ -79,6 +79,7 @@ int v05__plugin_init_local(struct v05_plugin *p)
 	int ret;
 
 	p->st = V05_AT(struct v05_plugin_state, p->seg.state->plugin, 0);
+	p->fit = V05_AT(struct v05_fit_store, p->seg.state->fit, 0);
 	p->batch_recs = V05_AT(struct v05_batch_rec,
 			       p->seg.region[V05_REGION_BATCHES], 0);
 	v05__table_init(&p->table, p->seg.region[V05_REGION_TABLE],

@@ -118,9 +118,17 @@ void v05__estimate_core(const struct v05_params *p, double prior,
 			struct v05_estimate *e, double *adv);
 
 struct v05_eb_fit;
-/* eb.c, unchecked: the grid fit, and one group under a fit. */
+struct v05_eb_state;
+/* eb_state.c, unchecked: the grid fit of n groups; one group folded into
+ * an additive state (its old weight times keep first); the best grid point
+ * of a state, or of two states' sum (b may be NULL). */
 void v05__eb_fit_u(const double *prior, const uint32_t *k, const double *s,
 		   uint32_t n, struct v05_eb_fit *fit);
+void v05__eb_fold_u(struct v05_eb_state *st, double keep, double prior,
+		    uint32_t k, double s);
+void v05__eb_argmax_u(const struct v05_eb_state *a,
+		      const struct v05_eb_state *b, struct v05_eb_fit *fit);
+/* eb.c, unchecked: one group under a fit. */
 void v05__eb_estimate_u(const struct v05_params *p,
 			const struct v05_eb_fit *fit, double prior,
 			const double *rewards, uint32_t k,

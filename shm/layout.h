@@ -44,7 +44,9 @@
 #include <stdint.h>
 
 #define V05_SHM_MAGIC 0x01006d6873353076ull /* "v05shm\0\1" little-endian */
-#define V05_SHM_ABI 5u /* 5: lane statistics of 128 bytes (records applied
+#define V05_SHM_ABI 6u /* 6: v05-eb's running fit in the state
+			* region; its window and cold start in the config.
+			* 5: lane statistics of 128 bytes (records applied
 			* and rejected per lane, the cut-off), a lane's quit
 			* word, the broker's allow-list in the stored config.
 			* 4: each lane and the doorbell in a file of their own
@@ -170,8 +172,10 @@ struct v05_shm_state {
 	uint64_t counters[V05_COUNTERS];
 	/* Persistent state the plugin keeps across takeovers (plugin.h). */
 	uint8_t plugin[1024];
+	/* v05-eb's running fit (plugin/internal.h: struct v05_fit_store). */
+	uint8_t fit[12288];
 };
-static_assert(sizeof(struct v05_shm_state) == 2048 + 1024, "state");
+static_assert(sizeof(struct v05_shm_state) == 2048 + 1024 + 12288, "state");
 
 /*
  * SPSC ring header, used by the lanes (producer -> plugin), the completion

@@ -104,11 +104,22 @@ struct v05_config {
 	 */
 	uint32_t lane_cut_records;
 	uint32_t lane_cut_permille;
+	/*
+	 * v05-eb under the stream schedule (no barrier; docs/STATISTICS.md,
+	 * "v05-eb without a barrier"): the fit is kept across batches, a
+	 * first wave folded j first waves ago weighing (1 - 1/eb_window)^j
+	 * (0: nothing is forgotten); until eb_cold first waves are in (their
+	 * weight), first waves wait for it as at a barrier, or for their
+	 * batch's last first wave if that comes sooner. eb_cold <= eb_window.
+	 */
+	uint32_t eb_window;
+	uint32_t eb_cold;
 };
 
 /* Defaults: mode v05-eb (two waves, no halt; docs/STATISTICS.md explains
  * the choice) with the rms normaliser, c 0.0039, k 4/2/16, halt 0.25 (used
- * by mode v05 only), pad 32, rounds, deadline 2000 us, 4096 prompts, 16
+ * by mode v05 only), pad 32, stream (for v05-eb: no barrier; rounds is
+ * v05-eb's batch barrier), eb_window 512, eb_cold 64, deadline 2000 us, 4096 prompts, 16
  * producers, lanes of 4096, 64 batches, file mode 0600, no journal, no
  * broker (its allow-list empty), the default cut-off. */
 V05_API void v05_config_default(struct v05_config *c);

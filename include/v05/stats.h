@@ -202,6 +202,40 @@ V05_API int v05_eb_loglik(const struct v05_eb_fit *fit, const double *prior,
 V05_API int v05_eb_fit(const double *prior, const uint32_t *k, const double *s,
 		       uint32_t n, struct v05_eb_fit *fit);
 
+/*
+ * The fit's state, additive: the log-likelihood of every grid point summed
+ * over the groups folded in, each first weighed down by what came after it
+ * (forgetting). The state of two disjoint sets of groups is the sum of
+ * theirs, so engines holding parts of a batch merge by adding
+ * (v05_eb_state_add); the fit is the state's best grid point. The barrier
+ * schedule's per-batch fit is this state over the batch with keep = 1.
+ * Plain data: copy it, send it, add it.
+ */
+struct v05_eb_state {
+	double ll[V05_EB_N0_GRID][V05_EB_H_GRID];
+	double weight;   /* sum of the folded groups' weights (<= folded) */
+	uint64_t folded; /* groups ever folded in, forgetting aside        */
+};
+
+/* Zero: no group, no preference (v05_eb_state_fit refuses it). */
+V05_API void v05_eb_state_init(struct v05_eb_state *st);
+
+/* st = keep * st + one group's log-likelihood (prior, k rewards, s
+ * successes), keep in [0, 1]: a group folded j groups ago then weighs
+ * keep^j. Returns 0, -EINVAL or -EDOM. */
+V05_API int v05_eb_state_fold(struct v05_eb_state *st, double keep,
+			      double prior, uint32_t k, double s);
+
+/* dst += src (every grid point, the weight and the count). */
+V05_API int v05_eb_state_add(struct v05_eb_state *dst,
+			     const struct v05_eb_state *src);
+
+/* The best grid point of the state (first on ties): the same point
+ * v05_eb_fit gives for the same groups when none was forgotten. -EAGAIN
+ * for a state with no weight. */
+V05_API int v05_eb_state_fit(const struct v05_eb_state *st,
+			     struct v05_eb_fit *fit);
+
 /* Posterior mean and variance of mu = 2p - 1 after k rewards with s
  * successes, and the posterior probability of the hallucination component. */
 V05_API int v05_eb_posterior(const struct v05_eb_fit *fit, double prior,

@@ -54,7 +54,7 @@ def free_port():
 def test_three_engines_halt_together(segname, tmp_path):
     # The reference: one engine, the whole batch, the local halt rule.
     with v05.Plugin.create(segname, max_prompts=128, pad_multiple=1,
-                           mode="v05") as p:
+                           mode="v05", schedule="rounds") as p:
         with SimEngine(p, prompts(), workers=2, latency="uniform:0:2",
                        seed=SEED) as eng:
             res = eng.run(keep_groups=True)

@@ -15,8 +15,10 @@ void fx_config(struct fx *f)
 {
 	v05_config_default(&f->c);
 	/* These tests check the paper's rule, its halt and padding by hand
-	 * (v05-eb has its own, tests/test_plugin_eb.c). */
+	 * (v05-eb has its own, tests/test_plugin_eb.c), under the paper's
+	 * rounds unless a test says otherwise. */
 	f->c.params.mode = V05_MODE_V05;
+	f->c.schedule = V05_SCHEDULE_ROUNDS;
 	f->c.max_prompts = 64;
 	f->c.max_producers = 4;
 	f->c.lane_capacity = 1024;

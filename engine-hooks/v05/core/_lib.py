@@ -56,7 +56,8 @@ class Config(ctypes.Structure):
                 ("n_broker_uids", ctypes.c_uint32),
                 ("n_broker_gids", ctypes.c_uint32),
                 ("lane_cut_records", ctypes.c_uint32),
-                ("lane_cut_permille", ctypes.c_uint32)]
+                ("lane_cut_permille", ctypes.c_uint32),
+                ("eb_window", ctypes.c_uint32), ("eb_cold", ctypes.c_uint32)]
 
 
 class PromptIn(ctypes.Structure):
@@ -144,7 +145,7 @@ path_loaded = None  # the libv05 this process uses (set by _load)
 
 
 def _check_abi():
-    expect = {Params: 32, Estimate: 64, Config: 240, PromptIn: 24,
+    expect = {Params: 32, Estimate: 64, Config: 248, PromptIn: 24,
               Decision_: 64, Group_: 104, Support: 16, Reward: 24,
               ObserverInfo: 936, LaneStat: 80}
     for struct, size in expect.items():
@@ -154,6 +155,7 @@ def _check_abi():
                               f"says {size}")
     if Config.journal_path.offset != 88 or ObserverInfo.journal_error.offset != 136 \
             or Config.lane_cut_records.offset != 232 \
+            or Config.eb_window.offset != 240 \
             or ObserverInfo.broker.offset != 776 or LaneStat.cut.offset != 56:
         raise ImportError("v05: ctypes layout drifted from the C ABI")
 

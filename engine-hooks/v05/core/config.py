@@ -63,7 +63,9 @@ def make_config(name: str, *, cost: Optional[float] = None,
                 broker_allow_uids: Sequence[Union[int, str]] = (),
                 broker_allow_gids: Sequence[Union[int, str]] = (),
                 lane_cut_records: Optional[int] = None,
-                lane_cut_fraction: Optional[float] = None) -> _lib.Config:
+                lane_cut_fraction: Optional[float] = None,
+                eb_window: Optional[int] = None,
+                eb_cold: Optional[int] = None) -> _lib.Config:
     """The v05_config for Plugin.create(name, ...). Parameters as in
     include/v05/plugin.h (struct v05_config); every one is checked.
     A parameter left at None keeps the library's default
@@ -82,7 +84,11 @@ def make_config(name: str, *, cost: Optional[float] = None,
     whose records are mostly rejected is cut off (at least that many
     records of its claim, more than that fraction rejected; defaults
     4 x max_prompts x k_max records, at least 4096, and 0.9;
-    fraction 1.0 never cuts; docs/SHM.md, "Cutting a lane off")."""
+    fraction 1.0 never cuts; docs/SHM.md, "Cutting a lane off").
+    eb_window and eb_cold (mode v05-eb, schedule "stream", the default):
+    the running fit's forgetting window and cold start, in first waves
+    (defaults 512 and 64; eb_window 0 forgets nothing; docs/STATISTICS.md,
+    "v05-eb without a barrier")."""
     c = _lib.Config()
     if paper:
         lib.v05_config_paper(ctypes.byref(c))
@@ -128,6 +134,9 @@ def make_config(name: str, *, cost: Optional[float] = None,
         c.pad_multiple = u32("pad_multiple", pad_multiple, 1)
     if schedule is not None:
         c.schedule = SCHEDULES[schedule]
+    elif external_halt:
+        # The halt is resolved at round barriers: the rounds schedule.
+        c.schedule = SCHEDULES["rounds"]
     if stream_deadline_us is not None:
         c.stream_deadline_us = u32("stream_deadline_us",
                                    stream_deadline_us)
@@ -153,6 +162,10 @@ def make_config(name: str, *, cost: Optional[float] = None,
                              "is not in [0, 1]")
         # 0 in C is "the default": the smallest fraction is 1 per mille.
         c.lane_cut_permille = max(1, round(f * 1000))
+    if eb_window is not None:
+        c.eb_window = u32("eb_window", eb_window)
+    if eb_cold is not None:
+        c.eb_cold = u32("eb_cold", eb_cold, 1)
     c.flags |= ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
                 (CONFIG_EXTERNAL_HALT if external_halt else 0) |
                 (CONFIG_PRODUCER_BROKER if producer_broker else 0))

@@ -83,7 +83,8 @@ class Plugin:
         max_producers, lane_capacity, max_batches, stream_deadline_us,
         journal, journal_sync, file_mode, wait, external_halt, sigma,
         paper, producer_broker, broker_allow_uids, broker_allow_gids,
-        lane_cut_records, lane_cut_fraction), each checked; one left out
+        lane_cut_records, lane_cut_fraction, eb_window, eb_cold), each
+        checked; one left out
         keeps the library's default (mode "v05-eb", sigma "rms", ...).
 
         reclaim=True: if segment `name` is left over from a run whose owner

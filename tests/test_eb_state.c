@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * v05-eb's additive fit state: folding a batch with nothing forgotten
+ * gives the batch fit's point bit for bit; two states added give the fit of
+ * their groups together; forgetting weighs a group folded j groups ago by
+ * keep^j, so the fit follows a value model whose quality changes; bad
+ * input is refused.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "v05.h"
+
+#define N 400u
+
+/* A reproducible batch: priors spread over [-0.9, 0.9]; a fraction
+ * `halluc` of the prompts get successes unrelated to the prior, the rest
+ * successes that follow it closely (k = 4, binary). */
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static double unif(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static void batch(double *prior, uint32_t *k, double *s, uint32_t n,
+		  double halluc)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		double v = -0.9 + 1.8 * unif(), p = (1.0 + v) / 2.0;
+
+		if (unif() < halluc)
+			p = unif();
+		prior[i] = v;
+		k[i] = 4;
+		s[i] = 0.0;
+		for (uint32_t j = 0; j < 4; j++)
+			s[i] += unif() < p ? 1.0 : 0.0;
+	}
+}
+
+static void test_fold_is_the_batch_fit(void **state)
+{
+	static double prior[N], s[N];
+	static uint32_t k[N];
+	struct v05_eb_state st;
+	struct v05_eb_fit a, b;
+
+	(void)state;
+	batch(prior, k, s, N, 0.2);
+	v05_eb_state_init(&st);
+	for (uint32_t i = 0; i < N; i++)
+		assert_int_equal(v05_eb_state_fold(&st, 1.0, prior[i], k[i], s[i]), 0);
+	assert_int_equal(v05_eb_fit(prior, k, s, N, &a), 0);
+	assert_int_equal(v05_eb_state_fit(&st, &b), 0);
+	assert_true(a.n0 == b.n0 && a.h == b.h);
+	assert_true(st.weight == (double)N && st.folded == N);
+	/* A hallucination share of 0.2 is found near 0.2, not at an edge. */
+	assert_true(b.h > 0.05 && b.h < 0.5);
+	{
+		double ll;
+		struct v05_eb_fit at = a;
+
+		/* The state's value at the fit is the batch log-likelihood. */
+		assert_int_equal(v05_eb_loglik(&at, prior, k, s, N, &ll), 0);
+		for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
+			for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
+				if (v05_eb_n0_at(j) == a.n0 && v05_eb_h_at(l) == a.h)
+					assert_float_equal(st.ll[j][l], ll,
+							   1e-9 * fabs(ll));
+	}
+}
+
+static void test_add_is_the_union(void **state)
+{
+	static double prior[N], s[N];
+	static uint32_t k[N];
+	struct v05_eb_state one, two, all;
+	struct v05_eb_fit a, b;
+
+	(void)state;
+	batch(prior, k, s, N, 0.3);
+	v05_eb_state_init(&one);
+	v05_eb_state_init(&two);
+	v05_eb_state_init(&all);
+	/* Odd prompts on one engine, even on another. */
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(v05_eb_state_fold(i & 1 ? &one : &two, 1.0,
+						   prior[i], k[i], s[i]), 0);
+		assert_int_equal(v05_eb_state_fold(&all, 1.0, prior[i], k[i],
+						   s[i]), 0);
+	}
+	assert_int_equal(v05_eb_state_add(&one, &two), 0);
+	assert_true(one.weight == all.weight && one.folded == all.folded);
+	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
+		for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
+			assert_float_equal(one.ll[j][l], all.ll[j][l],
+					   1e-9 * fabs(all.ll[j][l]));
+	assert_int_equal(v05_eb_state_fit(&one, &a), 0);
+	assert_int_equal(v05_eb_fit(prior, k, s, N, &b), 0);
+	assert_true(a.n0 == b.n0 && a.h == b.h);
+}
+
+static void test_forgetting_follows_a_change(void **state)
+{
+	static double prior[N], s[N];
+	static uint32_t k[N];
+	struct v05_eb_state kept, forget;
+	struct v05_eb_fit fk, ff, fresh;
+	const double keep = 1.0 - 1.0 / 128.0;
+
+	(void)state;
+	v05_eb_state_init(&kept);
+	v05_eb_state_init(&forget);
+	/* Weights: keep^j summed, exactly as folded. */
+	assert_int_equal(v05_eb_state_fold(&forget, 0.5, 0.0, 4, 2.0), 0);
+	assert_int_equal(v05_eb_state_fold(&forget, 0.5, 0.0, 4, 2.0), 0);
+	assert_int_equal(v05_eb_state_fold(&forget, 0.5, 0.0, 4, 2.0), 0);
+	assert_true(forget.weight == 1.75 && forget.folded == 3);
+	v05_eb_state_init(&forget);
+	/* A good value model for 4 batches, then a bad one for 1. */
+	for (int b = 0; b < 5; b++) {
+		batch(prior, k, s, N, b < 4 ? 0.02 : 0.6);
+		for (uint32_t i = 0; i < N; i++) {
+			v05_eb_state_fold(&kept, 1.0, prior[i], k[i], s[i]);
+			v05_eb_state_fold(&forget, keep, prior[i], k[i], s[i]);
+		}
+	}
+	assert_int_equal(v05_eb_fit(prior, k, s, N, &fresh), 0);
+	assert_int_equal(v05_eb_state_fit(&kept, &fk), 0);
+	assert_int_equal(v05_eb_state_fit(&forget, &ff), 0);
+	/* With a window of 128 groups the state sees mostly the last batch:
+	 * its h is the last batch's own fit's; the state that forgets
+	 * nothing is still held by the four good batches. One grid step of
+	 * h is a factor (0.9 / 0.005)^(1/23) = 1.25. */
+	assert_true(fabs(log(ff.h / fresh.h)) < 1.01 * log(1.26));
+	print_message("h: last batch %g, forgetting %g, not %g\n", fresh.h, ff.h,
+		      fk.h);
+	assert_true(fk.h < ff.h / 2.0);
+	assert_true(forget.weight < 128.0 && forget.weight > 127.0);
+}
+
+static void test_bad_input(void **state)
+{
+	struct v05_eb_state st;
+	struct v05_eb_fit f;
+
+	(void)state;
+	v05_eb_state_init(&st);
+	assert_int_equal(v05_eb_state_fit(&st, &f), -EAGAIN);
+	assert_int_equal(v05_eb_state_fold(NULL, 1.0, 0.0, 4, 1.0), -EINVAL);
+	assert_int_equal(v05_eb_state_fold(&st, 1.5, 0.0, 4, 1.0), -EDOM);
+	assert_int_equal(v05_eb_state_fold(&st, NAN, 0.0, 4, 1.0), -EDOM);
+	assert_int_equal(v05_eb_state_fold(&st, 1.0, 1.5, 4, 1.0), -EDOM);
+	assert_int_equal(v05_eb_state_fold(&st, 1.0, 0.0, 0, 0.0), -ERANGE);
+	assert_int_equal(v05_eb_state_fold(&st, 1.0, 0.0, 4, 5.0), -EDOM);
+	assert_int_equal(v05_eb_state_add(&st, NULL), -EINVAL);
+	assert_true(st.weight == 0.0 && st.folded == 0);
+	assert_non_null(strstr(v05_errmsg(), "NULL"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fold_is_the_batch_fit),
+		cmocka_unit_test(test_add_is_the_union),
+		cmocka_unit_test(test_forgetting_follows_a_change),
+		cmocka_unit_test(test_bad_input),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
