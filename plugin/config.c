@@ -108,10 +108,9 @@ V05_API int v05_config_check(const struct v05_config *c)
 	if (c->eb_window > 1000000000u)
 		return v05__fail(-EINVAL, "eb_window %u is above 10^9 first waves",
 				 c->eb_window);
-	if (c->eb_cold < 1 || (c->eb_window && c->eb_cold > c->eb_window))
-		return v05__fail(-EINVAL,
-				 "eb_cold %u is not in [1, eb_window = %u]: the forgetting fit's weight never exceeds its window",
-				 c->eb_cold, c->eb_window);
+	if (c->eb_cold < 1 || c->eb_cold > 1000000u)
+		return v05__fail(-EINVAL, "eb_cold %u is not in [1, 10^6] first waves",
+				 c->eb_cold);
 	if (c->stream_deadline_us > 10000000u)
 		return v05__fail(-EINVAL, "stream_deadline_us %u is above 10 s",
 				 c->stream_deadline_us);

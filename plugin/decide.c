@@ -158,8 +158,10 @@ void v05__apply_records(void *ctx, const struct v05_record *recs, uint32_t n,
 }
 
 /* "More": the prompt waits for its batch's policy. gap is its padding
- * priority (how far its target is above k). */
-static void hold(struct v05_plugin *p, struct v05_prompt *e, float gap)
+ * priority (how far its target is above k); samples, what its plan adds
+ * to the batch's held samples (v05-eb's undecided prompts: 0). */
+void v05__hold(struct v05_plugin *p, struct v05_prompt *e, float gap,
+	       uint32_t samples)
 {
 	struct batch_local *bl = &p->batches[e->batch];
 
@@ -167,7 +169,7 @@ static void hold(struct v05_plugin *p, struct v05_prompt *e, float gap)
 	e->state = V05_P_HELD;
 	bl->n_collecting--;
 	bl->n_held++;
-	bl->held_samples += p->params.k_step;
+	bl->held_samples += samples;
 	v05__gauge(p, V05_C_PROMPTS_HELD, 1);
 	/* Without memory for the held list the policy finds the prompt by a
 	 * table scan (policy.c's held_keys). */
@@ -188,8 +190,13 @@ void v05__decide(struct v05_plugin *p, struct v05_prompt *e)
 		struct v05_eb_fit fit;
 
 		if (v05__group_k(e) == p->params.k_init &&
+		    p->cfg.schedule == V05_SCHEDULE_STREAM) {
+			v05__eb_first_wave(p, e); /* eb_stream.c */
+			return;
+		}
+		if (v05__group_k(e) == p->params.k_init &&
 		    !v05__eb_fit_of(p, b, &fit)) {
-			hold(p, e, 0.0f);
+			v05__hold(p, e, 0.0f, 0); /* planned at the barrier */
 			return;
 		}
 		v05__estimate_prompt(p, e, &est, adv);
@@ -200,7 +207,8 @@ void v05__decide(struct v05_plugin *p, struct v05_prompt *e)
 	v05__estimate_prompt(p, e, &est, adv);
 	if (est.action == V05_ACTION_MORE &&
 	    p->batch_recs[b].state != V05_B_HALTED) {
-		hold(p, e, (float)(est.k_target - (double)est.k));
+		v05__hold(p, e, (float)(est.k_target - (double)est.k),
+			  p->params.k_step);
 		return;
 	}
 	v05__finalize_with(p, e, &est, adv,

@@ -16,17 +16,6 @@
 #include "internal.h"
 #include "stats_core.h"
 
-/* The successes in the prompt's received rewards, in sample order. */
-static double successes(struct v05_plugin *p, const struct v05_prompt *e,
-			uint32_t k)
-{
-	const float *rw = v05__slot_rewards(v05__slot(&p->seg, e->slot));
-	double r[V05_K_LIMIT];
-
-	for (uint32_t i = 0; i < k; i++)
-		r[i] = (double)rw[i];
-	return v05__eb_successes(r, k);
-}
 
 static void fit_batch(struct v05_plugin *p, uint32_t b, const uint64_t *keys,
 		      uint32_t n)
@@ -42,7 +31,7 @@ static void fit_batch(struct v05_plugin *p, uint32_t b, const uint64_t *keys,
 			continue;
 		p->eb_k[m] = v05__group_k(e);
 		p->eb_prior[m] = e->prior;
-		p->eb_s[m] = successes(p, e, p->eb_k[m]);
+		p->eb_s[m] = v05__prompt_successes(p, e, p->eb_k[m]);
 		m++;
 	}
 	if (m == 0)
@@ -57,6 +46,9 @@ static void fit_batch(struct v05_plugin *p, uint32_t b, const uint64_t *keys,
 bool v05__eb_fit_of(const struct v05_plugin *p, uint32_t b,
 		    struct v05_eb_fit *fit)
 {
+	/* No barrier: the running fit (eb_stream.c). */
+	if (p->cfg.schedule == V05_SCHEDULE_STREAM)
+		return v05__eb_running_fit(p, fit);
 	/* One read of each field; the grid's bounds with rounding room. */
 	double n0 = p->batch_recs[b].eb_n0, h = p->batch_recs[b].eb_h;
 
@@ -94,7 +86,7 @@ void v05__eb_barrier(struct v05_plugin *p, uint32_t b)
 		if (!e || e->state != V05_P_HELD)
 			continue;
 		k = v05__group_k(e);
-		s = successes(p, e, k);
+		s = v05__prompt_successes(p, e, k);
 		m = v05__eb_choose_u(&p->params, &fit, e->prior, k, s);
 		e->k_planned = (uint8_t)(k + m);
 		/* Padding priority: the posterior variance (<= 1) over the

@@ -103,7 +103,7 @@ void v05__batch_leave(struct v05_plugin *p, const struct v05_prompt *e)
 		bl->n_collecting--;
 	} else if (e->state == V05_P_HELD) {
 		bl->n_held--;
-		bl->held_samples -= p->params.k_step;
+		bl->held_samples -= v05__held_share(p, e);
 		v05__gauge(p, V05_C_PROMPTS_HELD, -1);
 	}
 	bl->n_open--;

@@ -288,6 +288,32 @@ uint32_t v05__held_keys(struct v05_plugin *p, uint32_t b, uint64_t **keys);
  * the batch RELEASING and issue: one wave. */
 void v05__pad_and_issue(struct v05_plugin *p, uint32_t b, uint64_t total);
 
+/* What a held prompt adds to its batch's held samples: v05-eb's own plan
+ * (0 while undecided), the paper's rule's k_step. */
+static inline uint32_t v05__held_share(const struct v05_plugin *p,
+				       const struct v05_prompt *e)
+{
+	uint32_t k = v05__group_k(e);
+
+	if (p->params.mode == V05_MODE_V05_EB)
+		return e->k_planned > k ? e->k_planned - k : 0;
+	return p->params.k_step;
+}
+
+/* decide.c: a "more" waits for its batch's schedule; samples is what its
+ * plan adds to the batch's held samples. */
+void v05__hold(struct v05_plugin *p, struct v05_prompt *e, float gap,
+	       uint32_t samples);
+
+/* eb_stream.c: v05-eb without a barrier (the running fit, the cold start,
+ * each prompt decided on its own first wave). */
+struct v05_eb_fit;
+double v05__prompt_successes(struct v05_plugin *p, const struct v05_prompt *e,
+			     uint32_t k);
+bool v05__eb_running_fit(const struct v05_plugin *p, struct v05_eb_fit *fit);
+void v05__eb_first_wave(struct v05_plugin *p, struct v05_prompt *e);
+void v05__eb_stream_check(struct v05_plugin *p, uint32_t b);
+
 /* eb_policy.c: v05-eb's batch barrier (fit, allocation, one wave). */
 void v05__eb_barrier(struct v05_plugin *p, uint32_t b);
 struct v05_eb_fit;

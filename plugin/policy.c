@@ -146,7 +146,7 @@ static uint32_t distribute_padding(struct v05_plugin *p, struct pad_item *h,
 			continue;
 		}
 		e->k_planned++;
-		e->pad8 = 1;
+		e->pad8 |= V05_PF_PADDED;
 		h[0].prio -= 1.0f;
 		sift_down(h, n, 0);
 		extra--;
@@ -155,13 +155,15 @@ static uint32_t distribute_padding(struct v05_plugin *p, struct pad_item *h,
 	return given;
 }
 
-/* Issue what the plan says, for every HELD prompt of b; emits SAMPLEs. */
+/* Issue what the plan says, for every HELD prompt of b not deferred (those
+ * stay held, in order, their mark cleared); emits SAMPLEs. */
 static void issue(struct v05_plugin *p, uint32_t b)
 {
 	struct batch_local *bl = &p->batches[b];
 	uint64_t now = v05__now_ns(), *keys;
 	uint32_t n = v05__held_keys(p, b, &keys);
 	uint64_t issued_total = 0;
+	uint32_t kept = 0, kept_samples = 0, issued = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct v05_prompt *e = v05__table_find(&p->table, keys[i]);
@@ -171,6 +173,15 @@ static void issue(struct v05_plugin *p, uint32_t b)
 		if (!e || e->state != V05_P_HELD)
 			continue;
 		k = v05__group_k(e);
+		if (e->pad8 & V05_PF_DEFER) {
+			/* keys is the held list itself when it is valid: kept
+			 * entries move to its front, in order (kept <= i). */
+			e->pad8 = 0;
+			keys[kept++] = e->key;
+			kept_samples += v05__held_share(p, e);
+			continue;
+		}
+		issued++;
 		if (e->k_planned <= k || e->k_planned > p->params.k_max) {
 			/* No plan (cannot happen after RELEASING): the
 			 * minimum step, capped. */
@@ -197,7 +208,7 @@ static void issue(struct v05_plugin *p, uint32_t b)
 			d.samples = newbits;
 			d.k = add;
 			d.batch = p->batch_recs[b].id;
-			d.flags = e->pad8 ? V05_DF_PADDED : 0;
+			d.flags = e->pad8 & V05_PF_PADDED ? V05_DF_PADDED : 0;
 			d.latency_ns = v05__latency_of(e, now);
 			v05__enqueue(p, &d);
 			if (d.latency_ns)
@@ -206,10 +217,12 @@ static void issue(struct v05_plugin *p, uint32_t b)
 		e->pad8 = 0;
 	}
 	v05__count(p, V05_C_SAMPLES_ISSUED, issued_total);
-	v05__count(p, V05_C_DEC_SAMPLE, n);
-	bl->n_held = 0;
-	bl->held_samples = 0;
-	p->batch_recs[b].hold_since_ns = 0;
+	v05__count(p, V05_C_DEC_SAMPLE, issued);
+	/* The held list (keys) now starts with the kept prompts; if it was a
+	 * rebuilt copy, held_keys finds them by a scan next time. */
+	bl->n_held = kept;
+	bl->held_samples = kept_samples;
+	p->batch_recs[b].hold_since_ns = kept ? v05__now_ns() : 0;
 	p->batch_recs[b].state = V05_B_OPEN;
 }
 
@@ -226,6 +239,11 @@ static void release(struct v05_plugin *p, uint32_t b)
 
 		if (!e || e->state != V05_P_HELD)
 			continue;
+		/* v05-eb's prompts carry their own plans (eb_stream.c). */
+		if (p->params.mode == V05_MODE_V05_EB) {
+			total += e->k_planned - v05__group_k(e);
+			continue;
+		}
 		/* "more" guaranteed k + k_step <= k_max. */
 		e->k_planned = (uint8_t)(v05__group_k(e) + step);
 		total += step;
@@ -247,7 +265,9 @@ void v05__pad_and_issue(struct v05_plugin *p, uint32_t b, uint64_t total)
 
 		if (!e || e->state != V05_P_HELD)
 			continue;
-		e->pad8 = 0;
+		e->pad8 &= (uint8_t)~V05_PF_PADDED;
+		if (e->pad8 & V05_PF_DEFER)
+			continue; /* not in this release: no padding */
 		items[m].prio = e->gap -
 				(float)(e->k_planned - v05__group_k(e));
 		items[m].key = e->key;
@@ -338,9 +358,12 @@ static void stream_check(struct v05_plugin *p, uint32_t b)
 
 void v05__policy_held(struct v05_plugin *p, uint32_t b)
 {
-	/* v05-eb has one barrier (after k_init) under either schedule: its
-	 * fit needs the whole batch's first wave. */
-	if (p->params.mode == V05_MODE_V05_EB)
+	/* v05-eb: rounds is its batch barrier (the fit of the whole first
+	 * wave), stream decides each prompt on its own (eb_stream.c). */
+	if (p->params.mode == V05_MODE_V05_EB &&
+	    p->cfg.schedule == V05_SCHEDULE_STREAM)
+		v05__eb_stream_check(p, b);
+	else if (p->params.mode == V05_MODE_V05_EB)
 		v05__eb_barrier(p, b);
 	else if (p->cfg.schedule == V05_SCHEDULE_ROUNDS)
 		rounds_check(p, b);

@@ -90,7 +90,7 @@ static int rebuild(struct v05_plugin *p)
 		if (e->state == V05_P_HELD) {
 			held++;
 			bl->n_held++;
-			bl->held_samples += p->params.k_step;
+			bl->held_samples += v05__held_share(p, e);
 			v05__batch_hold(p, e->batch, e->key);
 		} else {
 			bl->n_collecting++;

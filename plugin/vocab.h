@@ -84,6 +84,12 @@ enum v05_batch_state {
 	V05_B_BARRIER,   /* external halt: waiting for v05_resolve()       */
 };
 
+/* struct v05_prompt's pad8 bits, for a held prompt. */
+enum v05_prompt_flag {
+	V05_PF_PADDED = 1u << 0, /* its plan got padding: its SAMPLE says so */
+	V05_PF_DEFER = 1u << 1,  /* stays held through the batch's release  */
+};
+
 /* struct v05_slot_hdr's flags. */
 enum v05_slot_flag {
 	V05_SF_COMPLETION = 1u << 0, /* completion record published */

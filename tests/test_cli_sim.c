@@ -199,15 +199,19 @@ static double json_sub(const char *json, const char *obj, const char *key)
 static void test_eb_two_waves(void **state)
 {
 	static const char *const eb[] = { "--prompts", "4096", "--prior-noise",
-		"0.05", "--hallucination", "0", "--mode", "v05-eb", "--seed",
-		"5", NULL };
+		"0.05", "--hallucination", "0", "--mode", "v05-eb", "--schedule",
+		"rounds", "--seed", "5", NULL };
 	static const char *const v05[] = { "--prompts", "4096", "--prior-noise",
 		"0.05", "--hallucination", "0", "--mode", "v05",
 		"--halt-fraction", "0", "--seed", "5", NULL };
 	static const char *const stream[] = { "--prompts", "4096",
 		"--prior-noise", "0.2", "--hallucination", "0.3", "--mode",
 		"v05-eb", "--schedule", "stream", "--seed", "5", NULL };
+	static const char *const barrier[] = { "--prompts", "4096",
+		"--prior-noise", "0.2", "--hallucination", "0.3", "--mode",
+		"v05-eb", "--schedule", "rounds", "--seed", "5", NULL };
 	struct run_result *a = run_ok(eb), *b = run_ok(v05), *c = run_ok(stream);
+	struct run_result *e = run_ok(barrier);
 
 	(void)state;
 	assert_non_null(strstr(a->out, "\"mode\": \"v05-eb\""));
@@ -221,10 +225,19 @@ static void test_eb_two_waves(void **state)
 	assert_true(json_field(b->out, "max_waves") > 2);
 	assert_true(json_field(b->out, "waves_per_batch") ==
 		    1 + json_field(b->out, "rounds") / 8);
-	/* The stream schedule changes nothing for v05-eb: one barrier. */
+	/* Without the barrier (stream, 8 batches of 512 in one run, the fit
+	 * carried across them): a prompt still takes two waves at most
+	 * (k_init + m <= k_max), its batch many small releases; the MSE
+	 * within 3% of the barrier's at no more than 1.02 times its
+	 * rollouts (issue 26's target, on this cell). */
 	assert_non_null(strstr(c->out, "\"schedule\": \"stream\""));
-	assert_true(json_field(c->out, "max_waves") == 2);
+	assert_true(json_field(c->out, "max_waves") > 2);
+	assert_true(json_field(c->out, "max_k") <= 16);
 	assert_true(json_field(c->out, "rollouts_per_prompt") > 4);
+	assert_true(json_field(c->out, "rollouts_per_prompt") <=
+		    1.02 * json_field(e->out, "rollouts_per_prompt"));
+	assert_true(json_field(c->out, "mse") <= 1.03 * json_field(e->out, "mse"));
+	free(e);
 	free(a);
 	free(b);
 	free(c);

@@ -66,6 +66,7 @@ static void fx_open(struct fx *f, uint32_t pad, int fractional, uint64_t seed)
 	memset(f, 0, sizeof(*f));
 	v05_config_default(&f->c);
 	f->c.params.mode = V05_MODE_V05_EB;
+	f->c.schedule = V05_SCHEDULE_ROUNDS; /* the barrier: test_eb_stream.c */
 	f->c.params.cost = 0.002;
 	f->c.pad_multiple = pad;
 	f->c.max_prompts = N;
@@ -242,6 +243,7 @@ static void test_eb_config(void **state)
 	v05_config_default(&c);
 	assert_int_equal(c.params.mode, V05_MODE_V05_EB);
 	assert_int_equal(c.params.sigma, V05_SIGMA_RMS);
+	assert_int_equal(c.schedule, V05_SCHEDULE_STREAM);
 	assert_int_equal(v05_config_check(&c), 0);
 	v05_config_paper(&c);
 	assert_int_equal(c.params.mode, V05_MODE_V05);

@@ -108,9 +108,10 @@ struct v05_config {
 	 * v05-eb under the stream schedule (no barrier; docs/STATISTICS.md,
 	 * "v05-eb without a barrier"): the fit is kept across batches, a
 	 * first wave folded j first waves ago weighing (1 - 1/eb_window)^j
-	 * (0: nothing is forgotten); until eb_cold first waves are in (their
-	 * weight), first waves wait for it as at a barrier, or for their
-	 * batch's last first wave if that comes sooner. eb_cold <= eb_window.
+	 * (0: nothing is forgotten); until eb_cold first waves are in (this
+	 * engine's and those handed in from others), first waves wait for
+	 * them as at a barrier, or for their batch's last first wave if that
+	 * comes sooner.
 	 */
 	uint32_t eb_window;
 	uint32_t eb_cold;
@@ -223,6 +224,21 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
  */
 V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 		     uint32_t max);
+
+/*
+ * v05-eb without a barrier (schedule stream): the running fit's state.
+ * v05_eb_state_get copies this plugin's own part (the first waves it
+ * folded, forgetting applied), for other engines to merge;
+ * v05_eb_state_set_remote hands in the sum of the other engines' own
+ * parts, replacing the one handed in before (so an exchange repeated
+ * counts nothing twice); the next decision fits own + remote. Both are
+ * kept in the segment (a takeover keeps them). -EINVAL unless the plugin
+ * runs v05-eb with the stream schedule; -EDOM for a state with a value
+ * that is not finite or a negative weight.
+ */
+V05_API int v05_eb_state_get(struct v05_plugin *p, struct v05_eb_state *own);
+V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
+				    const struct v05_eb_state *others);
 
 /*
  * Resolve batch `batch` (its id) waiting at a round barrier: halt it (its

@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * v05-eb without a barrier (schedule stream, the default): a prompt's
+ * second-wave decision is made when its own first k_init rewards are in.
+ *
+ * The fit does not wait for the batch. Its state is additive (eb_state.c):
+ * each first wave is folded into the running state the moment it is in,
+ * the older ones weighed down by keep = 1 - 1/eb_window per fold, across
+ * batches; the fit is the best grid point of that state plus the other
+ * engines' (v05_eb_state_set_remote). The prompt's own first wave is
+ * folded before its decision, as at the barrier.
+ *
+ * Cold start: until eb_cold first waves have been folded (this plugin's
+ * and the other engines' handed in), a first wave is held undecided
+ * (k_planned == k) as at a barrier; the fold that brings the count to
+ * eb_cold decides every undecided prompt of every batch, and so does a
+ * batch's last first wave if it comes sooner. The count only grows, so
+ * once warm a run stays warm.
+ *
+ * A decided "more" waits only to pad: released when the batch's planned
+ * samples reach pad_multiple, when no prompt of the batch is collecting,
+ * or at the stream deadline (policy.c), with each prompt's own plan.
+ *
+ * What depends on arrival order: the fit a decision sees is over the
+ * first waves folded before it (and its own), so the same rewards in the
+ * same order give the same decisions, and another order may give others.
+ * Nothing depends on wall time but the deadline's release moment.
+ *
+ * Crash consistency: a fold and the prompt's hold are two stores; a
+ * takeover between them folds that first wave once more (one group among
+ * hundreds of the fit's weight). Plans, like the barrier's, are written
+ * before anything is issued (policy.c's RELEASING).
+ */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+#include "vocab.h"
+#include "stats_core.h"
+#include "../shm/error.h"
+#include "../shm/proc.h"
+#include "v05/observer.h"
+
+/* The successes in the prompt's first k received rewards. */
+double v05__prompt_successes(struct v05_plugin *p, const struct v05_prompt *e,
+			     uint32_t k)
+{
+	const float *rw = v05__slot_rewards(v05__slot(&p->seg, e->slot));
+	double r[V05_K_LIMIT];
+
+	for (uint32_t i = 0; i < k; i++)
+		r[i] = (double)rw[i];
+	return v05__eb_successes(r, k);
+}
+
+static double weight(const struct v05_plugin *p)
+{
+	return p->fit->own.weight + p->fit->remote.weight;
+}
+
+/* Counted in first waves folded, forgetting aside: with a window the
+ * weight only tends to eb_window. */
+static bool warm(const struct v05_plugin *p)
+{
+	return p->fit->own.folded + p->fit->remote.folded >= p->cfg.eb_cold;
+}
+
+bool v05__eb_running_fit(const struct v05_plugin *p, struct v05_eb_fit *fit)
+{
+	if (!(weight(p) > 0.0))
+		return false;
+	v05__eb_argmax_u(&p->fit->own, &p->fit->remote, fit);
+	return true;
+}
+
+/* Decide every undecided held prompt of batch b under fit: plans first,
+ * finals after (finalizing the last open prompt frees the batch record
+ * and the held list must not change under the plans). */
+static void decide_held(struct v05_plugin *p, uint32_t b,
+			const struct v05_eb_fit *fit)
+{
+	struct batch_local *bl = &p->batches[b];
+	uint64_t *keys, id = p->batch_recs[b].id;
+	uint32_t n = v05__held_keys(p, b, &keys);
+	uint32_t undecided = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct v05_prompt *e = v05__table_find(&p->table, keys[i]);
+		uint32_t k, m;
+		double s, mean, var, w2;
+
+		if (!e || e->state != V05_P_HELD ||
+		    e->k_planned != v05__group_k(e))
+			continue;
+		k = v05__group_k(e);
+		s = v05__prompt_successes(p, e, k);
+		m = v05__eb_choose_u(&p->params, fit, e->prior, k, s);
+		undecided++;
+		if (!m)
+			continue;
+		e->k_planned = (uint8_t)(k + m);
+		/* Padding priority, as at the barrier: the posterior
+		 * variance (<= 1) over the plan. */
+		(void)v05_eb_posterior(fit, e->prior, k, s, &mean, &var, &w2);
+		e->gap = (float)((double)m + var);
+		bl->held_samples += m;
+	}
+	if (!undecided)
+		return;
+	for (uint32_t i = 0; i < n && p->batch_recs[b].id == id; i++) {
+		struct v05_prompt *e = v05__table_find(&p->table, keys[i]);
+
+		if (e && e->state == V05_P_HELD &&
+		    e->k_planned == v05__group_k(e))
+			v05__finalize(p, e, 0, 0);
+	}
+}
+
+/*
+ * Release the whole multiples of pad_multiple the held plans make: the
+ * prompts are taken in hold order while their plans fit the largest
+ * multiple, the rest stay held (deferred) for the next release; padding
+ * fills what the taken plans leave of that multiple. Plans differ per
+ * prompt (2 to k_max - k_init samples), so padding every release up, as
+ * the paper's stream does with its equal steps, would add about half a
+ * multiple per release, many times a batch.
+ */
+static void release_multiples(struct v05_plugin *p, uint32_t b)
+{
+	struct batch_local *bl = &p->batches[b];
+	uint32_t pad = p->cfg.pad_multiple;
+	uint32_t target = bl->held_samples / pad * pad, sum = 0, taken = 0;
+	uint64_t *keys;
+	uint32_t n = v05__held_keys(p, b, &keys);
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct v05_prompt *e = v05__table_find(&p->table, keys[i]);
+		uint32_t m;
+
+		if (!e || e->state != V05_P_HELD)
+			continue;
+		m = e->k_planned - v05__group_k(e);
+		/* The first always goes: a plan above the multiple would
+		 * otherwise wait for its deadline. */
+		if (!taken || sum + m <= target) {
+			sum += m;
+			taken++;
+		} else {
+			e->pad8 |= V05_PF_DEFER;
+		}
+	}
+	v05__pad_and_issue(p, b, sum);
+}
+
+void v05__eb_stream_check(struct v05_plugin *p, uint32_t b)
+{
+	struct batch_local *bl = &p->batches[b];
+	struct v05_batch_rec *rec = &p->batch_recs[b];
+	struct v05_eb_fit fit;
+	uint64_t id = rec->id;
+
+	if (!id || !bl->n_held)
+		return;
+	/* Cold: wait for the weight or for the batch's last first wave. */
+	if (!warm(p) && bl->n_collecting)
+		return;
+	if (!v05__eb_running_fit(p, &fit))
+		return;
+	decide_held(p, b, &fit);
+	if (rec->id != id || !bl->n_held)
+		return;
+	if (!bl->n_collecting) {
+		v05__pad_and_issue(p, b, bl->held_samples);
+		return;
+	}
+	if (bl->held_samples >= p->cfg.pad_multiple) {
+		release_multiples(p, b);
+		return;
+	}
+	if (!rec->hold_since_ns)
+		rec->hold_since_ns = v05__now_ns();
+}
+
+void v05__eb_first_wave(struct v05_plugin *p, struct v05_prompt *e)
+{
+	uint32_t k = v05__group_k(e);
+	bool was_warm = warm(p);
+	double keep = p->cfg.eb_window ? 1.0 - 1.0 / (double)p->cfg.eb_window :
+					 1.0;
+
+	v05__eb_fold_u(&p->fit->own, keep, e->prior, k,
+		       v05__prompt_successes(p, e, k));
+	/* Undecided: k_planned == k and no planned samples. */
+	e->k_planned = (uint8_t)k;
+	v05__hold(p, e, 0.0f, 0);
+	if (was_warm || !warm(p))
+		return;
+	/* This fold ended the cold start: every batch's undecided prompts
+	 * are decided now, not at their batch's next event. */
+	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++)
+		if (b != e->batch && p->batch_recs[b].id && p->batches[b].n_held)
+			v05__eb_stream_check(p, b);
+}
+
+/* ---- the state for other engines (public) ----------------------------- */
+
+static int check_stream_eb(const struct v05_plugin *p, const char *what)
+{
+	if (!p)
+		return v05__fail(-EINVAL, "%s: NULL plugin", what);
+	if (p->params.mode != V05_MODE_V05_EB ||
+	    p->cfg.schedule != V05_SCHEDULE_STREAM)
+		return v05__fail(-EINVAL,
+				 "%s: the running fit is v05-eb's under the stream schedule; segment %s runs mode %s, schedule %s",
+				 what, p->seg.name, v05_mode_name(p->params.mode),
+				 v05_schedule_name(p->cfg.schedule));
+	return 0;
+}
+
+V05_API int v05_eb_state_get(struct v05_plugin *p, struct v05_eb_state *own)
+{
+	int ret;
+
+	v05__clear_error();
+	ret = check_stream_eb(p, "eb_state_get");
+	if (ret)
+		return ret;
+	if (!own)
+		return v05__fail(-EINVAL, "eb_state_get: NULL state");
+	memcpy(own, &p->fit->own, sizeof(*own));
+	return 0;
+}
+
+V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
+				    const struct v05_eb_state *others)
+{
+	int ret;
+
+	v05__clear_error();
+	ret = check_stream_eb(p, "eb_state_set_remote");
+	if (ret)
+		return ret;
+	if (!others)
+		return v05__fail(-EINVAL, "eb_state_set_remote: NULL state");
+	if (!(isfinite(others->weight) && others->weight >= 0.0))
+		return v05__fail(-EDOM,
+				 "eb_state_set_remote: weight %g is not a finite number >= 0",
+				 others->weight);
+	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
+		for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
+			if (!isfinite(others->ll[j][l]))
+				return v05__fail(-EDOM,
+						 "eb_state_set_remote: log-likelihood [%u][%u] is %g",
+						 j, l, others->ll[j][l]);
+	memcpy(&p->fit->remote, others, sizeof(*others));
+	p->fit->remote_sets++;
+	/* Undecided prompts of a cold start may be warm now. */
+	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++)
+		if (p->batch_recs[b].id && p->batches[b].n_held)
+			v05__eb_stream_check(p, b);
+	return 0;
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/* v05ctl sim's parts: the options, the advantage tallies, the run. */
+#ifndef V05CTL_SIM_H
+#define V05CTL_SIM_H
+
+#include <stdint.h>
+
+#include "v05.h"
+
+struct sim_opts {
+	uint64_t prompts, seed, batch;
+	double noise, hallucination, cost, halt, p_fixed;
+	uint32_t mode, k, k_max, pad, sigma, schedule;
+	int have_k, have_p;
+};
+
+/* |A| of every final sample, this mode's and grpo's on the same groups. */
+struct adv_acc {
+	double *abs;
+	uint64_t n, cap;
+	double sq;
+};
+
+struct sim_out {
+	double sq_err, k_sum;
+	uint32_t max_k, max_waves;
+	uint64_t dropped;
+	struct adv_acc adv, grpo;
+};
+
+/* sim_adv.c: |A| tallies and their quantiles in the JSON. */
+int sim_adv_group(struct sim_out *out, const struct v05_group *g);
+void sim_adv_print(const char *name, struct adv_acc *a);
+
+/* sim_run.c: the simulation on a real plugin; prints one JSON object. */
+int sim_run(const struct sim_opts *o);
+int sim_fail(const char *what);
+
+#endif

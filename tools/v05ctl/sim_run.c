@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * v05ctl sim's run: prompts with true success probabilities go through a
+ * real plugin (segment, lane, decisions, batch halt and padding) in
+ * batches; rewards are Bernoulli draws; the baseline each group ends with
+ * is compared with the truth; one JSON object out.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "num.h"
+#include "v05-internal/shm.h"
+#include "v05-internal/splitmix.h"
+#include "v05-internal/vocab.h"
+#include "v05.h"
+#include "v05ctl.h"
+#include "sim.h"
+
+/* The draws built on splitmix64: the same stream for a seed. */
+static uint64_t rng_next(uint64_t *s)
+{
+	return v05__splitmix64(s);
+}
+
+static double uniform01(uint64_t *s)
+{
+	return (double)(rng_next(s) >> 11) / 9007199254740992.0;
+}
+
+static double normal(uint64_t *s)
+{
+	double u1 = ((double)(rng_next(s) >> 11) + 1.0) / 9007199254740993.0;
+	double u2 = uniform01(s);
+
+	return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+static float reward_of(uint64_t seed, uint64_t prompt, uint32_t sample, double p)
+{
+	uint64_t s = seed ^ (prompt * 0x9e3779b97f4a7c15ull) ^
+		     ((uint64_t)sample << 48);
+
+	rng_next(&s);
+	return uniform01(&s) < p ? 1.0f : -1.0f;
+}
+
+int sim_fail(const char *what)
+{
+	fprintf(stderr, "v05ctl sim: %s: %s\n", what, v05_errmsg());
+	return EXIT_FAILED;
+}
+
+/* One decision: a SAMPLE pushes its rewards, a FINAL or DROP is scored
+ * against the truth and its slot released. */
+static int apply_decision(struct v05_plugin *pl, struct v05_producer *w,
+			  const struct sim_opts *o, uint64_t first,
+			  const double *p, const struct v05_decision *d,
+			  struct sim_out *out, uint32_t *finals)
+{
+	/* The prompt's index, from the uid its slot holds. */
+	char buf[24] = "";
+	struct v05_group g;
+	double mu;
+	uint32_t i;
+
+	if (v05_slot_uid(pl, d->slot, buf, sizeof(buf) - 1) < 0)
+		return sim_fail("slot uid");
+	i = (uint32_t)(strtoull(buf + 1, NULL, 10) - first);
+	if (d->kind == V05_DECISION_SAMPLE) {
+		for (uint32_t s = 0; s < 64; s++) {
+			if (!(d->samples >> s & 1))
+				continue;
+			if (v05_producer_push(w, d->key, d->gen, s,
+					      reward_of(o->seed, first + i, s, p[i])))
+				return sim_fail("push");
+		}
+		return 0;
+	}
+	if (v05_group(pl, d->slot, &g))
+		return sim_fail("group");
+	mu = 2.0 * p[i] - 1.0;
+	out->sq_err += (g.baseline - mu) * (g.baseline - mu);
+	out->k_sum += g.k;
+	if (g.k > out->max_k)
+		out->max_k = g.k;
+	out->dropped += d->kind == V05_DECISION_DROP;
+	if (sim_adv_group(out, &g))
+		return sim_fail("advantages");
+	if (v05_release(pl, d->slot, d->gen, d->key))
+		return sim_fail("release");
+	(*finals)++;
+	return 0;
+}
+
+static int run_batch(struct v05_plugin *pl, struct v05_producer *w,
+		     const struct sim_opts *o, uint64_t first, uint32_t n,
+		     const double *p, const double *prior, struct sim_out *out,
+		     struct v05_decision *d)
+{
+	struct v05_prompt_in *in = calloc(n, sizeof(*in));
+	char (*uids)[24] = calloc(n, 24);
+	uint32_t finals = 0;
+	int m, ret = 0;
+
+	if (!in || !uids) {
+		ret = EXIT_FAILED;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		snprintf(uids[i], 24, "s%llu", (unsigned long long)(first + i));
+		in[i].uid = uids[i];
+		in[i].uid_len = (uint32_t)strlen(uids[i]);
+		in[i].prior = prior[i];
+	}
+	m = v05_submit(pl, in, n, d, NULL);
+	if (m != (int)n) {
+		ret = sim_fail("submit");
+		goto out;
+	}
+	while (!ret) {
+		for (int j = 0; j < m && !ret; j++)
+			ret = apply_decision(pl, w, o, first, p, &d[j], out,
+					     &finals);
+		if (ret || finals == n)
+			break;
+		m = v05_poll(pl, d, 2 * n);
+		if (m < 0)
+			ret = sim_fail("poll");
+	}
+out:
+	free(in);
+	free(uids);
+	return ret;
+}
+
+int sim_run(const struct sim_opts *o)
+{
+	uint32_t bsz = (uint32_t)(o->batch < o->prompts ? o->batch : o->prompts);
+	double *p = calloc(o->prompts, sizeof(double));
+	double *prior = calloc(o->prompts, sizeof(double));
+	struct v05_decision *d = calloc(2 * (size_t)bsz, sizeof(*d));
+	uint64_t rng = o->seed, counters[V05_COUNTER_SLOTS], batches = 0;
+	struct sim_out out;
+	struct v05_producer *w = NULL;
+	struct v05_plugin *pl = NULL;
+	struct v05_config c;
+	char name[64];
+	int ret = 0;
+
+	memset(&out, 0, sizeof(out));
+	if (!p || !prior || !d)
+		return EXIT_FAILED;
+	for (uint64_t i = 0; i < o->prompts; i++) {
+		double mu, v;
+
+		p[i] = o->have_p ? o->p_fixed : uniform01(&rng);
+		mu = 2.0 * p[i] - 1.0;
+		if (uniform01(&rng) < o->hallucination) {
+			v = -1.0 + 2.0 * uniform01(&rng);
+		} else {
+			v = mu + o->noise * normal(&rng);
+			v = v > 1.0 ? 1.0 : (v < -1.0 ? -1.0 : v);
+		}
+		prior[i] = v;
+	}
+	v05_config_default(&c);
+	c.params.cost = o->cost;
+	c.params.mode = o->mode;
+	c.params.k_init = o->k;
+	c.params.k_max = o->mode == V05_MODE_V05 || o->mode == V05_MODE_V05_EB ?
+				 o->k_max : o->k;
+	/* Fixed-k modes never step; the default step must still fit k_max
+	 * (the parameters' bound), e.g. at k = 1. */
+	if (c.params.k_step > c.params.k_max)
+		c.params.k_step = c.params.k_max;
+	c.params.sigma = o->sigma;
+	c.schedule = o->schedule;
+	c.halt_fraction = o->halt;
+	c.pad_multiple = o->pad;
+	c.max_prompts = bsz;
+	c.max_producers = 1;
+	c.max_batches = 2;
+	c.lane_capacity = 1024;
+	while (c.lane_capacity < (uint64_t)bsz * c.params.k_max)
+		c.lane_capacity <<= 1;
+	snprintf(name, sizeof(name), "v05ctl-sim-%d", (int)getpid());
+	if (v05_plugin_create(name, &c, &pl))
+		return sim_fail("create");
+	if (v05_producer_open(name, 0, &w)) {
+		ret = sim_fail("producer");
+		goto out;
+	}
+	for (uint64_t first = 0; first < o->prompts && !ret; first += bsz) {
+		uint32_t n = (uint32_t)(o->prompts - first < bsz ? o->prompts - first : bsz);
+
+		uint64_t before;
+
+		v05_counters(pl, counters, V05_COUNTER_SLOTS);
+		before = counters[V05_C_ROUNDS];
+		ret = run_batch(pl, w, o, first, n, p + first, prior + first, &out, d);
+		v05_counters(pl, counters, V05_COUNTER_SLOTS);
+		/* Waves: the first dispatch plus every release. */
+		if (1 + counters[V05_C_ROUNDS] - before > out.max_waves)
+			out.max_waves = (uint32_t)(1 + counters[V05_C_ROUNDS] - before);
+		batches++;
+	}
+	if (!ret) {
+		double rpp;
+
+		v05_counters(pl, counters, V05_COUNTER_SLOTS);
+		rpp = (double)counters[V05_C_SAMPLES_ISSUED] / (double)o->prompts;
+		printf("{\"mode\": \"%s\", \"k\": %u, \"k_max\": %u, \"prompts\": %llu, "
+		       "\"prior_noise\": ", v05_mode_name(o->mode), o->k,
+		       c.params.k_max, (unsigned long long)o->prompts);
+		json_num(stdout, o->noise);
+		printf(", \"hallucination\": ");
+		json_num(stdout, o->hallucination);
+		printf(", \"p\": ");
+		if (o->have_p)
+			json_num(stdout, o->p_fixed);
+		else
+			fputs("null", stdout);
+		printf(", \"sigma\": \"%s\", \"schedule\": \"%s\"",
+		       v05_sigma_name(o->sigma),
+		       o->schedule == V05_SCHEDULE_STREAM ? "stream" : "rounds");
+		printf(", \"seed\": %llu, \"cost\": ", (unsigned long long)o->seed);
+		json_num(stdout, o->cost);
+		printf(", \"halt_fraction\": ");
+		json_num(stdout, o->halt);
+		printf(", \"pad_multiple\": %u, \"batch\": %u, \"mse\": ", o->pad, bsz);
+		json_num(stdout, out.sq_err / (double)o->prompts);
+		printf(", \"rollouts_per_prompt\": ");
+		json_num(stdout, rpp);
+		printf(", \"mean_k\": ");
+		json_num(stdout, out.k_sum / (double)o->prompts);
+		printf(", \"max_k\": %u, \"halts\": %llu, \"rounds\": %llu, "
+		       "\"waves_per_batch\": ",
+		       out.max_k, (unsigned long long)counters[V05_C_HALTS],
+		       (unsigned long long)counters[V05_C_ROUNDS]);
+		json_num(stdout, (double)(batches + counters[V05_C_ROUNDS]) /
+					 (double)batches);
+		printf(", \"max_waves\": %u, \"dropped\": %llu, \"saving_vs_g16\": ",
+		       out.max_waves, (unsigned long long)out.dropped);
+		json_num(stdout, 1.0 - rpp / 16.0);
+		sim_adv_print("adv", &out.adv);
+		sim_adv_print("adv_grpo", &out.grpo);
+		printf("}\n");
+	}
+out:
+	if (w)
+		v05_producer_close(w);
+	v05_plugin_close(pl, V05_CLOSE_UNLINK);
+	free(p);
+	free(prior);
+	free(d);
+	free(out.adv.abs);
+	free(out.grpo.abs);
+	return ret;
+}
