@@ -65,6 +65,17 @@ void help_sim(FILE *f)
 		"  --halt-fraction F   batch halt (default 0.25)\n"
 		"  --pad N             dispatch multiple (default 32)\n"
 		"  --batch B           prompts per batch (default 512)\n"
+		"  --eb-window W       v05-eb, stream: the running fit forgets\n"
+		"                      with window W first waves (0: never;\n"
+		"                      default the library's, 512)\n"
+		"  --eb-cold C         v05-eb, stream: first waves before the\n"
+		"                      running fit decides alone (default 64)\n"
+		"  --drift-noise S2, --drift-hallucination H2\n"
+		"                      a value model that changes: from the\n"
+		"                      batch at half the prompts on, priors have\n"
+		"                      noise S2 and hallucination share H2 (each\n"
+		"                      defaults to the first half's); the JSON's\n"
+		"                      \"batches\" shows how each batch fares\n"
 		"  --p P               every prompt's true success probability\n"
 		"  --seed X            seed (default 0)\n"
 		"  --false-rejection   instead: the exact rate at which an exact\n"
@@ -152,6 +163,10 @@ int cmd_sim(int argc, char **argv)
 		{ "pad", required_argument, NULL, 'P' },
 		{ "batch", required_argument, NULL, 'b' },
 		{ "p", required_argument, NULL, 'p' },
+		{ "eb-window", required_argument, NULL, 'W' },
+		{ "eb-cold", required_argument, NULL, 'C' },
+		{ "drift-noise", required_argument, NULL, 'D' },
+		{ "drift-hallucination", required_argument, NULL, 'E' },
 		{ "seed", required_argument, NULL, 'S' },
 		{ "false-rejection", no_argument, NULL, 'F' },
 		{ "prior", required_argument, NULL, 'V' },
@@ -161,7 +176,8 @@ int cmd_sim(int argc, char **argv)
 	struct sim_opts o = { .prompts = 10000, .seed = 0, .batch = 512,
 			      .noise = 0.1, .hallucination = 0.0,
 			      .cost = V05_DEFAULT_COST, .halt = 0.25,
-			      .mode = V05_MODE_V05_EB, .k_max = 16, .pad = 32 };
+			      .mode = V05_MODE_V05_EB, .k_max = 16, .pad = 32,
+			      .drift_noise = -1.0, .drift_hallucination = -1.0 };
 	double prior = 0.8;
 	uint64_t v;
 	int opt, fr = 0, ret, have_kmax = 0;
@@ -243,6 +259,28 @@ int cmd_sim(int argc, char **argv)
 			if (opt_u64("--batch", optarg, 1, 1u << 20, &o.batch))
 				return EXIT_USAGE;
 			break;
+		case 'W':
+			if (opt_u64("--eb-window", optarg, 0, 1000000000, &v))
+				return EXIT_USAGE;
+			o.eb_window = (uint32_t)v;
+			o.have_eb_window = 1;
+			break;
+		case 'C':
+			if (opt_u64("--eb-cold", optarg, 1, 1000000, &v))
+				return EXIT_USAGE;
+			o.eb_cold = (uint32_t)v;
+			break;
+		case 'D':
+			if (opt_double("--drift-noise", optarg, 0, 100, &o.drift_noise))
+				return EXIT_USAGE;
+			o.have_drift = 1;
+			break;
+		case 'E':
+			if (opt_double("--drift-hallucination", optarg, 0, 1,
+				       &o.drift_hallucination))
+				return EXIT_USAGE;
+			o.have_drift = 1;
+			break;
 		case 'p':
 			if (opt_double("--p", optarg, 0, 1, &o.p_fixed))
 				return EXIT_USAGE;
@@ -281,5 +319,9 @@ int cmd_sim(int argc, char **argv)
 	if ((o.mode == V05_MODE_V05 || o.mode == V05_MODE_V05_EB) && o.k > o.k_max)
 		return v05ctl_usage_error("sim", "--k: %u is above --k-max %u",
 					  o.k, o.k_max);
+	if (o.drift_noise < 0.0)
+		o.drift_noise = o.noise;
+	if (o.drift_hallucination < 0.0)
+		o.drift_hallucination = o.hallucination;
 	return sim_run(&o);
 }

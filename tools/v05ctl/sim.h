@@ -12,6 +12,14 @@ struct sim_opts {
 	double noise, hallucination, cost, halt, p_fixed;
 	uint32_t mode, k, k_max, pad, sigma, schedule;
 	int have_k, have_p;
+	/* v05-eb without a barrier: the running fit's window and cold start
+	 * (0: the library's defaults). */
+	uint32_t eb_window, eb_cold, have_eb_window;
+	/* A value model whose quality changes: from the batch that starts
+	 * at or after half the prompts on, priors have this noise and
+	 * hallucination share (have_drift). */
+	double drift_noise, drift_hallucination;
+	int have_drift;
 };
 
 /* |A| of every final sample, this mode's and grpo's on the same groups. */

@@ -139,12 +139,19 @@ out:
 	return ret;
 }
 
+/* One batch's figures, for the JSON's "batches". */
+struct batch_row {
+	double mse, rollouts, n0, h;
+	int fitted;
+};
+
 int sim_run(const struct sim_opts *o)
 {
 	uint32_t bsz = (uint32_t)(o->batch < o->prompts ? o->batch : o->prompts);
 	double *p = calloc(o->prompts, sizeof(double));
 	double *prior = calloc(o->prompts, sizeof(double));
 	struct v05_decision *d = calloc(2 * (size_t)bsz, sizeof(*d));
+	struct batch_row *rows = calloc(o->prompts / bsz + 1, sizeof(*rows));
 	uint64_t rng = o->seed, counters[V05_COUNTER_SLOTS], batches = 0;
 	struct sim_out out;
 	struct v05_producer *w = NULL;
@@ -154,17 +161,20 @@ int sim_run(const struct sim_opts *o)
 	int ret = 0;
 
 	memset(&out, 0, sizeof(out));
-	if (!p || !prior || !d)
+	if (!p || !prior || !d || !rows)
 		return EXIT_FAILED;
 	for (uint64_t i = 0; i < o->prompts; i++) {
-		double mu, v;
+		/* The drift starts with the first batch at or after half. */
+		int late = o->have_drift && i >= (o->prompts / 2 + bsz - 1) / bsz * bsz;
+		double mu, v, noise = late ? o->drift_noise : o->noise;
+		double h = late ? o->drift_hallucination : o->hallucination;
 
 		p[i] = o->have_p ? o->p_fixed : uniform01(&rng);
 		mu = 2.0 * p[i] - 1.0;
-		if (uniform01(&rng) < o->hallucination) {
+		if (uniform01(&rng) < h) {
 			v = -1.0 + 2.0 * uniform01(&rng);
 		} else {
-			v = mu + o->noise * normal(&rng);
+			v = mu + noise * normal(&rng);
 			v = v > 1.0 ? 1.0 : (v < -1.0 ? -1.0 : v);
 		}
 		prior[i] = v;
@@ -186,6 +196,10 @@ int sim_run(const struct sim_opts *o)
 	c.max_prompts = bsz;
 	c.max_producers = 1;
 	c.max_batches = 2;
+	if (o->have_eb_window)
+		c.eb_window = o->eb_window;
+	if (o->eb_cold)
+		c.eb_cold = o->eb_cold;
 	c.lane_capacity = 1024;
 	while (c.lane_capacity < (uint64_t)bsz * c.params.k_max)
 		c.lane_capacity <<= 1;
@@ -199,12 +213,26 @@ int sim_run(const struct sim_opts *o)
 	for (uint64_t first = 0; first < o->prompts && !ret; first += bsz) {
 		uint32_t n = (uint32_t)(o->prompts - first < bsz ? o->prompts - first : bsz);
 
-		uint64_t before;
+		uint64_t before, issued;
+		double sq = out.sq_err;
+		struct batch_row *r = &rows[batches];
+		struct v05_eb_state st;
+		struct v05_eb_fit fit;
 
 		v05_counters(pl, counters, V05_COUNTER_SLOTS);
 		before = counters[V05_C_ROUNDS];
+		issued = counters[V05_C_SAMPLES_ISSUED];
 		ret = run_batch(pl, w, o, first, n, p + first, prior + first, &out, d);
 		v05_counters(pl, counters, V05_COUNTER_SLOTS);
+		r->mse = (out.sq_err - sq) / n;
+		r->rollouts = (double)(counters[V05_C_SAMPLES_ISSUED] - issued) / n;
+		/* The running fit after the batch (v05-eb without a barrier). */
+		r->fitted = v05_eb_state_get(pl, &st) == 0 &&
+			    v05_eb_state_fit(&st, &fit) == 0;
+		if (r->fitted) {
+			r->n0 = fit.n0;
+			r->h = fit.h;
+		}
 		/* Waves: the first dispatch plus every release. */
 		if (1 + counters[V05_C_ROUNDS] - before > out.max_waves)
 			out.max_waves = (uint32_t)(1 + counters[V05_C_ROUNDS] - before);
@@ -248,6 +276,21 @@ int sim_run(const struct sim_opts *o)
 		printf(", \"max_waves\": %u, \"dropped\": %llu, \"saving_vs_g16\": ",
 		       out.max_waves, (unsigned long long)out.dropped);
 		json_num(stdout, 1.0 - rpp / 16.0);
+		printf(", \"batches\": [");
+		for (uint64_t b = 0; b < batches; b++) {
+			printf("%s{\"mse\": ", b ? ", " : "");
+			json_num(stdout, rows[b].mse);
+			printf(", \"rollouts_per_prompt\": ");
+			json_num(stdout, rows[b].rollouts);
+			if (rows[b].fitted) {
+				printf(", \"fit_n0\": ");
+				json_num(stdout, rows[b].n0);
+				printf(", \"fit_h\": ");
+				json_num(stdout, rows[b].h);
+			}
+			printf("}");
+		}
+		printf("]");
 		sim_adv_print("adv", &out.adv);
 		sim_adv_print("adv_grpo", &out.grpo);
 		printf("}\n");
@@ -259,6 +302,7 @@ out:
 	free(p);
 	free(prior);
 	free(d);
+	free(rows);
 	free(out.adv.abs);
 	free(out.grpo.abs);
 	return ret;
