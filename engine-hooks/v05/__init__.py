@@ -14,6 +14,7 @@ stopping) inside an LLM rollout engine. Pure Python over libv05 (ctypes).
 
 from .core._lib import V05Error, lib
 from .core.decision import Decision, SubmitError, key_of
+from .core.eb_state import EbState
 from .core.group import Group
 from .core.plugin import Plugin
 from .core.reader import Reader
@@ -23,7 +24,8 @@ from .core.writer import RewardWriter
 
 __all__ = ["__version__", "Plugin", "RewardWriter", "Reader", "Decision", "Group",
            "V05Error", "SubmitError", "prior_from_p", "reward_from_binary",
-           "estimate", "eb_fit", "key_of", "version", "unlink", "reclaim"]
+           "estimate", "eb_fit", "EbState", "key_of", "version", "unlink",
+           "reclaim"]
 
 
 def version() -> str:

@@ -40,6 +40,14 @@ class EbFit(ctypes.Structure):
     _fields_ = [("n0", ctypes.c_double), ("h", ctypes.c_double)]
 
 
+EB_N0_GRID, EB_H_GRID = 31, 24
+
+
+class EbState(ctypes.Structure):
+    _fields_ = [("ll", (ctypes.c_double * EB_H_GRID) * EB_N0_GRID),
+                ("weight", ctypes.c_double), ("folded", ctypes.c_uint64)]
+
+
 class Config(ctypes.Structure):
     _fields_ = [("size", ctypes.c_uint32), ("params", Params),
                 ("halt_fraction", ctypes.c_double),
@@ -145,7 +153,7 @@ path_loaded = None  # the libv05 this process uses (set by _load)
 
 
 def _check_abi():
-    expect = {Params: 32, Estimate: 64, Config: 248, PromptIn: 24,
+    expect = {Params: 32, Estimate: 64, Config: 248, EbState: 5968, PromptIn: 24,
               Decision_: 64, Group_: 104, Support: 16, Reward: 24,
               ObserverInfo: 936, LaneStat: 80}
     for struct, size in expect.items():
@@ -226,6 +234,11 @@ _sig("v05_eb_estimate", _int, ctypes.POINTER(Params), ctypes.POINTER(EbFit),
 _sig("v05_eb_fit", _int, ctypes.POINTER(ctypes.c_double),
      ctypes.POINTER(_u32), ctypes.POINTER(ctypes.c_double), _u32,
      ctypes.POINTER(EbFit))
+_sig("v05_eb_state_init", None, ctypes.POINTER(EbState))
+_sig("v05_eb_state_fold", _int, ctypes.POINTER(EbState), ctypes.c_double,
+     ctypes.c_double, _u32, ctypes.c_double)
+_sig("v05_eb_state_add", _int, ctypes.POINTER(EbState), ctypes.POINTER(EbState))
+_sig("v05_eb_state_fit", _int, ctypes.POINTER(EbState), ctypes.POINTER(EbFit))
 _sig("v05_mode_from_name", _int, ctypes.c_char_p)
 _sig("v05_prior_from_p", _int, ctypes.c_double, ctypes.POINTER(ctypes.c_double))
 _sig("v05_reward_from_binary", _int, _int, ctypes.POINTER(ctypes.c_double))
@@ -242,6 +255,8 @@ _sig("v05_submit", _int, _P, ctypes.POINTER(PromptIn), _u32,
 _sig("v05_poll", _int, _P, ctypes.POINTER(Decision_), _u32)
 _sig("v05_recover", _int, _P, ctypes.POINTER(Decision_), _u32)
 _sig("v05_resolve", _int, _P, _u64, _int)
+_sig("v05_eb_state_get", _int, _P, ctypes.POINTER(EbState))
+_sig("v05_eb_state_set_remote", _int, _P, ctypes.POINTER(EbState))
 _sig("v05_cancel", _int, _P, _u64)
 _sig("v05_fd", _int, _P)
 _sig("v05_arm", _int, _P, _int)

@@ -10,6 +10,7 @@ from . import _checks, _lib
 from ._lib import check, lib
 from .counters import counters_dict
 from .decision import Decision, SubmitError, Uid, key_of, uid_bytes
+from .eb_state import EbState
 from .group import Group, Views, live_views, track_view
 from .lru import LruMap
 from .config import make_config
@@ -282,6 +283,31 @@ class Plugin:
         batch = _checks.u64("batch", batch, 1)
         check(lib.v05_resolve(self._handle(), batch, 1 if halt else 0),
               f"resolve batch {batch}")
+
+    def eb_state(self) -> EbState:
+        """v05-eb without a barrier: this plugin's own part of the running
+        fit (the first waves it folded), for the other engines to merge.
+        ValueError unless the plugin runs v05-eb with schedule "stream"."""
+        raw = _lib.EbState()
+        ret = lib.v05_eb_state_get(self._handle(), ctypes.byref(raw))
+        if ret == -errno.EINVAL:
+            raise ValueError((lib.v05_errmsg() or b"").decode("utf-8", "replace"))
+        check(ret, "eb_state")
+        return EbState._of(raw)
+
+    def set_eb_remote(self, others: EbState) -> None:
+        """Hand in the sum of the other engines' parts (EbState.__add__),
+        replacing the last one handed in; the next decision fits this
+        plugin's own part plus it. Prompts held by a cold start that it
+        makes warm are decided at once (poll() returns them)."""
+        if not isinstance(others, EbState):
+            raise TypeError(f"set_eb_remote takes an EbState, not "
+                            f"{type(others).__name__}")
+        ret = lib.v05_eb_state_set_remote(self._handle(),
+                                          ctypes.byref(others._s))
+        if ret in (-errno.EINVAL, -errno.EDOM):
+            raise ValueError((lib.v05_errmsg() or b"").decode("utf-8", "replace"))
+        check(ret, "set_eb_remote")
 
     def cancel(self, batch: int) -> int:
         """Give up batch `batch` (a decision's .batch): its open prompts
