@@ -16,8 +16,8 @@
 static_assert(sizeof(struct v05_params) == 32, "v05_params ABI");
 static_assert(sizeof(struct v05_estimate) == 64, "v05_estimate ABI");
 /* 240: the broker's allow-list and the lane cut-off (segment ABI 5).
- * 248: v05-eb's forgetting window and cold start (segment ABI 6). */
-static_assert(sizeof(struct v05_config) == 248, "v05_config ABI");
+ * 256: v05-eb's forgetting window, cold start and early start (ABI 6). */
+static_assert(sizeof(struct v05_config) == 256, "v05_config ABI");
 static_assert(offsetof(struct v05_config, journal_path) == 88, "v05_config ABI");
 static_assert(offsetof(struct v05_config, broker_uids) == 96 &&
 	      offsetof(struct v05_config, n_broker_uids) == 224 &&

@@ -111,6 +111,17 @@ V05_API int v05_config_check(const struct v05_config *c)
 	if (c->eb_cold < 1 || c->eb_cold > 1000000u)
 		return v05__fail(-EINVAL, "eb_cold %u is not in [1, 10^6] first waves",
 				 c->eb_cold);
+	if (c->eb_early > 1000 || c->reserved_eb)
+		return v05__fail(-EINVAL, "eb_early %u is not a per-mille in [0, 1000] (or reserved_eb is not 0)",
+				 c->eb_early);
+	if (c->eb_early && (c->params.mode != V05_MODE_V05_EB ||
+			    c->schedule != V05_SCHEDULE_STREAM))
+		return v05__fail(-EINVAL,
+				 "eb_early is v05-eb's early start under the stream schedule (no barrier); mode %s, schedule %s have none",
+				 v05_mode_name(c->params.mode),
+				 c->schedule == V05_SCHEDULE_STREAM ? "stream" : "rounds");
+	if (c->eb_early && c->params.k_init + c->params.k_step > c->params.k_max)
+		return v05__fail(-EINVAL, "eb_early needs k_init + k_step <= k_max");
 	if (c->stream_deadline_us > 10000000u)
 		return v05__fail(-EINVAL, "stream_deadline_us %u is above 10 s",
 				 c->stream_deadline_us);
@@ -177,6 +188,7 @@ void v05__shm_config_from(struct v05_shm_config *s, const struct v05_config *c,
 	s->stream_deadline_us = c->stream_deadline_us;
 	s->eb_window = c->eb_window;
 	s->eb_cold = c->eb_cold;
+	s->eb_early = c->eb_early;
 	s->journal_sync = c->journal_sync;
 	s->flags = c->flags;
 	s->sigma = c->params.sigma;
@@ -211,6 +223,7 @@ int v05__shm_config_check(struct v05_plugin *p)
 	c.stream_deadline_us = s->stream_deadline_us;
 	c.eb_window = s->eb_window;
 	c.eb_cold = s->eb_cold;
+	c.eb_early = s->eb_early;
 	c.journal_sync = s->journal_sync;
 	c.flags = s->flags;
 	memcpy(c.broker_uids, s->broker_uids, sizeof(c.broker_uids));

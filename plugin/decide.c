@@ -117,7 +117,21 @@ static void apply_one(struct v05_plugin *p, const struct v05_record *rec,
 	 * to loads (the tracer can count the mask's bits). */
 	V05_PROBE4(reward_applied, rec->key, rec->sample, e->received,
 		   rec->gen);
-	if (e->received == e->issued && e->state == V05_P_COLLECTING)
+	v05__collect_check(p, e);
+}
+
+void v05__collect_check(struct v05_plugin *p, struct v05_prompt *e)
+{
+	if (e->state != V05_P_COLLECTING)
+		return;
+	if (__builtin_expect(e->pad8 & V05_PF_EARLY, 0)) {
+		uint64_t first = (1ull << p->params.k_init) - 1; /* k_init < 64 */
+
+		if ((e->received & first) == first)
+			v05__eb_first_wave(p, e);
+		return;
+	}
+	if (e->received == e->issued)
 		v05__decide(p, e);
 }
 
@@ -175,6 +189,18 @@ void v05__hold(struct v05_plugin *p, struct v05_prompt *e, float gap,
 	 * table scan (policy.c's held_keys). */
 	(void)v05__batch_hold(p, e->batch, e->key);
 	v05__policy_held(p, e->batch);
+}
+
+void v05__unhold(struct v05_plugin *p, struct v05_prompt *e)
+{
+	struct batch_local *bl = &p->batches[e->batch];
+
+	/* Its entry in the held list goes stale: held_keys checks it. */
+	e->state = V05_P_COLLECTING;
+	bl->n_held--;
+	bl->n_collecting++;
+	bl->held_samples -= v05__held_share(p, e);
+	v05__gauge(p, V05_C_PROMPTS_HELD, -1);
 }
 
 void v05__decide(struct v05_plugin *p, struct v05_prompt *e)

@@ -153,6 +153,32 @@ uint32_t v05__eb_choose_u(const struct v05_params *p,
 	return m_best;
 }
 
+/*
+ * Before any reward: the probability that the first wave (k_init binary
+ * rewards) will be given more samples, under the prior predictive of the
+ * mixture: sum over t successes of C(k, t) [(1 - h) m1(t) + h m2(t)] times
+ * [v05__eb_choose_u(k, t) > 0], m the sequence probabilities.
+ */
+double v05__eb_p_more_u(const struct v05_params *p,
+			const struct v05_eb_fit *fit, double prior)
+{
+	uint32_t k = p->k_init;
+	double a, b, more = 0.0, lc = 0.0;
+
+	comp1(fit->n0, prior, &a, &b);
+	for (uint32_t t = 0; t <= k; t++) {
+		double lp;
+
+		if (t)
+			lc += log((double)(k - t + 1) / (double)t);
+		lp = logaddexp(log1p(-fit->h) + lmarg(a, b, k, (double)t),
+			       log(fit->h) + lmarg(1.0, 1.0, k, (double)t));
+		if (v05__eb_choose_u(p, fit, prior, k, (double)t))
+			more += exp(lc + lp);
+	}
+	return more > 1.0 ? 1.0 : more;
+}
+
 void v05__eb_estimate_u(const struct v05_params *p,
 			const struct v05_eb_fit *fit, double prior,
 			const double *rewards, uint32_t k,

@@ -74,46 +74,106 @@ bool v05__eb_running_fit(const struct v05_plugin *p, struct v05_eb_fit *fit)
 	return true;
 }
 
-/* Decide every undecided held prompt of batch b under fit: plans first,
- * finals after (finalizing the last open prompt frees the batch record
- * and the held list must not change under the plans). */
+bool v05__eb_warm_fit(const struct v05_plugin *p, struct v05_eb_fit *fit)
+{
+	return warm(p) && v05__eb_running_fit(p, fit);
+}
+
+uint32_t v05__eb_early(struct v05_plugin *p, struct v05_prompt *e,
+		       const struct v05_eb_fit *fit)
+{
+	uint32_t k = p->params.k_init + p->params.k_step;
+
+	if (1000.0 * v05__eb_p_more_u(&p->params, fit, e->prior) <
+	    (double)p->cfg.eb_early)
+		return 0;
+	e->pad8 |= V05_PF_EARLY;
+	e->issued = k == 64 ? ~0ull : (1ull << k) - 1;
+	return p->params.k_step;
+}
+
+/* An early start the first wave says was not needed: its samples not yet
+ * in are aborted, and those in dropped, so the group is the first wave. */
+static void trim_early(struct v05_plugin *p, struct v05_prompt *e)
+{
+	uint64_t first = (1ull << p->params.k_init) - 1;
+	uint64_t out = e->issued & ~e->received & ~first;
+
+	/* Issued mask first: a reward for an aborted sample that comes
+	 * after is refused as not issued. */
+	e->issued = first;
+	e->received &= first;
+	if (out && !p->silent) {
+		struct v05_decision d;
+
+		memset(&d, 0, sizeof(d));
+		d.kind = V05_DECISION_ABORT;
+		d.key = e->key;
+		d.slot = e->slot;
+		d.gen = v05__slot(&p->seg, e->slot)->gen;
+		d.samples = out;
+		for (uint64_t x = out; x; x &= x - 1)
+			d.k++;
+		d.batch = p->batch_recs[e->batch].id;
+		v05__enqueue(p, &d);
+	}
+}
+
+/*
+ * Decide every undecided held prompt of batch b under fit, on its first
+ * k_init rewards: plans first; then the prompts with nothing left to
+ * issue finalize if every issued reward is in, or go back to collecting
+ * (an early start whose early samples cover its plan). Finals after the
+ * plans: finalizing the last open prompt frees the batch record, and the
+ * held list must not change under the plans.
+ */
 static void decide_held(struct v05_plugin *p, uint32_t b,
 			const struct v05_eb_fit *fit)
 {
 	struct batch_local *bl = &p->batches[b];
 	uint64_t *keys, id = p->batch_recs[b].id;
-	uint32_t n = v05__held_keys(p, b, &keys);
-	uint32_t undecided = 0;
+	uint32_t n = v05__held_keys(p, b, &keys), k = p->params.k_init;
+	uint32_t decided = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct v05_prompt *e = v05__table_find(&p->table, keys[i]);
-		uint32_t k, m;
+		uint32_t m, share;
 		double s, mean, var, w2;
 
-		if (!e || e->state != V05_P_HELD ||
-		    e->k_planned != v05__group_k(e))
+		if (!e || e->state != V05_P_HELD || !(e->pad8 & V05_PF_UNDECIDED))
 			continue;
-		k = v05__group_k(e);
+		e->pad8 &= (uint8_t)~V05_PF_UNDECIDED;
+		decided++;
 		s = v05__prompt_successes(p, e, k);
 		m = v05__eb_choose_u(&p->params, fit, e->prior, k, s);
-		undecided++;
-		if (!m)
-			continue;
+		if (e->pad8 & V05_PF_EARLY) {
+			e->pad8 &= (uint8_t)~V05_PF_EARLY;
+			if (!m)
+				trim_early(p, e);
+		}
 		e->k_planned = (uint8_t)(k + m);
+		share = v05__held_share(p, e);
+		if (!share)
+			continue;
 		/* Padding priority, as at the barrier: the posterior
 		 * variance (<= 1) over the plan. */
 		(void)v05_eb_posterior(fit, e->prior, k, s, &mean, &var, &w2);
 		e->gap = (float)((double)m + var);
-		bl->held_samples += m;
+		bl->held_samples += share;
 	}
-	if (!undecided)
+	if (!decided)
 		return;
 	for (uint32_t i = 0; i < n && p->batch_recs[b].id == id; i++) {
 		struct v05_prompt *e = v05__table_find(&p->table, keys[i]);
 
-		if (e && e->state == V05_P_HELD &&
-		    e->k_planned == v05__group_k(e))
+		if (!e || e->state != V05_P_HELD || (e->pad8 & V05_PF_UNDECIDED) ||
+		    e->k_planned != v05__group_k(e))
+			continue;
+		if (e->received == e->issued) {
 			v05__finalize(p, e, 0, 0);
+		} else {
+			v05__unhold(p, e); /* its early samples are the plan */
+		}
 	}
 }
 
@@ -184,15 +244,17 @@ void v05__eb_stream_check(struct v05_plugin *p, uint32_t b)
 
 void v05__eb_first_wave(struct v05_plugin *p, struct v05_prompt *e)
 {
-	uint32_t k = v05__group_k(e);
+	uint32_t k = p->params.k_init; /* an early start issued more */
 	bool was_warm = warm(p);
 	double keep = p->cfg.eb_window ? 1.0 - 1.0 / (double)p->cfg.eb_window :
 					 1.0;
 
 	v05__eb_fold_u(&p->fit->own, keep, e->prior, k,
 		       v05__prompt_successes(p, e, k));
-	/* Undecided: k_planned == k and no planned samples. */
-	e->k_planned = (uint8_t)k;
+	/* Undecided: no plan, no planned samples (k_planned stays what was
+	 * issued: held_share is 0). */
+	e->k_planned = (uint8_t)v05__group_k(e);
+	e->pad8 |= V05_PF_UNDECIDED;
 	v05__hold(p, e, 0.0f, 0);
 	if (was_warm || !warm(p))
 		return;

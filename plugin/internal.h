@@ -34,11 +34,11 @@ struct v05_shm_config {
 	uint32_t broker_gids[V05_BROKER_ALLOW_MAX];
 	uint32_t n_broker_uids, n_broker_gids;
 	uint32_t lane_cut_records, lane_cut_permille;
-	/* Segment ABI 6: v05-eb's forgetting window and cold start. */
-	uint32_t eb_window, eb_cold;
+	/* Segment ABI 6: v05-eb's forgetting window, cold and early start. */
+	uint32_t eb_window, eb_cold, eb_early, pad_eb;
 };
 static_assert(sizeof(struct v05_shm_config) ==
-		      48 + 8 + V05_JOURNAL_PATH_MAX + 8 * V05_BROKER_ALLOW_MAX + 24,
+		      48 + 8 + V05_JOURNAL_PATH_MAX + 8 * V05_BROKER_ALLOW_MAX + 32,
 	      "shm config ABI");
 static_assert(offsetof(struct v05_shm_config, broker_uids) ==
 		      56 + V05_JOURNAL_PATH_MAX, "shm config ABI");
@@ -304,6 +304,12 @@ static inline uint32_t v05__held_share(const struct v05_plugin *p,
  * plan adds to the batch's held samples. */
 void v05__hold(struct v05_plugin *p, struct v05_prompt *e, float gap,
 	       uint32_t samples);
+/* A held prompt back to collecting (v05-eb: an early start's plan that
+ * its early samples already cover). */
+void v05__unhold(struct v05_plugin *p, struct v05_prompt *e);
+/* After a reward: decide if the prompt's issued samples are all in, or
+ * (v05-eb's early start) its first wave is. */
+void v05__collect_check(struct v05_plugin *p, struct v05_prompt *e);
 
 /* eb_stream.c: v05-eb without a barrier (the running fit, the cold start,
  * each prompt decided on its own first wave). */
@@ -311,6 +317,12 @@ struct v05_eb_fit;
 double v05__prompt_successes(struct v05_plugin *p, const struct v05_prompt *e,
 			     uint32_t k);
 bool v05__eb_running_fit(const struct v05_plugin *p, struct v05_eb_fit *fit);
+/* The running fit once warm (eb_cold first waves in); false before. */
+bool v05__eb_warm_fit(const struct v05_plugin *p, struct v05_eb_fit *fit);
+/* At submit: k_step samples more with the first wave if the fit says
+ * the prompt likely needs them (eb_early); returns how many (0 or k_step). */
+uint32_t v05__eb_early(struct v05_plugin *p, struct v05_prompt *e,
+		       const struct v05_eb_fit *fit);
 void v05__eb_first_wave(struct v05_plugin *p, struct v05_prompt *e);
 void v05__eb_stream_check(struct v05_plugin *p, uint32_t b);
 

@@ -136,6 +136,9 @@ void v05__eb_estimate_u(const struct v05_params *p,
 uint32_t v05__eb_choose_u(const struct v05_params *p,
 			  const struct v05_eb_fit *fit, double prior,
 			  uint32_t k, double s);
+/* Before any reward, the probability the first wave is given more. */
+double v05__eb_p_more_u(const struct v05_params *p,
+			const struct v05_eb_fit *fit, double prior);
 /* Successes of a group: sum (1 + r_i) / 2. */
 double v05__eb_successes(const double *r, uint32_t k);
 

@@ -58,6 +58,7 @@ static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
 	e->slot = slot;
 	e->batch = b;
 	e->round = 0;
+	e->pad8 = 0;
 	e->k_planned = (uint8_t)p->params.k_init;
 	/* The entry is complete before it is marked issued. */
 	e->issued = p->params.k_init == 64 ? ~0ull : (1ull << p->params.k_init) - 1;
@@ -71,8 +72,10 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 {
 	struct v05_batch_rec *rec;
 	struct batch_local *bl;
-	uint64_t now = v05__wall_ns(), id;
+	uint64_t now = v05__wall_ns(), id, issued = 0;
 	uint32_t b = 0, accepted = 0;
+	struct v05_eb_fit fit;
+	bool early;
 	int ret;
 
 	v05__clear_error();
@@ -86,6 +89,8 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 	rec = &p->batch_recs[b];
 	bl = &p->batches[b];
 	id = ++p->st->next_batch_id;
+	/* v05-eb's early start, under the fit as it stands at submit. */
+	early = p->cfg.eb_early && v05__eb_warm_fit(p, &fit);
 	for (uint32_t i = 0; i < n; i++) {
 		struct v05_prompt *e = NULL;
 		struct v05_decision *d;
@@ -103,9 +108,10 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 		d->key = e->key;
 		d->slot = e->slot;
 		d->gen = v05__slot(&p->seg, e->slot)->gen;
+		d->k = p->params.k_init + (early ? v05__eb_early(p, e, &fit) : 0);
 		d->samples = e->issued;
-		d->k = p->params.k_init;
 		d->batch = id;
+		issued += d->k;
 	}
 	if (accepted == 0) {
 		--p->st->next_batch_id;
@@ -123,7 +129,7 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 	/* Last: a batch record with an id is live (takeover scans for it). */
 	rec->id = id;
 	v05__count(p, V05_C_PROMPTS_SUBMITTED, accepted);
-	v05__count(p, V05_C_SAMPLES_ISSUED, (uint64_t)accepted * p->params.k_init);
+	v05__count(p, V05_C_SAMPLES_ISSUED, issued);
 	v05__count(p, V05_C_DEC_SAMPLE, accepted);
 	v05__count(p, V05_C_BATCHES_SUBMITTED, 1);
 	v05__gauge(p, V05_C_PROMPTS_OPEN, accepted);

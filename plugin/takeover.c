@@ -152,9 +152,8 @@ static int rebuild(struct v05_plugin *p)
 	for (uint32_t i = 0; i <= p->table.mask; i++) {
 		struct v05_prompt *e = &p->table.e[i];
 
-		if (e->key && e->state == V05_P_COLLECTING &&
-		    e->received == e->issued)
-			v05__decide(p, e);
+		if (e->key && e->state == V05_P_COLLECTING)
+			v05__collect_check(p, e);
 	}
 	for (uint32_t b = 0; b < g->batch_count; b++)
 		v05__policy_resume(p, b);

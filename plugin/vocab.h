@@ -88,6 +88,9 @@ enum v05_batch_state {
 enum v05_prompt_flag {
 	V05_PF_PADDED = 1u << 0, /* its plan got padding: its SAMPLE says so */
 	V05_PF_DEFER = 1u << 1,  /* stays held through the batch's release  */
+	V05_PF_EARLY = 1u << 2,  /* v05-eb: k_step more issued with the first
+				  * wave; its first-wave decision is pending */
+	V05_PF_UNDECIDED = 1u << 3, /* v05-eb: held, first wave in, no plan */
 };
 
 /* struct v05_slot_hdr's flags. */

@@ -7,7 +7,8 @@
  * until eb_cold of them are in; the fit carries over to the next batch and
  * through a takeover; an engine given the others' state decides as one
  * engine holding every prompt would; the same rewards in the same order
- * give the same decisions; padding releases whole multiples.
+ * give the same decisions; an early start issues k_step more with the
+ * first wave and aborts them when the first wave says they are not needed.
  */
 #include <errno.h>
 #include <math.h>
@@ -409,6 +410,99 @@ static void test_takeover_keeps_fit(void **state)
 	free(f);
 }
 
+/*
+ * Early start (eb_early 1 per mille: nearly every prompt once warm): the
+ * second batch's first dispatch carries k_init + k_step samples; on each
+ * first wave the decision is v05_eb_choose's m, and then: m = 0 aborts
+ * the early samples and finalizes at k_init; m = k_step waits for them
+ * and finalizes at k_init + k_step; m > k_step issues the rest.
+ */
+static void test_early_start(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct v05_eb_state ref;
+	uint32_t seen[3] = { 0, 0, 0 }, early = 0;
+
+	(void)state;
+	config(f, 1, 1);
+	f->c.eb_window = 0;
+	f->c.eb_early = 1;
+	open_fx(f, "ebs-early");
+	v05_eb_state_init(&ref);
+	/* Batch 0: cold at submit, so no early start. */
+	submit(f, 0);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(f->d[i].k, 4);
+		push_range(f, i, 0, 4);
+		v05_eb_state_fold(&ref, 1.0, f->prior[i], 4, first_successes(f, i));
+		settle(f, v05_poll(f->p, f->d, MAXD));
+	}
+	submit(f, 1);
+	for (int i = 0; i < N; i++)
+		early += f->d[i].k == 6 && f->d[i].samples == 0x3f;
+	assert_true(early > N / 2);
+	for (int i = 0; i < N; i++) {
+		struct v05_eb_fit fit;
+		struct v05_group g;
+		int m, want;
+
+		push_range(f, i, 0, 4);
+		m = v05_poll(f->p, f->d, MAXD);
+		v05_eb_state_fold(&ref, 1.0, f->prior[i], 4, first_successes(f, i));
+		assert_int_equal(v05_eb_state_fit(&ref, &fit), 0);
+		want = v05_eb_choose(&f->c.params, &fit, f->prior[i], 4,
+				     first_successes(f, i));
+		if (want == 0) {
+			/* Early: ABORT of samples 4, 5, then the FINAL. */
+			assert_true(m >= 1);
+			if (m == 2) {
+				assert_int_equal(f->d[0].kind, V05_DECISION_ABORT);
+				assert_int_equal(f->d[0].samples, 0x30);
+				assert_int_equal(f->d[0].k, 2);
+				f->d[0] = f->d[1];
+				seen[0]++;
+			}
+			assert_int_equal(f->d[0].kind, V05_DECISION_FINAL);
+			assert_int_equal(v05_group(f->p, f->d[0].slot, &g), 0);
+			assert_int_equal(g.k, 4);
+			assert_int_equal(v05_release(f->p, f->d[0].slot, f->d[0].gen,
+						     f->d[0].key), 0);
+			continue;
+		}
+		if (want == 2 && m == 0) {
+			/* Its early samples are the plan: push them. */
+			push_range(f, i, 4, 6);
+			m = v05_poll(f->p, f->d, MAXD);
+			assert_int_equal(m, 1);
+			assert_int_equal(f->d[0].kind, V05_DECISION_FINAL);
+			assert_int_equal(v05_group(f->p, f->d[0].slot, &g), 0);
+			assert_int_equal(g.k, 6);
+			assert_int_equal(v05_release(f->p, f->d[0].slot, f->d[0].gen,
+						     f->d[0].key), 0);
+			seen[1]++;
+			continue;
+		}
+		assert_int_equal(m, 1);
+		assert_int_equal(f->d[0].kind, V05_DECISION_SAMPLE);
+		if (f->d[0].samples & 0x30) {
+			/* Not started early: the whole plan now. */
+			assert_int_equal(f->d[0].k, (uint32_t)want);
+			settle(f, m);
+		} else {
+			/* Started early: the rest of the plan, after 4, 5. */
+			assert_int_equal(f->d[0].k, (uint32_t)want - 2);
+			push_range(f, i, 4, 6);
+			seen[2]++;
+			settle(f, m);
+		}
+	}
+	print_message("early start: %u aborted, %u covered, %u extended\n",
+		      seen[0], seen[1], seen[2]);
+	assert_true(seen[0] > 0 && seen[1] + seen[2] > 0);
+	close_fx(f);
+	free(f);
+}
+
 /* Other modes and the barrier have no running fit. */
 static void test_wrong_mode(void **state)
 {
@@ -436,6 +530,7 @@ int main(void)
 		cmocka_unit_test(test_same_order_same_decisions),
 		cmocka_unit_test(test_merged_state),
 		cmocka_unit_test(test_takeover_keeps_fit),
+		cmocka_unit_test(test_early_start),
 		cmocka_unit_test(test_wrong_mode),
 	};
 

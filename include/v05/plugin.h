@@ -115,6 +115,17 @@ struct v05_config {
 	 */
 	uint32_t eb_window;
 	uint32_t eb_cold;
+	/*
+	 * v05-eb under stream: early start. At submit, once the running fit
+	 * is warm, a prompt whose probability of being given more samples
+	 * after its first wave (the prior predictive's) is at least
+	 * eb_early / 1000 gets k_step samples more with its first wave; if
+	 * its first wave then says it needs none, they are aborted
+	 * (V05_DECISION_ABORT) and their tokens are wasted. 0: off (the
+	 * default; bench/ENGINE.md says why).
+	 */
+	uint32_t eb_early;
+	uint32_t reserved_eb; /* 0 */
 };
 
 /* Defaults: mode v05-eb (two waves, no halt; docs/STATISTICS.md explains
@@ -180,6 +191,10 @@ enum v05_decision_kind {
 				  * the sample's bit): unless its producer
 				  * pushes a valid one, that sample will never
 				  * be rewarded, so the group cannot finish */
+	V05_DECISION_ABORT = 6,  /* v05-eb's early start: the samples in
+				  * `samples` (k of them) are not needed after
+				  * all; stop generating them, push no reward
+				  * for them (one pushed is refused) */
 };
 
 /* Decision flags. */

@@ -5,6 +5,7 @@ maps, the reward writer's key cache and the value-model prior's texts stay
 within bounds that do not depend on how many prompts the run has seen, and
 the memory Python allocates does not grow with them."""
 import asyncio
+import gc
 import os
 import tracemalloc
 
@@ -67,7 +68,10 @@ def test_python_side_stays_flat(segname):
                 if b in (WARM, BATCHES - 1):
                     # What v05's own code allocated and still holds:
                     # asyncio's queued handles and the scoring pool's
-                    # futures come and go with the machine's load.
+                    # futures come and go with the machine's load. What is
+                    # held, not garbage waiting for the cycle collector
+                    # (when it runs depends on the tests before this one).
+                    gc.collect()
                     snap = tracemalloc.take_snapshot().filter_traces(
                         [tracemalloc.Filter(True, V05_FILES)])
                     blocks.append(sum(s.count for s in snap.statistics("filename")))

@@ -70,6 +70,9 @@ void help_sim(FILE *f)
 		"                      default the library's, 512)\n"
 		"  --eb-cold C         v05-eb, stream: first waves before the\n"
 		"                      running fit decides alone (default 64)\n"
+		"  --eb-early E        v05-eb, stream: early start for prompts\n"
+		"                      whose chance of more samples is >= E/1000\n"
+		"                      (default 0: off)\n"
 		"  --drift-noise S2, --drift-hallucination H2\n"
 		"                      a value model that changes: from the\n"
 		"                      batch at half the prompts on, priors have\n"
@@ -165,6 +168,7 @@ int cmd_sim(int argc, char **argv)
 		{ "p", required_argument, NULL, 'p' },
 		{ "eb-window", required_argument, NULL, 'W' },
 		{ "eb-cold", required_argument, NULL, 'C' },
+		{ "eb-early", required_argument, NULL, 'G' },
 		{ "drift-noise", required_argument, NULL, 'D' },
 		{ "drift-hallucination", required_argument, NULL, 'E' },
 		{ "seed", required_argument, NULL, 'S' },
@@ -269,6 +273,11 @@ int cmd_sim(int argc, char **argv)
 			if (opt_u64("--eb-cold", optarg, 1, 1000000, &v))
 				return EXIT_USAGE;
 			o.eb_cold = (uint32_t)v;
+			break;
+		case 'G':
+			if (opt_u64("--eb-early", optarg, 0, 1000, &v))
+				return EXIT_USAGE;
+			o.eb_early = (uint32_t)v;
 			break;
 		case 'D':
 			if (opt_double("--drift-noise", optarg, 0, 100, &o.drift_noise))

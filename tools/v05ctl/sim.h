@@ -14,7 +14,7 @@ struct sim_opts {
 	int have_k, have_p;
 	/* v05-eb without a barrier: the running fit's window and cold start
 	 * (0: the library's defaults). */
-	uint32_t eb_window, eb_cold, have_eb_window;
+	uint32_t eb_window, eb_cold, have_eb_window, eb_early;
 	/* A value model whose quality changes: from the batch that starts
 	 * at or after half the prompts on, priors have this noise and
 	 * hallucination share (have_drift). */

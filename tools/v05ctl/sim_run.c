@@ -72,6 +72,10 @@ static int apply_decision(struct v05_plugin *pl, struct v05_producer *w,
 	if (v05_slot_uid(pl, d->slot, buf, sizeof(buf) - 1) < 0)
 		return sim_fail("slot uid");
 	i = (uint32_t)(strtoull(buf + 1, NULL, 10) - first);
+	/* Early-start samples not needed: their rewards were pushed with the
+	 * rest and are refused (the rollouts still count as issued). */
+	if (d->kind == V05_DECISION_ABORT)
+		return 0;
 	if (d->kind == V05_DECISION_SAMPLE) {
 		for (uint32_t s = 0; s < 64; s++) {
 			if (!(d->samples >> s & 1))
@@ -200,6 +204,7 @@ int sim_run(const struct sim_opts *o)
 		c.eb_window = o->eb_window;
 	if (o->eb_cold)
 		c.eb_cold = o->eb_cold;
+	c.eb_early = o->eb_early;
 	c.lane_capacity = 1024;
 	while (c.lane_capacity < (uint64_t)bsz * c.params.k_max)
 		c.lane_capacity <<= 1;

@@ -65,7 +65,8 @@ class Config(ctypes.Structure):
                 ("n_broker_gids", ctypes.c_uint32),
                 ("lane_cut_records", ctypes.c_uint32),
                 ("lane_cut_permille", ctypes.c_uint32),
-                ("eb_window", ctypes.c_uint32), ("eb_cold", ctypes.c_uint32)]
+                ("eb_window", ctypes.c_uint32), ("eb_cold", ctypes.c_uint32),
+                ("eb_early", ctypes.c_uint32), ("reserved_eb", ctypes.c_uint32)]
 
 
 class PromptIn(ctypes.Structure):
@@ -153,7 +154,7 @@ path_loaded = None  # the libv05 this process uses (set by _load)
 
 
 def _check_abi():
-    expect = {Params: 32, Estimate: 64, Config: 248, EbState: 5968, PromptIn: 24,
+    expect = {Params: 32, Estimate: 64, Config: 256, EbState: 5968, PromptIn: 24,
               Decision_: 64, Group_: 104, Support: 16, Reward: 24,
               ObserverInfo: 936, LaneStat: 80}
     for struct, size in expect.items():

@@ -65,7 +65,8 @@ def make_config(name: str, *, cost: Optional[float] = None,
                 lane_cut_records: Optional[int] = None,
                 lane_cut_fraction: Optional[float] = None,
                 eb_window: Optional[int] = None,
-                eb_cold: Optional[int] = None) -> _lib.Config:
+                eb_cold: Optional[int] = None,
+                eb_early: Optional[float] = None) -> _lib.Config:
     """The v05_config for Plugin.create(name, ...). Parameters as in
     include/v05/plugin.h (struct v05_config); every one is checked.
     A parameter left at None keeps the library's default
@@ -88,7 +89,10 @@ def make_config(name: str, *, cost: Optional[float] = None,
     eb_window and eb_cold (mode v05-eb, schedule "stream", the default):
     the running fit's forgetting window and cold start, in first waves
     (defaults 512 and 64; eb_window 0 forgets nothing; docs/STATISTICS.md,
-    "v05-eb without a barrier")."""
+    "v05-eb without a barrier"). eb_early (a probability in [0, 1], 0 =
+    off, the default): early start, k_step more samples with the first
+    wave of a prompt whose chance of needing more is at least that; those
+    not needed after all come back as "abort" decisions."""
     c = _lib.Config()
     if paper:
         lib.v05_config_paper(ctypes.byref(c))
@@ -166,6 +170,13 @@ def make_config(name: str, *, cost: Optional[float] = None,
         c.eb_window = u32("eb_window", eb_window)
     if eb_cold is not None:
         c.eb_cold = u32("eb_cold", eb_cold, 1)
+    if eb_early is not None:
+        f = float(eb_early)
+        if not 0.0 <= f <= 1.0:
+            raise ValueError(f"eb_early {eb_early!r} is not a probability "
+                             "in [0, 1]")
+        # 0 is "off": the smallest threshold is 1 per mille.
+        c.eb_early = max(1, round(f * 1000)) if f > 0 else 0
     c.flags |= ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
                 (CONFIG_EXTERNAL_HALT if external_halt else 0) |
                 (CONFIG_PRODUCER_BROKER if producer_broker else 0))

@@ -40,7 +40,8 @@ class Decision:
     `batch_size` prompts need more; see v05.trainers.distributed), or
     "reject" (the reward pushed for sample `samples[0]` was refused for its
     value, `value`, because it is `reason`: unless a valid one is pushed,
-    the group cannot finish).
+    the group cannot finish), or "abort" (v05-eb's early start: `samples`
+    are not needed after all; stop generating them, push no reward).
     """
     kind: str
     uid: Optional[Uid]

@@ -14,7 +14,7 @@ SIGMAS = _lib.names(lib.v05_sigma_name)
 SCHEDULES = _lib.names(lib.v05_schedule_name, stop="?")
 ACTIONS = {v: k for k, v in _lib.names(lib.v05_action_name).items()}
 KINDS = {_lib.const("V05_DECISION_" + k.upper()): k
-         for k in ("sample", "final", "drop", "barrier", "reject")}
+         for k in ("sample", "final", "drop", "barrier", "reject", "abort")}
 
 FLAG_PADDED = _lib.const("V05_DF_PADDED")
 FLAG_HALTED = _lib.const("V05_DF_HALTED")

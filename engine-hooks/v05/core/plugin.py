@@ -84,7 +84,8 @@ class Plugin:
         max_producers, lane_capacity, max_batches, stream_deadline_us,
         journal, journal_sync, file_mode, wait, external_halt, sigma,
         paper, producer_broker, broker_allow_uids, broker_allow_gids,
-        lane_cut_records, lane_cut_fraction, eb_window, eb_cold), each
+        lane_cut_records, lane_cut_fraction, eb_window, eb_cold, eb_early),
+        each
         checked; one left out
         keeps the library's default (mode "v05-eb", sigma "rms", ...).
 
@@ -171,7 +172,8 @@ class Plugin:
             self._final_keys.add(d.key)
         reject = kind == "reject"
         return Decision(kind=kind, uid=uid, key=d.key, slot=d.slot, gen=d.gen,
-                        samples=_samples(d.samples) if kind in ("sample", "reject")
+                        samples=_samples(d.samples)
+                        if kind in ("sample", "reject", "abort")
                         else [],
                         k=d.k, baseline=0.0 if reject else d.baseline,
                         batch=d.batch, latency_ns=d.latency_ns,

@@ -39,11 +39,15 @@ _HEAD_SCALE = 20.0        # output-head gain: peaked, prompt-dependent
 _META = "v05-tiny.json"
 
 
-def make_model(path: str, seed: int = 0) -> str:
+def make_model(path: str, seed: int = 0, max_positions: int = 256) -> str:
     """Write the model to `path` (a directory) unless it is there already
-    with the same seed; returns `path`."""
+    with the same seed and context; returns `path`. max_positions: the
+    longest prompt + output it takes (the engine benchmark's long tail
+    needs more than the default)."""
     meta = {"seed": seed, "vocab": VOCAB, "head_scale": _HEAD_SCALE,
             "version": 1}
+    if max_positions != 256:  # the default's meta as it always was
+        meta["max_positions"] = max_positions
     mfile = os.path.join(path, _META)
     try:
         with open(mfile) as f:
@@ -57,7 +61,8 @@ def make_model(path: str, seed: int = 0) -> str:
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
                       num_hidden_layers=2, num_attention_heads=2,
-                      num_key_value_heads=2, max_position_embeddings=256,
+                      num_key_value_heads=2,
+                      max_position_embeddings=max_positions,
                       bos_token_id=BOS, eos_token_id=EOS, pad_token_id=0,
                       tie_word_embeddings=False)
     model = LlamaForCausalLM(cfg).to(torch.float32)
@@ -128,7 +133,8 @@ def noisy_priors(p: np.ndarray, noise: float, hallucination: float,
 
 
 def vllm_engine(path: str, *, max_num_seqs: int = 256, kv_cache_gib: int = 1,
-                seed: int = 0, tensor_parallel_size: int = 1):
+                seed: int = 0, tensor_parallel_size: int = 1,
+                max_model_len: int = 64):
     """An AsyncLLM (vLLM's V1 front end) on the model at `path`: float32,
     eager, token-id prompts, a small KV cache. Call it inside the event
     loop that will drive the engine for its whole life. With
@@ -141,7 +147,8 @@ def vllm_engine(path: str, *, max_num_seqs: int = 256, kv_cache_gib: int = 1,
 
     args = AsyncEngineArgs(model=path, skip_tokenizer_init=True,
                            dtype="float32", enforce_eager=True,
-                           max_model_len=64, max_num_seqs=max_num_seqs,
+                           max_model_len=max_model_len,
+                           max_num_seqs=max_num_seqs,
                            seed=seed, gpu_memory_utilization=0.08,
                            generation_config="vllm", disable_log_stats=True,
                            tensor_parallel_size=tensor_parallel_size)
@@ -150,7 +157,7 @@ def vllm_engine(path: str, *, max_num_seqs: int = 256, kv_cache_gib: int = 1,
 
 def sglang_engine(path: str, *, max_running_requests: int = 256,
                   max_total_tokens: int = 32768, seed: int = 0,
-                  tp_size: int = 1, **kwargs):
+                  tp_size: int = 1, context_length: int = 64, **kwargs):
     """An sglang Engine on the model at `path`, on sglang's CPU engine:
     float32, token-id prompts, a KV cache of `max_total_tokens` tokens (the
     default sizes it from free memory: 15 GB here, 36 s to allocate). Needs
@@ -181,7 +188,8 @@ def sglang_engine(path: str, *, max_running_requests: int = 256,
             os.environ[k] = v
     try:  # the engine's processes start here and inherit the environment
         return sglang.Engine(model_path=path, device="cpu", dtype="float32",
-                             skip_tokenizer_init=True, context_length=64,
+                             skip_tokenizer_init=True,
+                             context_length=context_length,
                              max_total_tokens=max_total_tokens,
                              max_running_requests=max_running_requests,
                              random_seed=seed, tp_size=tp_size,

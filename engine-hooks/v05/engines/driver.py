@@ -117,6 +117,7 @@ class GroupRollout:
         self.release = release
         self.poll_timeout = poll_timeout
         self.generate_calls = 0
+        self.aborted = 0  # samples aborted on an "abort" decision
         self._loop = None
         self._running = False
         self._pool = None
@@ -209,6 +210,7 @@ class GroupRollout:
         results: Dict[Uid, GroupResult] = {}
         errors: List[BaseException] = []
         tasks = set()
+        by_sample = {}  # (uid, sample) -> its task, for "abort"
         batch = 0
 
         def spawn(d: Decision):
@@ -217,7 +219,17 @@ class GroupRollout:
                     prompts[d.uid], d.uid, s, d.batch, d.gen, outputs,
                     errors))
                 tasks.add(t)
+                by_sample[(d.uid, s)] = t
                 t.add_done_callback(tasks.discard)
+
+        def abort(d: Decision):
+            # The engine aborts a request when its task is cancelled (its
+            # generator closes); a reward already pushed is refused.
+            for s in d.samples:
+                t = by_sample.pop((d.uid, s), None)
+                if t is not None and not t.done():
+                    t.cancel()
+                    self.aborted += 1
 
         try:
             try:
@@ -241,6 +253,8 @@ class GroupRollout:
                     if d.kind == "sample":
                         if fault is None:
                             spawn(d)
+                    elif d.kind == "abort":
+                        abort(d)
                     elif d.kind == "reject":
                         fault = fault or RewardRejected(
                             f"v05: segment {self.plugin.name} refused the "
@@ -268,7 +282,12 @@ class GroupRollout:
             # Every group is final: its samples' tasks have finished too
             # (the reward is pushed last); wait for the bookkeeping.
             if tasks:
-                await asyncio.gather(*list(tasks))
+                done = await asyncio.gather(*list(tasks),
+                                            return_exceptions=True)
+                for x in done:  # an aborted sample's task is cancelled
+                    if isinstance(x, BaseException) and \
+                            not isinstance(x, asyncio.CancelledError):
+                        raise x
             if errors:
                 raise errors[0]
             return results
