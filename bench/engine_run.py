@@ -72,7 +72,8 @@ class Meter:
         self.area = 0.0          # integral of min(inflight, cap) dt
         self.t_last = None
         self.trace = [] if trace else None
-        self.overhead_s = 0.0
+        self.overhead_s = 0.0   # inside plugin calls
+        self.handoff_s = 0.0    # scoring and pushing rewards (pool threads)
         self.first = {}
         self.final = {}
         self.tokens = 0
@@ -209,7 +210,7 @@ async def run_mode(a, engine, label, params, batches, trace_batch):
                 try:
                     return _f(*x)
                 finally:
-                    _m.overhead_s += time.perf_counter() - t
+                    _m.handoff_s += time.perf_counter() - t
             drv._push = timed_push
             t0 = time.perf_counter()
             try:
@@ -233,6 +234,7 @@ async def run_mode(a, engine, label, params, batches, trace_batch):
                    "lat_p50_s": float(np.percentile(lat, 50)),
                    "lat_p99_s": float(np.percentile(lat, 99)),
                    "overhead_s": meter.overhead_s,
+                   "handoff_s": meter.handoff_s,
                    "mse": float(np.mean(err))}
             if meter.trace is not None:
                 row["trace"] = [(round(t - t0, 4), n) for t, n in meter.trace]

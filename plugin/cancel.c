@@ -5,7 +5,7 @@
  * decision of the batch is handed out afterwards. */
 #include <errno.h>
 
-#include "internal.h"
+#include "mechanics.h"
 #include "../shm/error.h"
 
 static int find_batch(const struct v05_plugin *p, uint64_t id, uint32_t *b)

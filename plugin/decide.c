@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Rewards in, decisions out: the per-reward path (apply) and the per-group
- * decision once every issued sample is in (decide): "more" holds the prompt
- * for the batch policy (policy.c), "stop" finalizes it (finalize.c). The
- * data path reads apply -> decide -> policy -> finalize.
+ * Rewards in, decisions out, the top of the decision core: the per-reward
+ * path (apply) and the per-group decision once every issued sample is in
+ * (decide): the rule's answer (stats_core.h), then the mechanics ("more"
+ * holds the prompt, "stop" finalizes it: mechanics.h), then the schedule
+ * the configuration selects (schedule.c), which decides when held prompts
+ * go. Nothing below calls back up here.
  *
  * Crash consistency: a reward is stored before its received bit, so a
  * takeover after any prefix can finish the step (takeover.c).
@@ -12,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "internal.h"
+#include "top.h"
 #include "probes.h"
 #include "stats_core.h"
 #include "../shm/proc.h"
@@ -128,7 +130,7 @@ void v05__collect_check(struct v05_plugin *p, struct v05_prompt *e)
 		uint64_t first = (1ull << p->params.k_init) - 1; /* k_init < 64 */
 
 		if ((e->received & first) == first)
-			v05__eb_first_wave(p, e);
+			v05__schedule_of(p)->first_wave(p, e);
 		return;
 	}
 	if (e->received == e->issued)
@@ -171,63 +173,33 @@ void v05__apply_records(void *ctx, const struct v05_record *recs, uint32_t n,
 					  n - at : V05_LANE_BATCH_MAX);
 }
 
-/* "More": the prompt waits for its batch's policy. gap is its padding
- * priority (how far its target is above k); samples, what its plan adds
- * to the batch's held samples (v05-eb's undecided prompts: 0). */
-void v05__hold(struct v05_plugin *p, struct v05_prompt *e, float gap,
-	       uint32_t samples)
-{
-	struct batch_local *bl = &p->batches[e->batch];
-
-	e->gap = gap;
-	e->state = V05_P_HELD;
-	bl->n_collecting--;
-	bl->n_held++;
-	bl->held_samples += samples;
-	v05__gauge(p, V05_C_PROMPTS_HELD, 1);
-	/* Without memory for the held list the policy finds the prompt by a
-	 * table scan (policy.c's held_keys). */
-	(void)v05__batch_hold(p, e->batch, e->key);
-	v05__policy_held(p, e->batch);
-}
-
-void v05__unhold(struct v05_plugin *p, struct v05_prompt *e)
-{
-	struct batch_local *bl = &p->batches[e->batch];
-
-	/* Its entry in the held list goes stale: held_keys checks it. */
-	e->state = V05_P_COLLECTING;
-	bl->n_held--;
-	bl->n_collecting++;
-	bl->held_samples -= v05__held_share(p, e);
-	v05__gauge(p, V05_C_PROMPTS_HELD, -1);
-}
-
 void v05__decide(struct v05_plugin *p, struct v05_prompt *e)
 {
+	const struct v05__schedule *s = v05__schedule_of(p);
 	struct v05_estimate est;
 	double adv[V05_K_LIMIT];
 	uint32_t b = e->batch;
 	uint64_t latency = v05__latency_of(e, p->now_ns);
 
 	if (p->params.mode == V05_MODE_V05_EB) {
-		/* First wave in: wait for the batch's fit (eb_policy.c).
-		 * Second wave in: final. */
+		/* First wave in: the schedule decides it (no barrier), or it
+		 * waits for the batch's fit (the barrier). Second wave in:
+		 * final. */
 		struct v05_eb_fit fit;
 
-		if (v05__group_k(e) == p->params.k_init &&
-		    p->cfg.schedule == V05_SCHEDULE_STREAM) {
-			v05__eb_first_wave(p, e); /* eb_stream.c */
+		if (v05__group_k(e) == p->params.k_init && s->first_wave) {
+			s->first_wave(p, e);
 			return;
 		}
 		if (v05__group_k(e) == p->params.k_init &&
 		    !v05__eb_fit_of(p, b, &fit)) {
 			v05__hold(p, e, 0.0f, 0); /* planned at the barrier */
+			s->progress(p, b);
 			return;
 		}
 		v05__estimate_prompt(p, e, &est, adv);
 		v05__finalize_with(p, e, &est, adv, 0, latency);
-		v05__policy_held(p, b);
+		s->progress(p, b);
 		return;
 	}
 	v05__estimate_prompt(p, e, &est, adv);
@@ -235,10 +207,11 @@ void v05__decide(struct v05_plugin *p, struct v05_prompt *e)
 	    p->batch_recs[b].state != V05_B_HALTED) {
 		v05__hold(p, e, (float)(est.k_target - (double)est.k),
 			  p->params.k_step);
+		s->progress(p, b);
 		return;
 	}
 	v05__finalize_with(p, e, &est, adv,
 			   est.action == V05_ACTION_MORE ? V05_DF_HALTED : 0,
 			   latency);
-	v05__policy_held(p, b);
+	s->progress(p, b);
 }

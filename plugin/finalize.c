@@ -12,7 +12,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "internal.h"
+#include "mechanics.h"
 #include "journal.h"
 #include "probes.h"
 #include "stats_core.h"
@@ -49,7 +49,7 @@ void v05__estimate_prompt(struct v05_plugin *p, const struct v05_prompt *e,
 	for (uint32_t i = 0; i < k; i++)
 		r[i] = (double)rw[i];
 	if (p->params.mode == V05_MODE_V05_EB) {
-		/* The fit of this prompt's batch (eb_policy.c). */
+		/* The fit this prompt is estimated under (eb_fit.c). */
 		struct v05_eb_fit fit;
 
 		if (v05__eb_fit_of(p, e->batch, &fit)) {

@@ -103,7 +103,7 @@ struct batch_local {
 struct v05_journal;
 struct v05_broker;
 
-/* A held prompt competing for padding samples (policy.c). */
+/* A held prompt competing for padding samples (dispatch.c). */
 struct pad_item {
 	float prio;     /* k_target - planned k */
 	uint64_t key;
@@ -235,11 +235,9 @@ int v05__enqueue(struct v05_plugin *p, const struct v05_decision *d);
 uint32_t v05__dequeue(struct v05_plugin *p, struct v05_decision *out,
 		      uint32_t max);
 
-/* decide.c: apply rewards, decide ("more" holds, "stop" finalizes). */
-/* The lanes' v05_record_fn: a batch of checked records, with prefetch. */
+/* decide.c (top.h): the lanes' v05_record_fn. */
 void v05__apply_records(void *ctx, const struct v05_record *recs, uint32_t n,
 			uint32_t lane);
-void v05__decide(struct v05_plugin *p, struct v05_prompt *e);
 /* Samples issued to a prompt: the bits of its issued mask. Counted here,
  * not with __builtin_popcountll, which the baseline x86-64 target turns
  * into a call to libgcc's __popcountdi2 (13 instructions per reward in
@@ -258,84 +256,6 @@ static inline uint32_t v05__group_k(const struct v05_prompt *e)
  * live prompt waits for (the reason: V05_DF_NONFINITE or V05_DF_RANGE). */
 void v05__reject_notice(struct v05_plugin *p, const struct v05_record *rec,
 			uint32_t why);
-
-/* finalize.c: statistics, advantages into the slot, FINAL, completion,
- * journal, support, the FINAL/DROP decision; latencies. */
-void v05__estimate_prompt(struct v05_plugin *p, const struct v05_prompt *e,
-			  struct v05_estimate *est, double *adv);
-void v05__finalize_with(struct v05_plugin *p, struct v05_prompt *e,
-			const struct v05_estimate *est, const double *adv,
-			uint32_t flags, uint64_t latency);
-/* Estimate, then finalize with the result. */
-void v05__finalize(struct v05_plugin *p, struct v05_prompt *e, uint32_t flags,
-		   uint64_t latency_ns);
-/* An open prompt leaves its batch's counts (final or cancelled). */
-void v05__batch_leave(struct v05_plugin *p, const struct v05_prompt *e);
-/* Append a final slot's group to the journal (if any): 0 or -errno. */
-int v05__journal_slot(struct v05_plugin *p, uint32_t slot);
-/* From the prompt's last reward (producer's clock) to now, 0 if unknown. */
-uint64_t v05__latency_of(const struct v05_prompt *e, uint64_t now);
-void v05__record_latency(struct v05_plugin *p, uint64_t ns);
-
-/* policy.c: the batch policy (rounds / stream, halt, padding). */
-void v05__policy_held(struct v05_plugin *p, uint32_t b);
-void v05__policy_deadlines(struct v05_plugin *p);
-int64_t v05__policy_next_deadline_ns(struct v05_plugin *p, uint64_t now);
-void v05__policy_resume(struct v05_plugin *p, uint32_t b);
-int v05__batch_hold(struct v05_plugin *p, uint32_t b, uint64_t key);
-uint32_t v05__held_keys(struct v05_plugin *p, uint32_t b, uint64_t **keys);
-/* Pad the held prompts' plans (k_planned) to the dispatch multiple, mark
- * the batch RELEASING and issue: one wave. */
-void v05__pad_and_issue(struct v05_plugin *p, uint32_t b, uint64_t total);
-
-/* What a held prompt adds to its batch's held samples: v05-eb's own plan
- * (0 while undecided), the paper's rule's k_step. */
-static inline uint32_t v05__held_share(const struct v05_plugin *p,
-				       const struct v05_prompt *e)
-{
-	uint32_t k = v05__group_k(e);
-
-	if (p->params.mode == V05_MODE_V05_EB)
-		return e->k_planned > k ? e->k_planned - k : 0;
-	return p->params.k_step;
-}
-
-/* decide.c: a "more" waits for its batch's schedule; samples is what its
- * plan adds to the batch's held samples. */
-void v05__hold(struct v05_plugin *p, struct v05_prompt *e, float gap,
-	       uint32_t samples);
-/* A held prompt back to collecting (v05-eb: an early start's plan that
- * its early samples already cover). */
-void v05__unhold(struct v05_plugin *p, struct v05_prompt *e);
-/* After a reward: decide if the prompt's issued samples are all in, or
- * (v05-eb's early start) its first wave is. */
-void v05__collect_check(struct v05_plugin *p, struct v05_prompt *e);
-
-/* eb_stream.c: v05-eb without a barrier (the running fit, the cold start,
- * each prompt decided on its own first wave). */
-struct v05_eb_fit;
-double v05__prompt_successes(struct v05_plugin *p, const struct v05_prompt *e,
-			     uint32_t k);
-bool v05__eb_running_fit(const struct v05_plugin *p, struct v05_eb_fit *fit);
-/* The running fit once warm (eb_cold first waves in); false before. */
-bool v05__eb_warm_fit(const struct v05_plugin *p, struct v05_eb_fit *fit);
-/* At submit: k_step samples more with the first wave if the fit says
- * the prompt likely needs them (eb_early); returns how many (0 or k_step). */
-uint32_t v05__eb_early(struct v05_plugin *p, struct v05_prompt *e,
-		       const struct v05_eb_fit *fit);
-void v05__eb_first_wave(struct v05_plugin *p, struct v05_prompt *e);
-void v05__eb_stream_check(struct v05_plugin *p, uint32_t b);
-
-/* eb_policy.c: v05-eb's batch barrier (fit, allocation, one wave). */
-void v05__eb_barrier(struct v05_plugin *p, uint32_t b);
-struct v05_eb_fit;
-/* The fit stored in batch b's record, if it is one the grid can give
- * (the record is in the segment: after a takeover it is checked, not
- * trusted). */
-bool v05__eb_fit_of(const struct v05_plugin *p, uint32_t b,
-		    struct v05_eb_fit *fit);
-void v05__barrier_decision(struct v05_plugin *p, uint32_t b,
-			   struct v05_decision *d);
 
 /* slots.c: release, completions, readers. */
 /* Slots in group order (their seq): publishing, re-journaling. */

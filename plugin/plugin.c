@@ -13,7 +13,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "top.h"
 #include "journal.h"
 #include "../shm/broker.h"
 #include "../shm/doorbell.h"
@@ -340,7 +340,7 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 	 * but the scans is behind an inline test of a word this process
 	 * owns, and the rare ones are out of line. The precise clock is read
 	 * by the first record applied (decide.c) or stream deadline found
-	 * (policy.c). The checks on intervals of 50 ms and more (reader,
+	 * (schedule.c). The checks on intervals of 50 ms and more (reader,
 	 * lane reclaim, heartbeat) take the coarse clock, read on every 8th
 	 * poll and on the first after a wait: a busy loop polls far more
 	 * often than every 6 ms, and an idle one comes back from a wait.
@@ -367,7 +367,7 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 	if (p->coarse_ns >= p->lanes.next_reclaim_ns)
 		v05__lanes_reclaim_at(&p->lanes, p->coarse_ns, v05__apply_lane, p);
 	if (p->cfg.schedule == V05_SCHEDULE_STREAM)
-		v05__policy_deadlines(p);
+		v05__schedule_deadlines(p);
 	/* journal_work: set by each append (finalize.c), cleared by the pump
 	 * that leaves nothing buffered or in flight. */
 	if (p->journal_work || p->npending_free)

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "internal.h"
+#include "mechanics.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
 

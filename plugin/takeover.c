@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "top.h"
 #include "journal.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
@@ -156,7 +156,7 @@ static int rebuild(struct v05_plugin *p)
 			v05__collect_check(p, e);
 	}
 	for (uint32_t b = 0; b < g->batch_count; b++)
-		v05__policy_resume(p, b);
+		v05__schedule_resume(p, b);
 	p->silent = false;
 	p->qlen = 0;
 	p->qhead = 0;

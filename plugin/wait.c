@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "internal.h"
+#include "top.h"
 #include "../shm/doorbell.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
@@ -38,7 +38,7 @@ V05_API int v05_arm(struct v05_plugin *p, int timeout_ms)
 	v05__disarm(p);
 	if (p->qlen || p->journal_error_pending || p->queue_error)
 		return 1;
-	dl = v05__policy_next_deadline_ns(p, v05__now_ns());
+	dl = v05__schedule_next_deadline_ns(p, v05__now_ns());
 	if (dl == 0)
 		return 1;
 	if (dl > 0) {
@@ -73,7 +73,7 @@ V05_API int v05_wait(struct v05_plugin *p, int timeout_ms)
 	if (ret == -EINTR)
 		return v05__fail(-EINTR, "wait interrupted by a signal");
 	if (v05__lanes_pending(&p->lanes) ||
-	    v05__policy_next_deadline_ns(p, v05__now_ns()) == 0) {
+	    v05__schedule_next_deadline_ns(p, v05__now_ns()) == 0) {
 		v05__count(p, V05_C_WAKEUPS, 1);
 		return 1;
 	}
@@ -86,7 +86,7 @@ V05_API int v05_pending(struct v05_plugin *p)
 		return v05__fail(-EINVAL, "pending: NULL plugin");
 	return p->qlen || p->journal_error_pending || p->queue_error ||
 	       v05__lanes_pending(&p->lanes) ||
-	       v05__policy_next_deadline_ns(p, v05__now_ns()) == 0;
+	       v05__schedule_next_deadline_ns(p, v05__now_ns()) == 0;
 }
 
 V05_API const char *v05_wait_path(const struct v05_plugin *p)

@@ -9,6 +9,13 @@
 #              "../../plugin/x.h"
 #   tools/, tests/, bench/  the public API, "v05-internal/x.h", their own
 #              headers; never a path with "..", never shm/ or plugin/ directly
+# Inside plugin/, the decision core flows one way (docs/PLUGIN.md): rules
+# (stats.c, eb.c, eb_state.c, stats_core.h, eb_math.h) include none of
+# internal.h, mechanics.h, schedule.h, top.h; mechanics (dispatch.c,
+# finalize.c, eb_fit.c, mechanics.h) neither schedule.h nor top.h;
+# schedules (sched_*.c, schedule.h) not top.h, and a schedule calls no
+# other schedule and nothing of the top (v05__schedule_*, v05__decide,
+# v05__collect_check).
 # The include paths already refuse "plugin/x.h" in shm/ (meson.build gives no
 # target the source root); this catches the relative paths a compiler always
 # follows, such as "../plugin/x.h" in shm/. Every named file must exist.
@@ -80,9 +87,40 @@ check() {
 				esac ;;
 			esac
 		fi
+		if [ -z "$why" ] && [ "$layer" = plugin ]; then
+			why=$(core_rank "$f" "$name")
+		fi
 		close='"'
 		[ "$kind" = '"' ] || close='>'
 		[ -z "$why" ] || echo "$f:$line: include $kind$name$close: $why"
+	done
+}
+
+# core_rank FILE NAME: why plugin/FILE may not include NAME, or nothing.
+core_rank() {
+	case ${1#plugin/} in
+	stats.c | eb.c | eb_state.c | stats_core.h | eb_math.h)
+		case $2 in internal.h | mechanics.h | schedule.h | top.h)
+			echo "a rule is pure: it includes no plugin state" ;;
+		esac ;;
+	dispatch.c | finalize.c | eb_fit.c | mechanics.h)
+		case $2 in schedule.h | top.h)
+			echo "mechanics sit below the schedules" ;;
+		esac ;;
+	sched_*.c | schedule.h)
+		case $2 in top.h)
+			echo "a schedule sits below the top" ;;
+		esac ;;
+	esac
+}
+
+# A schedule calls no other schedule and nothing of the top.
+check_schedules() {
+	for f in plugin/sched_*.c; do
+		[ -f "$f" ] || continue
+		own=$(sed -n 's/^const struct v05__schedule \(v05__sched_[a-z_]*\) =.*/\1/p' "$f")
+		grep -n 'v05__schedule_[a-z_]*(\|v05__decide(\|v05__collect_check(\|v05__sched_[a-z_]*' "$f" |
+		grep -v "$own" | sed "s|^|$f:|; s|\$|: a schedule calls no other schedule and nothing of the top|"
 	done
 }
 
@@ -90,7 +128,7 @@ run() {
 	cd "$1"
 	out=$(find include shm plugin internal tools tests bench \
 		-name '*.[ch]' -type f 2>/dev/null | LC_ALL=C sort |
-		while read -r f; do check "$f"; done)
+		while read -r f; do check "$f"; done; check_schedules)
 	if [ -n "$out" ]; then
 		echo "$out"
 		echo "check_layering: $(echo "$out" | wc -l) forbidden include(s)" \
@@ -114,6 +152,11 @@ self_test() {
 	printf '#include "s.h"\n#include "v05.h"\n' >"$t/shm/s.c"
 	printf '#include "../shm/s.h"\n' >"$t/plugin/p.h"
 	printf '#include "p.h"\n#include "../shm/s.h"\n' >"$t/plugin/p.c"
+	for h in internal mechanics schedule top stats_core; do : >"$t/plugin/$h.h"; done
+	printf '#include "stats_core.h"\n' >"$t/plugin/stats.c"
+	printf '#include "mechanics.h"\n' >"$t/plugin/dispatch.c"
+	printf '#include "schedule.h"\nconst struct v05__schedule v05__sched_a = {\n' \
+		>"$t/plugin/sched_a.c"
 	printf '#include "../../shm/s.h"\n#include "../../plugin/p.h"\n' \
 		>"$t/internal/v05-internal/i.h"
 	: >"$t/tests/util/u.h"
@@ -147,7 +190,21 @@ self_test() {
 	tests/t.c|"../plugin/p.h"
 	tests/util/u.h|"../../plugin/p.h"
 	tests/t.c|"v05-internal/missing.h"
+	plugin/stats.c|"internal.h"
+	plugin/dispatch.c|"schedule.h"
+	plugin/sched_a.c|"top.h"
 	EOF
+	# A schedule calling the top, or another schedule.
+	for call in 'v05__schedule_progress(p, b);' 'v05__sched_b.progress(p, b);'; do
+		cp "$t/plugin/sched_a.c" "$t/saved"
+		echo "$call" >>"$t/plugin/sched_a.c"
+		if sh "$me" "$t" </dev/null >/dev/null; then
+			echo "self-test: plugin/sched_a.c with $call passes"
+			exit 1
+		fi
+		mv "$t/saved" "$t/plugin/sched_a.c"
+		n=$((n + 1))
+	done
 	sh "$me" "$t" </dev/null >/dev/null || { echo "self-test: the restored tree fails"; exit 1; }
 	echo "check_layering: self-test ok ($n violations caught)"
 }

@@ -19,7 +19,7 @@
  *
  * A decided "more" waits only to pad: released when the batch's planned
  * samples reach pad_multiple, when no prompt of the batch is collecting,
- * or at the stream deadline (policy.c), with each prompt's own plan.
+ * or at the stream deadline (schedule.c), with each prompt's own plan.
  *
  * What depends on arrival order: the fit a decision sees is over the
  * first waves folded before it (and its own), so the same rewards in the
@@ -29,68 +29,20 @@
  * Crash consistency: a fold and the prompt's hold are two stores; a
  * takeover between them folds that first wave once more (one group among
  * hundreds of the fit's weight). Plans, like the barrier's, are written
- * before anything is issued (policy.c's RELEASING).
+ * before anything is issued (dispatch.c's RELEASING).
  */
-#include <errno.h>
-#include <math.h>
 #include <string.h>
 
-#include "internal.h"
-#include "vocab.h"
+#include "schedule.h"
 #include "stats_core.h"
-#include "../shm/error.h"
+#include "vocab.h"
 #include "../shm/proc.h"
-#include "v05/observer.h"
 
-/* The successes in the prompt's first k received rewards. */
-double v05__prompt_successes(struct v05_plugin *p, const struct v05_prompt *e,
-			     uint32_t k)
-{
-	const float *rw = v05__slot_rewards(v05__slot(&p->seg, e->slot));
-	double r[V05_K_LIMIT];
 
-	for (uint32_t i = 0; i < k; i++)
-		r[i] = (double)rw[i];
-	return v05__eb_successes(r, k);
-}
 
-static double weight(const struct v05_plugin *p)
-{
-	return p->fit->own.weight + p->fit->remote.weight;
-}
 
-/* Counted in first waves folded, forgetting aside: with a window the
- * weight only tends to eb_window. */
-static bool warm(const struct v05_plugin *p)
-{
-	return p->fit->own.folded + p->fit->remote.folded >= p->cfg.eb_cold;
-}
 
-bool v05__eb_running_fit(const struct v05_plugin *p, struct v05_eb_fit *fit)
-{
-	if (!(weight(p) > 0.0))
-		return false;
-	v05__eb_argmax_u(&p->fit->own, &p->fit->remote, fit);
-	return true;
-}
 
-bool v05__eb_warm_fit(const struct v05_plugin *p, struct v05_eb_fit *fit)
-{
-	return warm(p) && v05__eb_running_fit(p, fit);
-}
-
-uint32_t v05__eb_early(struct v05_plugin *p, struct v05_prompt *e,
-		       const struct v05_eb_fit *fit)
-{
-	uint32_t k = p->params.k_init + p->params.k_step;
-
-	if (1000.0 * v05__eb_p_more_u(&p->params, fit, e->prior) <
-	    (double)p->cfg.eb_early)
-		return 0;
-	e->pad8 |= V05_PF_EARLY;
-	e->issued = k == 64 ? ~0ull : (1ull << k) - 1;
-	return p->params.k_step;
-}
 
 /* An early start the first wave says was not needed: its samples not yet
  * in are aborted, and those in dropped, so the group is the first wave. */
@@ -213,7 +165,7 @@ static void release_multiples(struct v05_plugin *p, uint32_t b)
 	v05__pad_and_issue(p, b, sum);
 }
 
-void v05__eb_stream_check(struct v05_plugin *p, uint32_t b)
+static void eb_stream_check(struct v05_plugin *p, uint32_t b)
 {
 	struct batch_local *bl = &p->batches[b];
 	struct v05_batch_rec *rec = &p->batch_recs[b];
@@ -223,7 +175,7 @@ void v05__eb_stream_check(struct v05_plugin *p, uint32_t b)
 	if (!id || !bl->n_held)
 		return;
 	/* Cold: wait for the weight or for the batch's last first wave. */
-	if (!warm(p) && bl->n_collecting)
+	if (!v05__eb_warm(p) && bl->n_collecting)
 		return;
 	if (!v05__eb_running_fit(p, &fit))
 		return;
@@ -242,10 +194,11 @@ void v05__eb_stream_check(struct v05_plugin *p, uint32_t b)
 		rec->hold_since_ns = v05__now_ns();
 }
 
-void v05__eb_first_wave(struct v05_plugin *p, struct v05_prompt *e)
+static void eb_first_wave(struct v05_plugin *p, struct v05_prompt *e)
 {
 	uint32_t k = p->params.k_init; /* an early start issued more */
-	bool was_warm = warm(p);
+	uint32_t b0 = e->batch;
+	bool was_warm = v05__eb_warm(p);
 	double keep = p->cfg.eb_window ? 1.0 - 1.0 / (double)p->cfg.eb_window :
 					 1.0;
 
@@ -256,70 +209,25 @@ void v05__eb_first_wave(struct v05_plugin *p, struct v05_prompt *e)
 	e->k_planned = (uint8_t)v05__group_k(e);
 	e->pad8 |= V05_PF_UNDECIDED;
 	v05__hold(p, e, 0.0f, 0);
-	if (was_warm || !warm(p))
+	eb_stream_check(p, b0); /* may finalize e: b0, not e->batch, after */
+	if (was_warm || !v05__eb_warm(p))
 		return;
 	/* This fold ended the cold start: every batch's undecided prompts
 	 * are decided now, not at their batch's next event. */
 	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++)
-		if (b != e->batch && p->batch_recs[b].id && p->batches[b].n_held)
-			v05__eb_stream_check(p, b);
+		if (b != b0 && p->batch_recs[b].id && p->batches[b].n_held)
+			eb_stream_check(p, b);
 }
 
-/* ---- the state for other engines (public) ----------------------------- */
-
-static int check_stream_eb(const struct v05_plugin *p, const char *what)
+/* The stream deadline: everything held goes, with its own plan. */
+static void eb_stream_deadline(struct v05_plugin *p, uint32_t b)
 {
-	if (!p)
-		return v05__fail(-EINVAL, "%s: NULL plugin", what);
-	if (p->params.mode != V05_MODE_V05_EB ||
-	    p->cfg.schedule != V05_SCHEDULE_STREAM)
-		return v05__fail(-EINVAL,
-				 "%s: the running fit is v05-eb's under the stream schedule; segment %s runs mode %s, schedule %s",
-				 what, p->seg.name, v05_mode_name(p->params.mode),
-				 v05_schedule_name(p->cfg.schedule));
-	return 0;
+	v05__pad_and_issue(p, b, p->batches[b].held_samples);
 }
 
-V05_API int v05_eb_state_get(struct v05_plugin *p, struct v05_eb_state *own)
-{
-	int ret;
-
-	v05__clear_error();
-	ret = check_stream_eb(p, "eb_state_get");
-	if (ret)
-		return ret;
-	if (!own)
-		return v05__fail(-EINVAL, "eb_state_get: NULL state");
-	memcpy(own, &p->fit->own, sizeof(*own));
-	return 0;
-}
-
-V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
-				    const struct v05_eb_state *others)
-{
-	int ret;
-
-	v05__clear_error();
-	ret = check_stream_eb(p, "eb_state_set_remote");
-	if (ret)
-		return ret;
-	if (!others)
-		return v05__fail(-EINVAL, "eb_state_set_remote: NULL state");
-	if (!(isfinite(others->weight) && others->weight >= 0.0))
-		return v05__fail(-EDOM,
-				 "eb_state_set_remote: weight %g is not a finite number >= 0",
-				 others->weight);
-	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
-		for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
-			if (!isfinite(others->ll[j][l]))
-				return v05__fail(-EDOM,
-						 "eb_state_set_remote: log-likelihood [%u][%u] is %g",
-						 j, l, others->ll[j][l]);
-	memcpy(&p->fit->remote, others, sizeof(*others));
-	p->fit->remote_sets++;
-	/* Undecided prompts of a cold start may be warm now. */
-	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++)
-		if (p->batch_recs[b].id && p->batches[b].n_held)
-			v05__eb_stream_check(p, b);
-	return 0;
-}
+const struct v05__schedule v05__sched_eb_stream = {
+	.name = "v05-eb stream",
+	.progress = eb_stream_check,
+	.deadline = eb_stream_deadline,
+	.first_wave = eb_first_wave,
+};

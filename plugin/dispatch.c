@@ -1,15 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Batch policy: turns per-prompt "more" answers into dispatches.
- *
- * rounds (the paper's): "more" prompts are held until every open prompt of
- *   the batch has decided; then, if fewer than halt_fraction of the batch's
- *   prompts need more, the batch halts and they finalize; otherwise they are
- *   released together, the dispatch padded to a multiple of pad_multiple.
- * stream: a "more" is held only to pad: released once the held samples
- *   reach pad_multiple, when no prompt of the batch is still collecting, or
- *   when the oldest has waited stream_deadline_us. The halt rule is checked
- *   on the batch's live count (prompts not final) after every decision.
+ * Dispatch, the mechanics every schedule uses: the held list of a batch,
+ * holding a prompt and letting it go, padding a release to pad_multiple,
+ * issuing the planned samples (SAMPLE decisions), the halt (held prompts
+ * finalized). Nothing here decides when: the schedules do (schedule.h).
  *
  * Padding goes one sample at a time to the held prompt with the largest
  * k_target - k (k counting the samples already planned), never past k_max;
@@ -17,15 +11,15 @@
  *
  * Crash consistency of a release: the plan (each prompt's k_planned) is
  * written first, then the batch is marked RELEASING, then the samples are
- * issued. A takeover finding RELEASING issues what is left (plugin.c).
+ * issued. A takeover finding RELEASING issues what is left (schedule.c).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "mechanics.h"
 #include "probes.h"
-#include "../shm/error.h"
+#include "vocab.h"
 #include "../shm/proc.h"
 
 int v05__batch_hold(struct v05_plugin *p, uint32_t b, uint64_t key)
@@ -82,7 +76,38 @@ uint32_t v05__held_keys(struct v05_plugin *p, uint32_t b, uint64_t **keys)
 	return n;
 }
 
-static void halt(struct v05_plugin *p, uint32_t b, int first)
+/* "More": the prompt waits for its batch's policy. gap is its padding
+ * priority (how far its target is above k); samples, what its plan adds
+ * to the batch's held samples (v05-eb's undecided prompts: 0). */
+void v05__hold(struct v05_plugin *p, struct v05_prompt *e, float gap,
+	       uint32_t samples)
+{
+	struct batch_local *bl = &p->batches[e->batch];
+
+	e->gap = gap;
+	e->state = V05_P_HELD;
+	bl->n_collecting--;
+	bl->n_held++;
+	bl->held_samples += samples;
+	v05__gauge(p, V05_C_PROMPTS_HELD, 1);
+	/* Without memory for the held list held_keys finds the prompt by a
+	 * table scan. The caller runs the schedule afterwards. */
+	(void)v05__batch_hold(p, e->batch, e->key);
+}
+
+void v05__unhold(struct v05_plugin *p, struct v05_prompt *e)
+{
+	struct batch_local *bl = &p->batches[e->batch];
+
+	/* Its entry in the held list goes stale: held_keys checks it. */
+	e->state = V05_P_COLLECTING;
+	bl->n_held--;
+	bl->n_collecting++;
+	bl->held_samples -= v05__held_share(p, e);
+	v05__gauge(p, V05_C_PROMPTS_HELD, -1);
+}
+
+void v05__halt(struct v05_plugin *p, uint32_t b, int first)
 {
 	uint64_t now = v05__now_ns(), *keys;
 	uint32_t n = v05__held_keys(p, b, &keys);
@@ -157,7 +182,7 @@ static uint32_t distribute_padding(struct v05_plugin *p, struct pad_item *h,
 
 /* Issue what the plan says, for every HELD prompt of b not deferred (those
  * stay held, in order, their mark cleared); emits SAMPLEs. */
-static void issue(struct v05_plugin *p, uint32_t b)
+void v05__issue_plan(struct v05_plugin *p, uint32_t b)
 {
 	struct batch_local *bl = &p->batches[b];
 	uint64_t now = v05__now_ns(), *keys;
@@ -226,8 +251,8 @@ static void issue(struct v05_plugin *p, uint32_t b)
 	p->batch_recs[b].state = V05_B_OPEN;
 }
 
-/* Plan (k_step each, plus padding), persist, issue. */
-static void release(struct v05_plugin *p, uint32_t b)
+/* Plan (k_step each; v05-eb: each prompt's own), pad, persist, issue. */
+void v05__release_steps(struct v05_plugin *p, uint32_t b)
 {
 	uint64_t *keys;
 	uint32_t n = v05__held_keys(p, b, &keys);
@@ -239,7 +264,7 @@ static void release(struct v05_plugin *p, uint32_t b)
 
 		if (!e || e->state != V05_P_HELD)
 			continue;
-		/* v05-eb's prompts carry their own plans (eb_stream.c). */
+		/* v05-eb's prompts carry their own plans (sched_eb_stream.c). */
 		if (p->params.mode == V05_MODE_V05_EB) {
 			total += e->k_planned - v05__group_k(e);
 			continue;
@@ -283,18 +308,7 @@ void v05__pad_and_issue(struct v05_plugin *p, uint32_t b, uint64_t total)
 	p->batch_recs[b].state = V05_B_RELEASING;
 	p->batch_recs[b].round++;
 	v05__count(p, V05_C_ROUNDS, 1);
-	issue(p, b);
-}
-
-static int active(struct v05_plugin *p, uint32_t b)
-{
-	return p->batch_recs[b].id != 0;
-}
-
-static int below_halt(struct v05_plugin *p, uint32_t b, uint32_t live)
-{
-	return (double)live < p->cfg.halt_fraction *
-				      (double)p->batch_recs[b].n_prompts;
+	v05__issue_plan(p, b);
 }
 
 /* The barrier's decision for an external resolver (recover repeats it). */
@@ -306,151 +320,4 @@ void v05__barrier_decision(struct v05_plugin *p, uint32_t b,
 	d->batch = p->batch_recs[b].id;
 	d->k = p->batches[b].n_held;
 	d->samples = p->batch_recs[b].n_prompts;
-}
-
-static void rounds_check(struct v05_plugin *p, uint32_t b)
-{
-	struct batch_local *bl = &p->batches[b];
-
-	if (!active(p, b) || bl->n_collecting || !bl->n_held)
-		return;
-	if (p->cfg.flags & V05_CONFIG_EXTERNAL_HALT) {
-		struct v05_decision d;
-
-		if (p->batch_recs[b].state == V05_B_BARRIER)
-			return;
-		/* Persisted: a takeover reports it again (v05_recover). */
-		p->batch_recs[b].state = V05_B_BARRIER;
-		if (!p->silent) {
-			v05__barrier_decision(p, b, &d);
-			v05__enqueue(p, &d);
-		}
-		return;
-	}
-	/* Round barrier: every open prompt has decided; the open ones are
-	 * exactly the held ones. */
-	if (below_halt(p, b, bl->n_held))
-		halt(p, b, 1);
-	else
-		release(p, b);
-}
-
-static void stream_check(struct v05_plugin *p, uint32_t b)
-{
-	struct batch_local *bl = &p->batches[b];
-	struct v05_batch_rec *rec = &p->batch_recs[b];
-
-	if (!active(p, b) || rec->state == V05_B_HALTED)
-		return;
-	if (below_halt(p, b, bl->n_open)) {
-		halt(p, b, 1);
-		return;
-	}
-	if (!bl->n_held)
-		return;
-	if (bl->held_samples >= p->cfg.pad_multiple || bl->n_collecting == 0) {
-		release(p, b);
-		return;
-	}
-	if (!rec->hold_since_ns)
-		rec->hold_since_ns = v05__now_ns();
-}
-
-void v05__policy_held(struct v05_plugin *p, uint32_t b)
-{
-	/* v05-eb: rounds is its batch barrier (the fit of the whole first
-	 * wave), stream decides each prompt on its own (eb_stream.c). */
-	if (p->params.mode == V05_MODE_V05_EB &&
-	    p->cfg.schedule == V05_SCHEDULE_STREAM)
-		v05__eb_stream_check(p, b);
-	else if (p->params.mode == V05_MODE_V05_EB)
-		v05__eb_barrier(p, b);
-	else if (p->cfg.schedule == V05_SCHEDULE_ROUNDS)
-		rounds_check(p, b);
-	else
-		stream_check(p, b);
-}
-
-void v05__policy_deadlines(struct v05_plugin *p)
-{
-	uint64_t dl = (uint64_t)p->cfg.stream_deadline_us * 1000u, now = 0;
-
-	if (p->cfg.schedule != V05_SCHEDULE_STREAM)
-		return;
-	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++) {
-		struct v05_batch_rec *rec = &p->batch_recs[b];
-
-		if (!rec->id || !p->batches[b].n_held || !rec->hold_since_ns)
-			continue;
-		/* The clock only when a batch holds prompts; its decisions'
-		 * latencies and final_ns use it too. */
-		if (!now) {
-			v05__clock_refresh(p);
-			now = p->now_ns;
-		}
-		/* hold_since may be later than a `now` taken before it. */
-		if (now >= rec->hold_since_ns && now - rec->hold_since_ns >= dl)
-			release(p, b);
-	}
-}
-
-int64_t v05__policy_next_deadline_ns(struct v05_plugin *p, uint64_t now)
-{
-	uint64_t dl = (uint64_t)p->cfg.stream_deadline_us * 1000u;
-	int64_t best = -1;
-
-	if (p->cfg.schedule != V05_SCHEDULE_STREAM)
-		return -1;
-	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++) {
-		struct v05_batch_rec *rec = &p->batch_recs[b];
-		int64_t left;
-
-		if (!rec->id || !p->batches[b].n_held || !rec->hold_since_ns)
-			continue;
-		left = now >= rec->hold_since_ns && now - rec->hold_since_ns >= dl ?
-			       0 : (int64_t)(rec->hold_since_ns + dl - now);
-		if (best < 0 || left < best)
-			best = left;
-	}
-	return best;
-}
-
-void v05__policy_resume(struct v05_plugin *p, uint32_t b)
-{
-	struct v05_batch_rec *rec = &p->batch_recs[b];
-
-	if (!active(p, b))
-		return;
-	if (rec->state == V05_B_RELEASING) {
-		issue(p, b); /* the plan is in the entries */
-	} else if (rec->state == V05_B_HALTED) {
-		halt(p, b, 0); /* finalize the held ones the halt left */
-		if (active(p, b))
-			rec->state = V05_B_HALTED;
-	} else {
-		v05__policy_held(p, b);
-	}
-}
-
-V05_API int v05_resolve(struct v05_plugin *p, uint64_t batch, int halt_it)
-{
-	v05__clear_error();
-	if (!p || !batch)
-		return v05__fail(-EINVAL, "resolve: bad argument");
-	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++) {
-		if (p->batch_recs[b].id != batch)
-			continue;
-		if (p->batch_recs[b].state != V05_B_BARRIER)
-			return v05__fail(-EINVAL,
-					 "batch %llu is not waiting at a round barrier",
-					 (unsigned long long)batch);
-		v05__clock_refresh(p);
-		if (halt_it)
-			halt(p, b, 1);
-		else
-			release(p, b);
-		return 0;
-	}
-	return v05__fail(-ENOENT, "no batch %llu in flight",
-			 (unsigned long long)batch);
 }

@@ -4,7 +4,8 @@
  * rewards, fit the batch's prior (eb.c), choose each prompt's extra samples
  * m, finalize the prompts with m = 0 and release the rest in one wave,
  * padded as configured. The second wave's groups finalize as they come in
- * (decide.c), so a batch takes at most two waves. No halt applies.
+ * (decide.c), so a batch takes at most two waves. No halt applies. This
+ * is v05-eb under the rounds schedule.
  *
  * Crash consistency: the fit is stored in the batch record before anything
  * is finalized or planned, and a stored fit is reused; m is a pure function
@@ -13,7 +14,7 @@
  */
 #include <math.h>
 
-#include "internal.h"
+#include "schedule.h"
 #include "stats_core.h"
 
 
@@ -43,24 +44,7 @@ static void fit_batch(struct v05_plugin *p, uint32_t b, const uint64_t *keys,
 	rec->eb_n0 = fit.n0;
 }
 
-bool v05__eb_fit_of(const struct v05_plugin *p, uint32_t b,
-		    struct v05_eb_fit *fit)
-{
-	/* No barrier: the running fit (eb_stream.c). */
-	if (p->cfg.schedule == V05_SCHEDULE_STREAM)
-		return v05__eb_running_fit(p, fit);
-	/* One read of each field; the grid's bounds with rounding room. */
-	double n0 = p->batch_recs[b].eb_n0, h = p->batch_recs[b].eb_h;
-
-	if (!(n0 >= 0.999 && n0 <= 1000.001 && h >= V05_EB_H_MIN * 0.999 &&
-	      h <= V05_EB_H_MAX * 1.001))
-		return false;
-	fit->n0 = n0;
-	fit->h = h;
-	return true;
-}
-
-void v05__eb_barrier(struct v05_plugin *p, uint32_t b)
+static void eb_barrier(struct v05_plugin *p, uint32_t b)
 {
 	struct batch_local *bl = &p->batches[b];
 	struct v05_batch_rec *rec = &p->batch_recs[b];
@@ -109,3 +93,8 @@ void v05__eb_barrier(struct v05_plugin *p, uint32_t b)
 	if (rec->id == id && total)
 		v05__pad_and_issue(p, b, total);
 }
+
+const struct v05__schedule v05__sched_eb_barrier = {
+	.name = "v05-eb barrier",
+	.progress = eb_barrier,
+};

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * v05_eb_state_get / v05_eb_state_set_remote: v05-eb's running fit for
+ * and from the other engines (docs/STATISTICS.md, "Several engines").
+ */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "top.h"
+#include "../shm/error.h"
+#include "v05/observer.h"
+
+static int check_stream_eb(const struct v05_plugin *p, const char *what)
+{
+	if (!p)
+		return v05__fail(-EINVAL, "%s: NULL plugin", what);
+	if (p->params.mode != V05_MODE_V05_EB ||
+	    p->cfg.schedule != V05_SCHEDULE_STREAM)
+		return v05__fail(-EINVAL,
+				 "%s: the running fit is v05-eb's under the stream schedule; segment %s runs mode %s, schedule %s",
+				 what, p->seg.name, v05_mode_name(p->params.mode),
+				 v05_schedule_name(p->cfg.schedule));
+	return 0;
+}
+
+V05_API int v05_eb_state_get(struct v05_plugin *p, struct v05_eb_state *own)
+{
+	int ret;
+
+	v05__clear_error();
+	ret = check_stream_eb(p, "eb_state_get");
+	if (ret)
+		return ret;
+	if (!own)
+		return v05__fail(-EINVAL, "eb_state_get: NULL state");
+	memcpy(own, &p->fit->own, sizeof(*own));
+	return 0;
+}
+
+V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
+				    const struct v05_eb_state *others)
+{
+	int ret;
+
+	v05__clear_error();
+	ret = check_stream_eb(p, "eb_state_set_remote");
+	if (ret)
+		return ret;
+	if (!others)
+		return v05__fail(-EINVAL, "eb_state_set_remote: NULL state");
+	if (!(isfinite(others->weight) && others->weight >= 0.0))
+		return v05__fail(-EDOM,
+				 "eb_state_set_remote: weight %g is not a finite number >= 0",
+				 others->weight);
+	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
+		for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
+			if (!isfinite(others->ll[j][l]))
+				return v05__fail(-EDOM,
+						 "eb_state_set_remote: log-likelihood [%u][%u] is %g",
+						 j, l, others->ll[j][l]);
+	memcpy(&p->fit->remote, others, sizeof(*others));
+	p->fit->remote_sets++;
+	/* Undecided prompts of a cold start may be warm now. */
+	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++)
+		if (p->batch_recs[b].id && p->batches[b].n_held)
+			v05__schedule_progress(p, b);
+	return 0;
+}

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Which schedule a plugin runs, and the calls into it: (mode, schedule)
+ * picks one of the sched_*.c files; the top calls it through here after
+ * every event, on the stream deadline, and on a takeover's resume.
+ */
+#include "top.h"
+#include "../shm/proc.h"
+
+const struct v05__schedule *v05__schedule_of(const struct v05_plugin *p)
+{
+	bool stream = p->cfg.schedule == V05_SCHEDULE_STREAM;
+
+	/* v05-eb: rounds is its batch barrier (the fit of the whole first
+	 * wave), stream decides each prompt on its own. */
+	if (p->params.mode == V05_MODE_V05_EB)
+		return stream ? &v05__sched_eb_stream : &v05__sched_eb_barrier;
+	return stream ? &v05__sched_stream : &v05__sched_rounds;
+}
+
+void v05__schedule_progress(struct v05_plugin *p, uint32_t b)
+{
+	v05__schedule_of(p)->progress(p, b);
+}
+
+void v05__schedule_deadlines(struct v05_plugin *p)
+{
+	const struct v05__schedule *s = v05__schedule_of(p);
+	uint64_t dl = (uint64_t)p->cfg.stream_deadline_us * 1000u, now = 0;
+
+	if (!s->deadline)
+		return;
+	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++) {
+		struct v05_batch_rec *rec = &p->batch_recs[b];
+
+		if (!rec->id || !p->batches[b].n_held || !rec->hold_since_ns)
+			continue;
+		/* The clock only when a batch holds prompts; its decisions'
+		 * latencies and final_ns use it too. */
+		if (!now) {
+			v05__clock_refresh(p);
+			now = p->now_ns;
+		}
+		/* hold_since may be later than a `now` taken before it. */
+		if (now >= rec->hold_since_ns && now - rec->hold_since_ns >= dl)
+			s->deadline(p, b);
+	}
+}
+
+int64_t v05__schedule_next_deadline_ns(struct v05_plugin *p, uint64_t now)
+{
+	uint64_t dl = (uint64_t)p->cfg.stream_deadline_us * 1000u;
+	int64_t best = -1;
+
+	if (!v05__schedule_of(p)->deadline)
+		return -1;
+	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++) {
+		struct v05_batch_rec *rec = &p->batch_recs[b];
+		int64_t left;
+
+		if (!rec->id || !p->batches[b].n_held || !rec->hold_since_ns)
+			continue;
+		left = now >= rec->hold_since_ns && now - rec->hold_since_ns >= dl ?
+			       0 : (int64_t)(rec->hold_since_ns + dl - now);
+		if (best < 0 || left < best)
+			best = left;
+	}
+	return best;
+}
+
+void v05__schedule_resume(struct v05_plugin *p, uint32_t b)
+{
+	struct v05_batch_rec *rec = &p->batch_recs[b];
+
+	if (!v05__batch_active(p, b))
+		return;
+	if (rec->state == V05_B_RELEASING) {
+		v05__issue_plan(p, b); /* the plan is in the entries */
+	} else if (rec->state == V05_B_HALTED) {
+		v05__halt(p, b, 0); /* finalize the held ones the halt left */
+		if (v05__batch_active(p, b))
+			rec->state = V05_B_HALTED;
+	} else {
+		v05__schedule_progress(p, b);
+	}
+}
