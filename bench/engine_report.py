@@ -26,6 +26,7 @@ def per_rep(rows, mode):
             continue
         s = out.setdefault(r["rep"], {"wall_s": 0.0, "tokens": 0,
                                       "wasted_tokens": 0, "samples": 0,
+                                      "aborted": 0,
                                       "busy_area": 0.0, "overhead_s": 0.0,
                                       "handoff_s": 0.0,
                                       "p50": [], "p99": [], "mse": []})
@@ -33,6 +34,7 @@ def per_rep(rows, mode):
         s["tokens"] += r["tokens"]
         s["wasted_tokens"] += r["wasted_tokens"]
         s["samples"] += r["samples"]
+        s["aborted"] += r.get("aborted", 0)
         s["busy_area"] += r["busy"] * r["wall_s"]
         s["overhead_s"] += r["overhead_s"]
         s["handoff_s"] += r.get("handoff_s", 0.0)
@@ -70,12 +72,25 @@ def svg(run, path):
            'font-size="11">']
     for i, r in enumerate(panels):
         y0 = pad + i * (h + pad)
-        pts, prev = [], 0
+        # A step line, one column per half pixel: the level coming in,
+        # the lowest and highest within, the level going out (the picture
+        # is the same as with every event; the file is not 100 times it).
+        cols, prev = {}, 0
         for t, n in r["trace"]:
-            x = 50 + (w - 60) * t / t_max
-            pts.append(f"{x:.1f},{y0 + h - h * prev / cap:.1f}")
-            pts.append(f"{x:.1f},{y0 + h - h * n / cap:.1f}")
+            x = round(2 * (w - 60) * t / t_max)
+            c = cols.setdefault(x, [prev, n, n, n])
+            c[1], c[2], c[3] = min(c[1], n), max(c[2], n), n
             prev = n
+        xy = []
+        for x, (enter, lo, hi, leave) in sorted(cols.items()):
+            for n in (enter, lo, hi, leave):
+                p = (f"{50 + x / 2:.1f}", f"{y0 + h - h * n / cap:.1f}")
+                # A point inside a flat run adds nothing: drop it.
+                if len(xy) >= 2 and xy[-1][1] == xy[-2][1] == p[1]:
+                    xy[-1] = p
+                elif not xy or xy[-1] != p:
+                    xy.append(p)
+        pts = [f"{x},{y}" for x, y in xy]
         out.append(f'<text x="50" y="{y0 - 6}">{escape(r["mode"])}: '
                    f'{r["wall_s"]:.2f} s, busy {r["busy"]:.2f}</text>')
         out.append(f'<rect x="50" y="{y0}" width="{w - 60}" height="{h}" '
@@ -92,13 +107,38 @@ def svg(run, path):
     return True
 
 
+def run_tag(run):
+    """engine_run.run_tag of the run's arguments."""
+    a = run["args"]
+    tag = f"engine-{run['engine'].split()[0].lower()}-s{a['sigma']:g}"
+    if (a["noise"], a["hallucination"]) != (0.2, 0.05):
+        tag += f"-n{a['noise']:g}-h{a['hallucination']:g}"
+    return tag
+
+
+def rerun(run):
+    """The command that makes this run again."""
+    a = run["args"]
+    cmd = f"bench/engine --engine {run['engine'].split()[0].lower()} " \
+        f"--sigma {a['sigma']:g}"
+    if (a["noise"], a["hallucination"]) != (0.2, 0.05):
+        cmd += f" --noise {a['noise']:g} --hallucination {a['hallucination']:g}"
+    if a.get("eb_early", 0.05) != 0.05:
+        cmd += f" --eb-early {a['eb_early']:g}"
+    if a["reps"] != 5:
+        cmd += f" --reps {a['reps']}"
+    return cmd
+
+
 def section(run, svg_rel):
     a = run["args"]
     rows = run["rows"]
     modes = run["modes"]
     reps = {m: per_rep(rows, m) for m in modes}
     lines = [
-        f"## {run['engine']}, per-sample sigma {a['sigma']:g}",
+        f"## {run['engine']}, per-sample sigma {a['sigma']:g}" +
+        (f", priors noise {a['noise']:g} with {a['hallucination']:g} random"
+         if (a["noise"], a["hallucination"]) != (0.2, 0.05) else ""),
         "",
         f"{run['date']}, commit {run['commit']}, v05 {run['v05']}, "
         f"{run['cpus']} cores; run time {run['run_s'] / 60:.1f} min. "
@@ -107,9 +147,8 @@ def section(run, svg_rel):
         f"lengths lognormal: median {a['median']:g}, per-sample sigma "
         f"{a['sigma']:g}, per-prompt sigma {a['prompt_sigma']:g}, cap "
         f"{a['cap']}; max_num_seqs {a['max_seqs']}; priors: noise "
-        f"{a['noise']:g}, {a['hallucination']:g} of them random. Rerun: "
-        f"`bench/engine --engine {run['engine'].split()[0].lower()} --sigma "
-        f"{a['sigma']:g}`.",
+        f"{a['noise']:g}, {a['hallucination']:g} of them random; early "
+        f"start at {a.get('eb_early', 0.05):g}. Rerun: `{rerun(run)}`.",
         "",
         "| mode | wall s | tokens | wasted tokens (at most) | samples | busy | "
         "first request to final p50 / p99 s | plugin calls % of wall | "
@@ -181,10 +220,20 @@ def section(run, svg_rel):
         wall = ratios(E, D, "wall_s")
         cost = [(E[k]["tokens"] + E[k]["wasted_tokens"]) / D[k]["tokens"]
                 for k in E if k in D]
+        ab = [E[k]["aborted"] for k in E]
         lines += ["", f"Early start against the default: wall {spread(wall)}, "
                   f"tokens generated (wasted included, at most) "
-                  f"{spread(cost)}. It would be the default only if it won "
-                  "on wall at a small token cost."]
+                  f"{spread(cost)}; samples started early and aborted per "
+                  f"repetition {spread(ab, '%d')}, samples issued "
+                  f"{spread([E[k]['samples'] for k in E], '%d')} against "
+                  f"the default's {spread([D[k]['samples'] for k in D], '%d')}"
+                  ". It would be the default only if it won on wall at a "
+                  "small token cost."]
+        if all(E[k]["samples"] == D[k]["samples"] and not E[k]["aborted"]
+               for k in E if k in D):
+            lines[-1] += (" Here no prompt's chance of more samples reached "
+                          "the threshold: both rows did the same work, and "
+                          "their wall ratio is the run's noise.")
     if BARRIER in reps and DEFAULT in reps:
         wall = ratios(reps[DEFAULT], reps[BARRIER], "wall_s")
         lines += ["", f"No barrier against the barrier: wall {spread(wall)}."]
@@ -220,15 +269,15 @@ def main():
         "to final* the time from a prompt's first request to its final "
         "decision (mean over batches of the batch's p50 and p99); "
         "*plugin calls* the time inside submit, poll, release and group, "
-        "*reward hand-off* the time scoring and pushing rewards (on the "
-        "driver's pool threads, beside the engine's), both against the "
-        "wall; *baseline MSE* against the tiny model's exact success "
+        "*reward hand-off* the CPU time scoring and pushing rewards took "
+        "(on the driver's pool threads, beside the engine's), both against "
+        "the wall; *baseline MSE* against the tiny model's exact success "
         "probability.",
         "",
     ]
     for run in runs:
         a = run["args"]
-        tag = f"engine-{run['engine'].split()[0].lower()}-s{a['sigma']:g}"
+        tag = run_tag(run)
         rel = f"plots/{tag}.svg"
         ok = svg(run, os.path.join(ROOT, "bench", rel))
         lines += section(run, rel if ok else None)

@@ -235,6 +235,8 @@ _sig("v05_eb_estimate", _int, ctypes.POINTER(Params), ctypes.POINTER(EbFit),
 _sig("v05_eb_fit", _int, ctypes.POINTER(ctypes.c_double),
      ctypes.POINTER(_u32), ctypes.POINTER(ctypes.c_double), _u32,
      ctypes.POINTER(EbFit))
+_sig("v05_eb_n0_at", ctypes.c_double, _u32)
+_sig("v05_eb_h_at", ctypes.c_double, _u32)
 _sig("v05_eb_state_init", None, ctypes.POINTER(EbState))
 _sig("v05_eb_state_fold", _int, ctypes.POINTER(EbState), ctypes.c_double,
      ctypes.c_double, _u32, ctypes.c_double)

@@ -97,6 +97,13 @@ class EbState:
         st._s.folded = int(values[-1])
         return st
 
+    @staticmethod
+    def grid():
+        """Every (n0, h) a fit can be, in the grid's order."""
+        return [(lib.v05_eb_n0_at(j), lib.v05_eb_h_at(i))
+                for j in range(_lib.EB_N0_GRID)
+                for i in range(_lib.EB_H_GRID)]
+
     def __eq__(self, other) -> bool:
         return isinstance(other, EbState) and \
             bytes(self._s) == bytes(other._s)

@@ -1,17 +1,33 @@
 # SPDX-License-Identifier: MIT
 """What the demos share: the modes they compare and the table they print."""
 
-__all__ = ["MODES", "format_table"]
+__all__ = ["MODES", "format_table", "with_schedule", "schedule_text"]
 
 # mode -> (label, plugin parameters): the paper's comparison.
 MODES = {
-    "v05": ("v05 (OSLA)", dict(mode="v05", k_init=4, k_step=2, k_max=16)),
-    "v05-eb": ("v05-eb (two waves)", dict(mode="v05-eb", k_init=4, k_step=2,
-                                          k_max=16)),
+    # The paper's rule on the paper's schedule; v05-eb on the library's
+    # default (stream: no barrier). --schedule overrides both.
+    "v05": ("v05 (OSLA)", dict(mode="v05", k_init=4, k_step=2, k_max=16,
+                               schedule="rounds")),
+    "v05-eb": ("v05-eb (no barrier)", dict(mode="v05-eb", k_init=4,
+                                           k_step=2, k_max=16)),
     "v05-fixed": ("v05-fixed k=4", dict(mode="v05-fixed", k_init=4, k_max=4)),
     "grpo": ("grpo G=16", dict(mode="grpo", k_init=16, k_max=16)),
     "dapo": ("dapo G=16", dict(mode="dapo", k_init=16, k_max=16)),
 }
+
+
+def with_schedule(params, schedule):
+    """A mode's plugin parameters, with --schedule (if given) over its own."""
+    out = dict(params)
+    if schedule:
+        out["schedule"] = schedule
+    return out
+
+
+def schedule_text(schedule):
+    return f"schedule {schedule}" if schedule else \
+        "schedules: rounds for v05 (the paper's), stream for v05-eb (no barrier)"
 
 
 def format_table(head, rows):

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import version
 from ..core.plugin import Plugin
-from .common import MODES, format_table
+from .common import MODES, format_table, schedule_text, with_schedule
 from .sim import Latency, Progress, SimEngine, make_prompts
 
 def parse_args(argv):
@@ -32,8 +32,9 @@ def parse_args(argv):
     ap.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     ap.add_argument("--modes", default="v05,v05-eb,v05-fixed,grpo,dapo",
                     help="comma-separated: v05, v05-eb, v05-fixed, grpo, dapo")
-    ap.add_argument("--schedule", choices=["rounds", "stream"], default="rounds",
-                    help="batch policy (default rounds, the paper's)")
+    ap.add_argument("--schedule", choices=["rounds", "stream"], default=None,
+                    help="batch policy for every mode (default: rounds for "
+                    "v05, the paper's; stream, no barrier, for v05-eb)")
     ap.add_argument("--workers", type=int, default=4,
                     help="reward-worker processes (default 4)")
     ap.add_argument("--latency", default="lognormal:2:0.5",
@@ -109,8 +110,8 @@ def run_mode(mode, args, prompts):
     with Plugin.create(name, max_prompts=max(args.prompts, 64),
                        max_producers=args.workers + 4,
                        lane_capacity=16384, halt_fraction=args.halt,
-                       pad_multiple=args.pad, schedule=args.schedule,
-                       reclaim=True, **params) as plugin:
+                       pad_multiple=args.pad, reclaim=True,
+                       **with_schedule(params, args.schedule)) as plugin:
         with SimEngine(plugin, prompts, workers=args.workers,
                        latency=args.latency, seed=args.seed) as eng:
             res = eng.run(Progress(len(prompts), mode, not args.no_progress))
@@ -149,7 +150,7 @@ def main(argv=None):
     results = [run_mode(m, args, prompts) for m in args.modes]
     print(f"v05 {version()} demo: {args.prompts} prompts, seed {args.seed}, "
           f"prior noise {args.noise}, hallucination {args.hallucination}, "
-          f"schedule {args.schedule}, pad {args.pad}, {args.workers} reward "
+          f"{schedule_text(args.schedule)}, pad {args.pad}, {args.workers} reward "
           f"workers, generation latency {args.latency} ms, wait path "
           f"{results[0].wait_path}")
     print(table(results))

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core.plugin import Plugin
 from ..engines.sglang import SGLangRollout
+from .common import schedule_text, with_schedule
 from .demo_vllm import _Meter, table
 from .sim import Progress
 
@@ -62,9 +63,9 @@ async def _run_mode(engine, mode, label, params, args, items, truth):
         return tiny.reward(prompt_of[uid], out["output_ids"])
 
     cfg = dict(max_prompts=max(len(items), 64), pad_multiple=args.pad,
-               schedule=args.schedule, halt_fraction=args.halt,
+               halt_fraction=args.halt,
                lane_capacity=16384)
-    cfg.update(params)
+    cfg.update(with_schedule(params, args.schedule))
     name = f"demo-{os.getpid()}-{mode}"
     with Plugin.create(name, reclaim=True, **cfg) as plugin:
         meter = _SGLangMeter(plugin)
@@ -141,7 +142,7 @@ def run(args, modes) -> int:
     print(f"v05 {version()} demo on sglang {sglang.__version__} (CPU engine, "
           f"float32): {args.prompts} prompts of a local 2-layer Llama, seed "
           f"{args.seed}, prior noise {args.noise}, hallucination "
-          f"{args.hallucination}, schedule {args.schedule}, halt {args.halt}, "
+          f"{args.hallucination}, {schedule_text(args.schedule)}, halt {args.halt}, "
           f"pad {args.pad}, max_tokens {args.max_tokens}")
     print(table(rows))
     print("baseline MSE: mean over prompts of (baseline - true mean)^2, the "

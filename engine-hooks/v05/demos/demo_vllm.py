@@ -23,7 +23,7 @@ import numpy as np
 from ..core.plugin import Plugin
 from ..engines.driver import GroupRollout
 from ..engines.vllm import engine_input, single_sample_params
-from .common import format_table
+from .common import format_table, schedule_text, with_schedule
 from .sim import Progress
 
 __all__ = ["run"]
@@ -83,9 +83,9 @@ def _run_mode(engine, mode, label, params, args, items, truth):
         return tiny.reward(out.prompt_token_ids, out.outputs[0].token_ids)
 
     cfg = dict(max_prompts=max(len(items), 64), pad_multiple=args.pad,
-               schedule=args.schedule, halt_fraction=args.halt,
+               halt_fraction=args.halt,
                lane_capacity=16384)
-    cfg.update(params)
+    cfg.update(with_schedule(params, args.schedule))
     with Plugin.create(name, reclaim=True, **cfg) as plugin:
         meter = _Meter(plugin)
         prog = Progress(len(items), label, not args.no_progress)
@@ -208,7 +208,7 @@ def run(args, modes) -> int:
     print(f"v05 {version()} demo on vLLM {vllm.__version__} (CPU, float32): "
           f"{args.prompts} prompts of a local 2-layer Llama, seed {args.seed}, "
           f"prior noise {args.noise}, hallucination {args.hallucination}, "
-          f"schedule {args.schedule}, halt {args.halt}, pad {args.pad}, "
+          f"{schedule_text(args.schedule)}, halt {args.halt}, pad {args.pad}, "
           f"max_tokens {args.max_tokens}")
     print(table(rows))
     print("baseline MSE: mean over prompts of (baseline - true mean)^2, the "
