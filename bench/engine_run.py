@@ -223,18 +223,21 @@ async def run_mode(a, engine, label, params, batches, trace_batch):
                 finally:
                     _m.handoff_s += time.thread_time() - t
             drv._push = timed_push
+            before = plugin.stats()
             t0 = time.perf_counter()
             try:
                 res = await ro.generate(items)
             finally:
                 ro.close()
             wall = time.perf_counter() - t0
-            err = []
+            err, ks = [], []
             for uid, r in sorted(res.items()):
                 err.append((r.group.baseline - truth[uid]) ** 2)
+                ks.append(r.group.k)
                 r.group = None
                 plugin.release(r.decision)
             meter.unwrap(plugin)
+            after = plugin.stats()
             lat = [meter.final[u] - meter.first[u] for u in meter.final
                    if u in meter.first]
             row = {"mode": label, "batch": b, "wall_s": wall,
@@ -246,7 +249,11 @@ async def run_mode(a, engine, label, params, batches, trace_batch):
                    "lat_p99_s": float(np.percentile(lat, 99)),
                    "overhead_s": meter.overhead_s,
                    "handoff_s": meter.handoff_s,
-                   "mse": float(np.mean(err))}
+                   "mse": float(np.mean(err)),
+                   # samples added only to pad a dispatch to pad_multiple
+                   "padded": after["samples_padded"] -
+                   before["samples_padded"],
+                   "k_hist": np.bincount(ks, minlength=17).tolist()}
             if meter.trace is not None:
                 row["trace"] = [(round(t - t0, 4), n) for t, n in meter.trace]
             rows.append(row)

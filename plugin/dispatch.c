@@ -273,16 +273,16 @@ void v05__release_steps(struct v05_plugin *p, uint32_t b)
 		e->k_planned = (uint8_t)(v05__group_k(e) + step);
 		total += step;
 	}
-	v05__pad_and_issue(p, b, total);
+	v05__pad_and_issue(p, b, total, p->cfg.pad_multiple);
 }
 
 /* The held prompts' plans are set (total samples): pad, persist, issue.
  * A padded prompt is marked (pad8) so its SAMPLE says so. */
-void v05__pad_and_issue(struct v05_plugin *p, uint32_t b, uint64_t total)
+void v05__pad_and_issue(struct v05_plugin *p, uint32_t b, uint64_t total,
+			uint32_t pad)
 {
 	uint64_t *keys;
 	uint32_t n = v05__held_keys(p, b, &keys), m = 0;
-	uint32_t pad = p->cfg.pad_multiple;
 	struct pad_item *items = p->pad_items; /* n <= slot_count */
 
 	for (uint32_t i = 0; i < n; i++) {

@@ -40,9 +40,10 @@ void v05__hold(struct v05_plugin *p, struct v05_prompt *e, float gap,
 /* A held prompt back to collecting (v05-eb: an early start's plan that
  * its early samples already cover). */
 void v05__unhold(struct v05_plugin *p, struct v05_prompt *e);
-/* Pad the held prompts' plans (k_planned) to the dispatch multiple, mark
- * the batch RELEASING and issue: one wave. */
-void v05__pad_and_issue(struct v05_plugin *p, uint32_t b, uint64_t total);
+/* Pad the held prompts' plans (k_planned, total samples) to a multiple of
+ * pad (1: no padding), mark the batch RELEASING and issue: one wave. */
+void v05__pad_and_issue(struct v05_plugin *p, uint32_t b, uint64_t total,
+			uint32_t pad);
 /* Plan every held prompt (k_step each; v05-eb: its own plan) and issue. */
 void v05__release_steps(struct v05_plugin *p, uint32_t b);
 /* Issue what the plans say (a release, or a takeover finding RELEASING). */

@@ -91,7 +91,7 @@ static void eb_barrier(struct v05_plugin *p, uint32_t b)
 			v05__finalize(p, e, 0, 0);
 	}
 	if (rec->id == id && total)
-		v05__pad_and_issue(p, b, total);
+		v05__pad_and_issue(p, b, total, p->cfg.pad_multiple);
 }
 
 const struct v05__schedule v05__sched_eb_barrier = {

@@ -19,7 +19,8 @@
  *
  * A decided "more" waits only to pad: released when the batch's planned
  * samples reach pad_multiple, when no prompt of the batch is collecting,
- * or at the stream deadline (schedule.c), with each prompt's own plan.
+ * or, unpadded, at the stream deadline (schedule.c), with each prompt's
+ * own plan.
  *
  * What depends on arrival order: the fit a decision sees is over the
  * first waves folded before it (and its own), so the same rewards in the
@@ -162,7 +163,7 @@ static void release_multiples(struct v05_plugin *p, uint32_t b)
 			e->pad8 |= V05_PF_DEFER;
 		}
 	}
-	v05__pad_and_issue(p, b, sum);
+	v05__pad_and_issue(p, b, sum, p->cfg.pad_multiple);
 }
 
 static void eb_stream_check(struct v05_plugin *p, uint32_t b)
@@ -183,7 +184,7 @@ static void eb_stream_check(struct v05_plugin *p, uint32_t b)
 	if (rec->id != id || !bl->n_held)
 		return;
 	if (!bl->n_collecting) {
-		v05__pad_and_issue(p, b, bl->held_samples);
+		v05__pad_and_issue(p, b, bl->held_samples, p->cfg.pad_multiple);
 		return;
 	}
 	if (bl->held_samples >= p->cfg.pad_multiple) {
@@ -219,10 +220,17 @@ static void eb_first_wave(struct v05_plugin *p, struct v05_prompt *e)
 			eb_stream_check(p, b);
 }
 
-/* The stream deadline: everything held goes, with its own plan. */
+/*
+ * The stream deadline: everything held goes, with its own plan, unpadded.
+ * On an engine, first waves end one at a time over the batch's long tail,
+ * so the deadline fires for a plan or two at a time; padding each such
+ * release up to the multiple gave a third of all samples to padding in
+ * bench/ENGINE.md's weak-prior run (most prompts pushed to k_max). A
+ * release below the multiple costs a continuous-batching engine nothing.
+ */
 static void eb_stream_deadline(struct v05_plugin *p, uint32_t b)
 {
-	v05__pad_and_issue(p, b, p->batches[b].held_samples);
+	v05__pad_and_issue(p, b, p->batches[b].held_samples, 1);
 }
 
 const struct v05__schedule v05__sched_eb_stream = {

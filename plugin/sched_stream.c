@@ -17,7 +17,11 @@ static void stream_check(struct v05_plugin *p, uint32_t b)
 
 	if (!v05__batch_active(p, b) || rec->state == V05_B_HALTED)
 		return;
-	if (v05__below_halt(p, b, bl->n_open)) {
+	/* Only the paper's rule asks for more: under the others (fixed k,
+	 * GRPO, DAPO) a halt would stop nothing, and counting one would say
+	 * otherwise. */
+	if (p->params.mode == V05_MODE_V05 &&
+	    v05__below_halt(p, b, bl->n_open)) {
 		v05__halt(p, b, 1);
 		return;
 	}

@@ -222,6 +222,76 @@ static void test_each_prompt_on_its_own(void **state)
 	free(f);
 }
 
+static uint64_t counter(struct v05_plugin *p, const char *name)
+{
+	uint64_t v[256];
+	int n = v05_counters(p, v, 256);
+
+	for (int i = 0; i < n; i++)
+		if (v05_counter_name((uint32_t)i) &&
+		    !strcmp(v05_counter_name((uint32_t)i), name))
+			return v[i];
+	fail_msg("no counter %s", name);
+	return 0;
+}
+
+/*
+ * pad 32, deadline 1 ms: a prompt decided "more" while the others collect
+ * is held to pad; at the deadline (v05_wait returns for it) it goes with
+ * its own plan and nothing more: no padding sample, no PADDED flag (a
+ * padded release would have filled its room up to k_max).
+ */
+static void test_deadline_unpadded(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct v05_eb_state ref;
+	const double keep = 1.0 - 1.0 / 40.0;
+	int held = 0;
+
+	(void)state;
+	config(f, 1, 32);
+	f->c.stream_deadline_us = 1000;
+	open_fx(f, "ebs-dl");
+	v05_eb_state_init(&ref);
+	submit(f, 0);
+	/* Until a plan below k_max's room: padding would have room there. */
+	for (int i = 0; i < N - 1 && !held; i++) {
+		struct v05_eb_fit fit;
+		int m, want;
+
+		push_range(f, i, 0, 4);
+		m = v05_poll(f->p, f->d, MAXD);
+		assert_int_equal(v05_eb_state_fold(&ref, keep, f->prior[i], 4,
+						   first_successes(f, i)), 0);
+		assert_int_equal(v05_eb_state_fit(&ref, &fit), 0);
+		want = v05_eb_choose(&f->c.params, &fit, f->prior[i], 4,
+				     first_successes(f, i));
+		if (want == 0) {
+			assert_int_equal(m, 1);
+			assert_int_equal(f->d[0].kind, V05_DECISION_FINAL);
+			assert_int_equal(v05_release(f->p, f->d[0].slot,
+						     f->d[0].gen, f->key[i]), 0);
+			continue;
+		}
+		assert_true(want < 32);
+		assert_int_equal(m, 0); /* held to pad */
+		assert_int_equal(v05_wait(f->p, 60000), 1);
+		m = v05_poll(f->p, f->d, MAXD);
+		assert_int_equal(m, 1);
+		assert_int_equal(f->d[0].kind, V05_DECISION_SAMPLE);
+		assert_int_equal(f->d[0].key, f->key[i]);
+		assert_int_equal(f->d[0].k, (uint32_t)want);
+		assert_int_equal(f->d[0].flags & V05_DF_PADDED, 0);
+		held = want < 12;
+		push_range(f, i, 4, 4 + (uint32_t)want);
+		settle(f, v05_poll(f->p, f->d, MAXD));
+	}
+	assert_true(held);
+	assert_int_equal(counter(f->p, "samples_padded"), 0);
+	close_fx(f);
+	free(f);
+}
+
 /* eb_cold 8: the first seven first waves wait; the eighth decides all
  * eight at once; later ones are decided one by one. */
 static void test_cold_start(void **state)
@@ -526,6 +596,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_each_prompt_on_its_own),
 		cmocka_unit_test(test_cold_start),
+		cmocka_unit_test(test_deadline_unpadded),
 		cmocka_unit_test(test_cold_batch_end),
 		cmocka_unit_test(test_same_order_same_decisions),
 		cmocka_unit_test(test_merged_state),
