@@ -11,10 +11,15 @@ and waits for the result.
 import asyncio
 import itertools
 import os
+import sys
 import signal
 import threading
 
 import pytest
+
+# tests/group_expect.py: what both engines' tests expect of a group.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
 
 sglang = pytest.importorskip("sglang", reason="the sglang environment "
                              "(scripts/setup-sglang) is not this Python")

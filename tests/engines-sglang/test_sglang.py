@@ -19,6 +19,7 @@ import v05
 from v05.demos import tiny
 from v05.engines.sglang import SGLangRollout
 
+from group_expect import expected  # noqa: E402
 from sgl_helpers import (PARAMS, PROMPTS, Recorder, batch_items,  # noqa: E402
                          record_decisions, rid_uid_sample, sglang_idle)
 
@@ -108,24 +109,6 @@ def run_batches(engine_loop, segname, mode, schedule="rounds", pad=8,
     return out, rec, idle, seen, rewards, stats, params, prompt_of
 
 
-GRID = v05.EbState.grid()
-
-
-def running_fit_of(prior, saw, params, base, tried):
-    """v05-eb without a barrier: the grid point whose estimate gives this
-    baseline (the running fit when the group finalized: it depends on the
-    order first waves came in). The fits already found are tried first."""
-    for fit in tried + GRID:
-        est = v05.estimate(prior, saw, mode="v05-eb", cost=params["cost"],
-                           k_step=params["k_step"], k_max=params["k_max"],
-                           fit=fit)
-        if est["baseline"] == base:
-            if fit not in tried:
-                tried.insert(0, fit)
-            return est
-    return None
-
-
 def check_run(out, rec, idle, seen, rewards, stats, params, prompt_of, mode,
               pad, sampling=SAMPLING,
               running=False):
@@ -160,14 +143,9 @@ def check_run(out, rec, idle, seen, rewards, stats, params, prompt_of, mode,
                     ("length", "stop")
             saw = [rewards[(uid, s)] for s in range(k)]
             assert rw.tolist() == saw
-            if running:
-                est = running_fit_of(priors[uid], saw, params, base, tried)
-                assert est is not None, f"{uid}: no fit gives {base}"
-            else:
-                est = v05.estimate(priors[uid], saw, mode=mode,
-                                   cost=params["cost"],
-                                   k_step=params["k_step"],
-                                   k_max=params["k_max"], fit=fit)
+            est = expected(priors[uid], saw, params, mode, base, fit=fit,
+                           running=running, tried=tried)
+            assert est is not None, f"{uid}: no fit gives {base}"
             assert base == est["baseline"]
             np.testing.assert_array_equal(
                 adv, np.array(est["advantages"], dtype=np.float32))

@@ -9,9 +9,14 @@ hands that loop its coroutine (`on_engine`) and waits for the result.
 import asyncio
 import itertools
 import os
+import sys
 import threading
 
 import pytest
+
+# tests/group_expect.py: what both engines' tests expect of a group.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
 
 vllm = pytest.importorskip("vllm", reason="the engine environment "
                            "(scripts/setup-engine) is not this Python")
