@@ -165,6 +165,10 @@ def section(run, svg_rel):
         "baseline MSE |",
         "|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|",
     ]
+    if not any("padded" in r for r in rows):
+        lines[2] += (" This run predates commit a085fe5, where v05-eb's "
+                     "stream deadline stopped padding its releases; its "
+                     "padding samples were not recorded.")
     for m in modes:
         R = reps[m]
         ks = sorted(R)
