@@ -69,7 +69,7 @@ struct v05_config {
 	double halt_fraction;       /* in [0, 1]                               */
 	uint32_t pad_multiple;      /* dispatch multiple, >= 1 (1: no padding) */
 	uint32_t schedule;          /* enum v05_schedule                      */
-	uint32_t stream_deadline_us;/* stream: longest hold of a SAMPLE        */
+	uint32_t stream_deadline_us;/* stream: longest hold (v05-eb: unpadded) */
 	uint32_t max_prompts;       /* prompts active (not released) at once  */
 	uint32_t max_producers;     /* reward-worker processes at once        */
 	uint32_t lane_capacity;     /* records per lane, power of two         */

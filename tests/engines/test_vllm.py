@@ -100,7 +100,9 @@ def check_run(out, calls, idle, seen, rewards, stats, params, mode, pad,
             np.testing.assert_array_equal(
                 adv, np.array(est["advantages"], dtype=np.float32))
     # Padding: each dispatch (one call's SAMPLE decisions of one batch) is
-    # a multiple of pad, unless a prompt in it reached k_max.
+    # a multiple of pad, unless a prompt in it reached k_max, or (v05-eb
+    # without a barrier) the stream deadline released it as planned,
+    # without a padding sample.
     total = collections.Counter()
     for call in seen:
         by_batch = collections.defaultdict(list)
@@ -112,7 +114,8 @@ def check_run(out, calls, idle, seen, rewards, stats, params, mode, pad,
             for d in ds:
                 total[d.uid] += len(d.samples)
             capped = any(total[d.uid] == params["k_max"] for d in ds)
-            assert n % pad == 0 or capped, (n, pad)
+            unpadded = running and not any(d.padded for d in ds)
+            assert n % pad == 0 or capped or unpadded, (n, pad)
 
 
 def waves(seen):
