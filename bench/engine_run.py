@@ -27,6 +27,8 @@ import v05
 from v05.demos import tiny
 from v05.engines.driver import sample_seed
 
+from engine_report import EB_EARLY, PRIORS, tag_of  # this folder
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # label -> Plugin.create keywords. halt 0 for the paper's rule: with its
@@ -59,15 +61,6 @@ def lengths(seed, batch, uid_index, n_samples, a):
         x = a.median * np.exp(a.prompt_sigma * zp + a.sigma * rs.standard_normal())
         out.append(int(min(max(round(x), 1), a.cap)))
     return out
-
-
-def run_tag(a):
-    """The run's file name: engine and tail, and the priors when they are
-    not the default ones."""
-    tag = f"engine-{a.engine}-s{a.sigma:g}"
-    if (a.noise, a.hallucination) != (0.2, 0.05):
-        tag += f"-n{a.noise:g}-h{a.hallucination:g}"
-    return tag
 
 
 class Meter:
@@ -294,12 +287,12 @@ def main():
     ap.add_argument("--median", type=float, default=24)
     ap.add_argument("--cap", type=int, default=480)
     ap.add_argument("--max-seqs", type=int, default=256)
-    ap.add_argument("--noise", type=float, default=0.2)
-    ap.add_argument("--hallucination", type=float, default=0.05)
-    ap.add_argument("--eb-early", type=float, default=0.05,
+    ap.add_argument("--noise", type=float, default=PRIORS[0])
+    ap.add_argument("--hallucination", type=float, default=PRIORS[1])
+    ap.add_argument("--eb-early", type=float, default=EB_EARLY,
                     help="the early start mode's threshold: a prompt whose "
                     "chance of more samples is at least this starts k_step "
-                    "more with its first wave (default 0.05)")
+                    "more with its first wave (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--modes", default=",".join(MODES),
                     help="comma-separated labels (default: all)")
@@ -380,7 +373,7 @@ def main():
     commit = subprocess.run(["git", "-C", ROOT, "describe", "--always",
                              "--dirty"], capture_output=True,
                             text=True).stdout.strip()
-    out = os.path.join(a.out, run_tag(a) + ".json")
+    out = os.path.join(a.out, tag_of(a.engine, vars(a)) + ".json")
     args = {k: v for k, v in vars(a).items() if k != "out"}
     with open(out, "w") as f:
         json.dump({"args": args, "engine": version, "v05": v05.version(),

@@ -2,7 +2,10 @@
 """What a group's baseline and advantages must be, for the real-engine
 tests of both engines (tests/engines, tests/engines-sglang): v05's own
 estimate on the group's rewards, under the batch's fit (the barrier) or
-under the running fit the group finalized with (no barrier)."""
+under the running fit the group finalized with (no barrier); and how
+many waves a batch and a prompt took."""
+import collections
+
 import v05
 
 GRID = v05.EbState.grid()
@@ -26,3 +29,24 @@ def expected(prior, saw, params, mode, base, fit=None, running=False,
                 tried.insert(0, f)
             return est
     return None
+
+
+def waves(seen):
+    """Dispatch waves per batch: the calls that handed out its samples."""
+    n = collections.Counter()
+    for call in seen:
+        for b in {d.batch for d in call if d.kind == "sample"}:
+            n[b] += 1
+    return n
+
+
+def check_eb_waves(out, seen, k_init, barrier):
+    """v05-eb: at most two waves per prompt, some prompt got a second, and
+    with the barrier every batch's second waves went out together."""
+    if barrier:
+        assert max(waves(seen).values()) == 2
+    per_prompt = collections.Counter(d.uid for call in seen for d in call
+                                     if d.kind == "sample")
+    assert max(per_prompt.values()) == 2
+    ks = [g[0] for _, groups, _ in out for g in groups.values()]
+    assert max(ks) > k_init, "no prompt got a second wave"

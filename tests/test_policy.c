@@ -361,6 +361,39 @@ static void test_stream_halt(void **state)
 	free(f);
 }
 
+/*
+ * The same batch under GRPO (stream, halt 0.25): GRPO never asks for
+ * more, so its live count falling below the halt is no halt: none is
+ * counted and no final says HALTED.
+ */
+static void test_stream_no_halt_without_more(void **state)
+{
+	double priors[8] = { 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, -0.8 };
+	static const float mixed[64] = { 1, 1, 1, -1 };
+	struct fx *f = calloc(1, sizeof(*f));
+	struct v05_decision first[8];
+	uint64_t keys[8];
+
+	(void)state;
+	fx_config(f);
+	f->c.schedule = V05_SCHEDULE_STREAM;
+	f->c.params.mode = V05_MODE_GRPO;
+	f->c.params.k_init = f->c.params.k_max = 4;
+	fx_open(f);
+	submit(f, priors, 8, keys);
+	memcpy(first, f->d, sizeof(first));
+	for (int i = 0; i < 8; i++)
+		push_samples(f, first[i].key, first[i].samples, mixed);
+	assert_int_equal(v05_poll(f->p, f->d, MAXD), 8);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(f->d[i].kind, V05_DECISION_FINAL);
+		assert_false(f->d[i].flags & V05_DF_HALTED);
+	}
+	assert_int_equal(ctr(f, V05_C_HALTS), 0);
+	fx_close(f);
+	free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -371,6 +404,7 @@ int main(void)
 		cmocka_unit_test(test_stream_release_when_idle),
 		cmocka_unit_test(test_stream_deadline),
 		cmocka_unit_test(test_stream_halt),
+		cmocka_unit_test(test_stream_no_halt_without_more),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,7 +19,7 @@ import v05
 from v05.demos import tiny
 from v05.engines.sglang import SGLangRollout
 
-from group_expect import expected  # noqa: E402
+from group_expect import check_eb_waves, expected  # noqa: E402
 from sgl_helpers import (PARAMS, PROMPTS, Recorder, batch_items,  # noqa: E402
                          record_decisions, rid_uid_sample, sglang_idle)
 
@@ -168,27 +168,13 @@ def check_run(out, rec, idle, seen, rewards, stats, params, prompt_of, mode,
             assert n % pad == 0 or capped or running, (n, pad)
 
 
-def waves(seen):
-    n = collections.Counter()
-    for call in seen:
-        for b in {d.batch for d in call if d.kind == "sample"}:
-            n[b] += 1
-    return n
-
-
 @pytest.mark.parametrize("schedule", ["rounds", "stream"])
 def test_v05_eb_on_sglang(engine_loop, segname, schedule):
     """The default mode, without a barrier (stream) and with it (rounds):
     at most two waves per prompt."""
     res = run_batches(engine_loop, segname, "v05-eb", schedule=schedule)
     check_run(*res, mode="v05-eb", pad=8, running=schedule == "stream")
-    if schedule == "rounds":
-        assert max(waves(res[3]).values()) == 2
-    per_prompt = collections.Counter(d.uid for call in res[3] for d in call
-                                     if d.kind == "sample")
-    assert max(per_prompt.values()) == 2
-    ks = [g[0] for _, groups, _ in res[0] for g in groups.values()]
-    assert max(ks) > PARAMS["k_init"], "no prompt got a second wave"
+    check_eb_waves(res[0], res[3], PARAMS["k_init"], schedule == "rounds")
 
 
 def test_v05_on_sglang(engine_loop, segname):

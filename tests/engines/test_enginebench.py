@@ -18,6 +18,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
 
 
 def load(name):
+    """bench/<name>.py as a module (engine_run imports engine_report from
+    its own folder)."""
+    if os.path.join(ROOT, "bench") not in sys.path:
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
     spec = importlib.util.spec_from_file_location(
         name, os.path.join(ROOT, "bench", f"{name}.py"))
     mod = importlib.util.module_from_spec(spec)

@@ -16,7 +16,7 @@ from v05.engines.vllm import VLLMRollout
 
 from vllm import SamplingParams  # noqa: E402
 
-from group_expect import expected  # noqa: E402
+from group_expect import check_eb_waves, expected  # noqa: E402
 from helpers import (PARAMS, PROMPTS, Recorder, batch_items,  # noqa: E402
                      engine_idle, record_decisions)
 
@@ -118,15 +118,6 @@ def check_run(out, calls, idle, seen, rewards, stats, params, mode, pad,
             assert n % pad == 0 or capped or running, (n, pad)
 
 
-def waves(seen):
-    """Dispatch waves per batch: the calls that handed out its samples."""
-    n = collections.Counter()
-    for call in seen:
-        for b in {d.batch for d in call if d.kind == "sample"}:
-            n[b] += 1
-    return n
-
-
 @pytest.mark.parametrize("schedule", ["rounds", "stream"])
 def test_v05_eb_on_vllm(engine_loop, segname, schedule):
     """The default mode, without a barrier (stream: each prompt decided on
@@ -135,13 +126,7 @@ def test_v05_eb_on_vllm(engine_loop, segname, schedule):
     res = run_batches(engine_loop, segname, "v05-eb", schedule=schedule,
                       pad=8)
     check_run(*res, mode="v05-eb", pad=8, running=schedule == "stream")
-    if schedule == "rounds":
-        assert max(waves(res[3]).values()) == 2
-    per_prompt = collections.Counter(d.uid for call in res[3] for d in call
-                                     if d.kind == "sample")
-    assert max(per_prompt.values()) == 2
-    ks = [g[0] for _, groups, _ in res[0] for g in groups.values()]
-    assert max(ks) > PARAMS["k_init"], "no prompt got a second wave"
+    check_eb_waves(res[0], res[3], PARAMS["k_init"], schedule == "rounds")
 
 
 @pytest.mark.parametrize("schedule", ["rounds", "stream"])
