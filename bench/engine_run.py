@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 import v05
+from v05.core import _lib
 from v05.demos import tiny
 from v05.engines.driver import sample_seed
 
@@ -75,27 +76,48 @@ class Meter:
         self.t_last = None
         self.trace = [] if trace else None
         self.overhead_s = 0.0   # inside plugin calls
+        self.overhead_cpu_s = 0.0  # the same calls' CPU time (no GIL waits)
+        self.calls = {}
         self.handoff_s = 0.0    # scoring and pushing rewards (pool threads)
         self.first = {}
         self.final = {}
         self.tokens = 0
         self.wasted = 0
+        self.wait_cpu_s = 0.0   # arming the wait and asking for work
         for name in ("submit", "poll", "release", "group"):
             setattr(plugin, name, self._timed(getattr(plugin, name),
                                               name == "poll"))
+        # The driver's wait (Plugin.wait) calls these straight into C; the
+        # originals (with their argtypes) are put back by unwrap.
+        self._c = {n: getattr(_lib.lib, n) for n in ("v05_arm", "v05_pending")}
+        for name, fn in self._c.items():
+            setattr(_lib.lib, name, self._cpu(fn))
 
-    @staticmethod
-    def unwrap(plugin):
+    def unwrap(self, plugin):
         for name in ("submit", "poll", "release", "group"):
             plugin.__dict__.pop(name, None)
+        for name, fn in self._c.items():
+            setattr(_lib.lib, name, fn)
+
+    def _cpu(self, fn):
+        def timed(*a):
+            c = time.thread_time()
+            try:
+                return fn(*a)
+            finally:
+                self.wait_cpu_s += time.thread_time() - c
+        return timed
 
     def _timed(self, fn, is_poll):
         def timed(*a, **kw):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             try:
                 out = fn(*a, **kw)
             finally:
                 self.overhead_s += time.perf_counter() - t
+                self.overhead_cpu_s += time.thread_time() - c
+                n, sec = self.calls.get(fn.__name__, (0, 0.0))
+                self.calls[fn.__name__] = (n + 1, sec + time.thread_time() - c)
             if is_poll:
                 now = time.perf_counter()
                 for d in out:
@@ -242,6 +264,10 @@ async def run_mode(a, engine, label, params, batches, trace_batch):
                    "lat_p99_s": float(np.percentile(lat, 99)),
                    "overhead_s": meter.overhead_s,
                    "handoff_s": meter.handoff_s,
+                   "overhead_cpu_s": meter.overhead_cpu_s,
+                   "wait_cpu_s": meter.wait_cpu_s,
+                   # per plugin call: [calls, CPU seconds]
+                   "calls": meter.calls,
                    "mse": float(np.mean(err)),
                    # samples added only to pad a dispatch to pad_multiple
                    "padded": after["samples_padded"] -

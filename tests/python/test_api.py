@@ -56,6 +56,29 @@ def test_submit_poll_release(segname):
         assert sum(st["k_hist"].values()) == 3
 
 
+def test_polled_decisions_are_whole(segname):
+    """poll builds its Decisions without __init__ (the hot path): each must
+    carry every field and equal the one __init__ makes, stay frozen, and
+    list its samples in order."""
+    import dataclasses
+
+    from v05.core.plugin import _samples
+    with v05.Plugin.create(segname, max_prompts=8, mode="v05-fixed",
+                           k_init=4, k_max=4) as p:
+        ds = p.submit([("a", 0.1)])
+        with v05.RewardWriter.attach(segname) as w:
+            finals = drive(p, w, ds)
+        for d in ds + list(finals.values()):
+            assert set(vars(d)) == {f.name for f in dataclasses.fields(d)}
+            assert d == v05.Decision(**vars(d))
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                d.k = 3
+        p.release(finals["a"])
+    assert _samples(0) == []
+    assert _samples(1 << 63 | 1 << 5 | 1) == [0, 5, 63]
+    assert _samples(2**64 - 1) == list(range(64))
+
+
 def test_submit_rejections(segname):
     with v05.Plugin.create(segname, max_prompts=4) as p:
         p.submit([("x", 0.1)])

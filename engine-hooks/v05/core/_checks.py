@@ -16,6 +16,10 @@ INT_MAX = 2**31 - 1
 
 def integer(name: str, value, lo: int, hi: int, c_max: int) -> int:
     """value as an int in [lo, hi]; c_max is the C field's largest value."""
+    # The common case first, building nothing: these checks run on every
+    # reward pushed and every poll (hi <= c_max for every caller).
+    if type(value) is int and lo <= value <= hi and value <= c_max:
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
     v = int(value)
@@ -55,6 +59,8 @@ def unit_interval(what: str, value, hint: str = "") -> float:
     TypeError / ValueError saying what was wrong with it. A bool or a
     string is refused (True would be read as 1, False as 0, the middle of
     [-1, 1]), as is anything float() cannot take."""
+    if type(value) is float and -1.0 <= value <= 1.0:  # false for NaN
+        return value  # the common case, before any message is built
     accepted = f"; the accepted range is finite numbers in [-1, 1]{hint}"
     bad_type = TypeError(f"{what} is {value!r} ({type(value).__name__}), "
                          f"not a number{accepted}")

@@ -9,7 +9,8 @@ from typing import Iterable, List, Optional, Tuple, Union
 from . import _checks, _lib
 from ._lib import check, lib
 from .counters import counters_dict
-from .decision import Decision, SubmitError, Uid, key_of, uid_bytes
+from .decision import (Decision, SubmitError, Uid, key_of, make_decision,
+                       uid_bytes)
 from .eb_state import EbState
 from .group import Group, Views, live_views, track_view
 from .lru import LruMap
@@ -24,7 +25,12 @@ __all__ = ["Plugin"]
 
 
 def _samples(mask: int) -> List[int]:
-    return [s for s in range(64) if mask >> s & 1]
+    out = []
+    while mask:  # one step per set bit, lowest first
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 # Released prompts' uids kept for support_sample: as many as the support
@@ -171,18 +177,18 @@ class Plugin:
         if kind in ("final", "drop"):
             self._final_keys.add(d.key)
         reject = kind == "reject"
-        return Decision(kind=kind, uid=uid, key=d.key, slot=d.slot, gen=d.gen,
-                        samples=_samples(d.samples)
-                        if kind in ("sample", "reject", "abort")
-                        else [],
-                        k=d.k, baseline=0.0 if reject else d.baseline,
-                        batch=d.batch, latency_ns=d.latency_ns,
-                        padded=bool(d.flags & FLAG_PADDED),
-                        halted=bool(d.flags & FLAG_HALTED),
-                        recovered=bool(d.flags & FLAG_RECOVERED),
-                        batch_size=d.samples if kind == "barrier" else 0,
-                        reason=REJECT_REASONS.get(d.flags, "?") if reject else "",
-                        value=d.baseline if reject else 0.0)
+        return make_decision(
+            kind=kind, uid=uid, key=d.key, slot=d.slot, gen=d.gen,
+            samples=_samples(d.samples)
+            if kind in ("sample", "reject", "abort") else [],
+            k=d.k, baseline=0.0 if reject else d.baseline,
+            batch=d.batch, latency_ns=d.latency_ns,
+            padded=bool(d.flags & FLAG_PADDED),
+            halted=bool(d.flags & FLAG_HALTED),
+            recovered=bool(d.flags & FLAG_RECOVERED),
+            batch_size=d.samples if kind == "barrier" else 0,
+            reason=REJECT_REASONS.get(d.flags, "?") if reject else "",
+            value=d.baseline if reject else 0.0)
 
     def submit(self, prompts: Iterable[Tuple[Uid, float]],
                on_error: str = "raise") -> List[Decision]:
@@ -338,8 +344,9 @@ class Plugin:
         """Zero-copy view of a final (or dropped) group."""
         g = _lib.Group_()
         slot = self._slot(decision)
-        check(lib.v05_group(self._handle(), slot, ctypes.byref(g)),
-              f"group of slot {slot}")
+        r = lib.v05_group(self._handle(), slot, ctypes.byref(g))
+        if r < 0:
+            check(r, f"group of slot {slot}")
         return Group(g, self._uid_of(g.key, slot), self)
 
     def release(self, x: Union[Decision, Group]) -> None:
@@ -350,11 +357,11 @@ class Plugin:
         if not isinstance(x, (Decision, Group)):
             raise TypeError("release takes the Decision or Group, not a slot "
                             "number (a bare number cannot be checked)")
-        uid = self._uids.get(x.key)
-        check(lib.v05_release(self._handle(), x.slot, x.gen, x.key),
-              f"release the group of uid {uid!r} (slot {x.slot}) of segment "
-              f"{self.name}")
-        self._uids.pop(x.key, None)
+        r = lib.v05_release(self._handle(), x.slot, x.gen, x.key)
+        if r < 0:
+            check(r, f"release the group of uid {self._uids.get(x.key)!r} "
+                  f"(slot {x.slot}) of segment {self.name}")
+        uid = self._uids.pop(x.key, None)
         self._final_keys.discard(x.key)
         keys = self._batch_keys.get(x.batch)
         if keys is not None:

@@ -83,6 +83,8 @@ class RewardWriter:
         return k
 
     def _reward(self, uid, sample, reward) -> float:
+        if type(reward) is float and -1.0 <= reward <= 1.0:  # not NaN
+            return reward  # before the message below is built
         return _checks.unit_interval(
             f"push to segment {self.name}: the reward of uid {uid!r} sample "
             f"{sample}", reward,
@@ -104,14 +106,17 @@ class RewardWriter:
         p = self._handle()
         sample = _checks.u32("sample", sample)
         reward = self._reward(uid, sample, reward)
-        key = self._key(uid)
+        key = self._keys.get(uid)
+        if key is None:
+            key = self._key(uid)
         r = lib.v05_producer_push(p, key, gen, sample, reward)
         if r == -_lib.EAGAIN:
             rec = _lib.Reward(key=key, gen=gen, sample=sample, reward=reward)
             r = lib.v05_producer_push_wait(p, ctypes.byref(rec), 1,
                                            self._timeout_ms())
-        check(r, f"push the reward of uid {uid!r} sample {sample} to segment "
-              f"{self.name}")
+        if r < 0:  # the message is built only when it is needed
+            check(r, f"push the reward of uid {uid!r} sample {sample} to "
+                  f"segment {self.name}")
 
     def push_many(self, uids: Sequence, samples, rewards,
                   gens: Optional[Sequence[int]] = None) -> None:
