@@ -26,7 +26,8 @@ static_assert(offsetof(struct v05_config, broker_uids) == 96 &&
 	      "v05_config ABI");
 static_assert(sizeof(struct v05_prompt_in) == 24, "v05_prompt_in ABI");
 static_assert(sizeof(struct v05_decision) == 64, "v05_decision ABI");
-static_assert(sizeof(struct v05_group) == 104, "v05_group ABI");
+/* 112: the keep mask (reinforce-ada). */
+static_assert(sizeof(struct v05_group) == 112, "v05_group ABI");
 static_assert(sizeof(struct v05_support) == 16, "v05_support ABI");
 /* 24: gen names the prompt instance (segment ABI 4). */
 static_assert(sizeof(struct v05_reward) == 24, "v05_reward ABI");

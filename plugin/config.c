@@ -40,6 +40,35 @@ V05_API void v05_config_paper(struct v05_config *c)
 	c->schedule = V05_SCHEDULE_ROUNDS;
 }
 
+V05_API int v05_config_mode(struct v05_config *c, uint32_t mode)
+{
+	if (!c)
+		return v05__fail(-EINVAL, "config: NULL");
+	if (mode >= V05_MODE_COUNT)
+		return v05__fail(-EINVAL, "mode %u is unknown", mode);
+	c->params.mode = mode;
+	if (mode == V05_MODE_ADA || mode == V05_MODE_ADA_POS) {
+		/* What the authors' experiments ran (docs/RULES.md): rounds
+		 * of M = 8 up to N_max = 32, n = 4 trained on; nothing may
+		 * add samples to the pool or cut a prompt's rounds short. */
+		c->params.k_init = 8;
+		c->params.k_step = 8;
+		c->params.k_max = 32;
+		c->params.keep_n = 0;
+		c->pad_multiple = 1;
+		c->halt_fraction = 0.0;
+	} else if (mode == V05_MODE_KNAPSACK_PRIOR) {
+		/* 8 samples per prompt on average, up to 64 (the masks'
+		 * width; the authors allow 128). One wave: nothing to pad. */
+		c->params.k_init = 8;
+		c->params.k_step = 1;
+		c->params.k_max = V05_K_LIMIT;
+		c->pad_multiple = 1;
+		c->halt_fraction = 0.0;
+	}
+	return 0;
+}
+
 /* The broker's allow-list and the lane cut-off. */
 static int broker_check(const struct v05_config *c)
 {
@@ -122,6 +151,11 @@ V05_API int v05_config_check(const struct v05_config *c)
 				 c->schedule == V05_SCHEDULE_STREAM ? "stream" : "rounds");
 	if (c->eb_early && c->params.k_init + c->params.k_step > c->params.k_max)
 		return v05__fail(-EINVAL, "eb_early needs k_init + k_step <= k_max");
+	if ((c->params.mode == V05_MODE_ADA || c->params.mode == V05_MODE_ADA_POS) &&
+	    (c->pad_multiple != 1 || c->halt_fraction != 0.0))
+		return v05__fail(-EINVAL,
+				 "%s needs pad_multiple 1 and halt_fraction 0 (padding would add samples to its pool, a halt would cut its rounds short): v05_config_mode sets them",
+				 v05_mode_name(c->params.mode));
 	if (c->stream_deadline_us > 10000000u)
 		return v05__fail(-EINVAL, "stream_deadline_us %u is above 10 s",
 				 c->stream_deadline_us);

@@ -85,6 +85,7 @@ int v05__journal_slot(struct v05_plugin *p, uint32_t slot)
 	jr.action = h->action;
 	jr.mode = p->params.mode;
 	jr.uid_len = h->uid_len <= V05_UID_MAX ? h->uid_len : 0;
+	jr.keep = h->keep;
 	ret = v05__journal_append(p->journal, &jr, h->uid, v05__slot_rewards(h),
 				  v05__slot_advantages(&p->seg, h));
 	p->journal_work = true;
@@ -109,6 +110,20 @@ void v05__batch_leave(struct v05_plugin *p, const struct v05_prompt *e)
 	bl->n_open--;
 }
 
+/* The samples trained on: all k but for reinforce-ada (rule_ada.c). */
+static uint64_t keep_of(const struct v05_plugin *p, struct v05_slot_hdr *h,
+			uint32_t k)
+{
+	const float *rw = v05__slot_rewards(h);
+	double r[V05_K_LIMIT];
+
+	if (p->params.mode != V05_MODE_ADA && p->params.mode != V05_MODE_ADA_POS)
+		return k == 64 ? ~0ull : (1ull << k) - 1;
+	for (uint32_t i = 0; i < k; i++)
+		r[i] = (double)rw[i];
+	return v05__keep_u(&p->params, r, k);
+}
+
 void v05__finalize_with(struct v05_plugin *p, struct v05_prompt *e,
 			const struct v05_estimate *est, const double *adv,
 			uint32_t flags, uint64_t latency)
@@ -128,6 +143,7 @@ void v05__finalize_with(struct v05_plugin *p, struct v05_prompt *e,
 	h->baseline = est->baseline;
 	h->sigma = est->sigma;
 	h->mean = est->mean;
+	h->keep = k ? keep_of(p, h, k) : 0;
 	h->final_ns = (uint64_t)((int64_t)p->now_ns + p->wall_offset_ns);
 	h->seq = ++p->st->last_seq;
 	V05_PROBE4(final, e->key, k, latency, h->seq);

@@ -4,7 +4,7 @@
  * fuzzing); the writer is journal.h.
  *
  * File: a 256-byte header, then records back to back. All little-endian.
- *   record = fixed part (104 bytes, struct v05_jrec), the uid padded to 8
+ *   record = fixed part (112 bytes, struct v05_jrec), the uid padded to 8
  *            bytes, k float32 rewards, k float32 advantages.
  *   checksum = XXH3_64 of the record's bytes after the checksum field.
  */
@@ -17,7 +17,7 @@
 
 #define V05_JOURNAL_MAGIC 0x314c4e524a353076ull /* "v05JRNL1" */
 #define V05_JREC_MAGIC 0x4a353076u             /* "v05J"     */
-#define V05_JOURNAL_VERSION 1u
+#define V05_JOURNAL_VERSION 2u /* 2: the keep mask (reinforce-ada) */
 
 struct v05_journal_hdr {
 	uint64_t magic;
@@ -39,14 +39,15 @@ struct v05_jrec {
 	double prior, baseline, sigma, mean;
 	uint64_t submit_ns, final_ns; /* CLOCK_REALTIME */
 	uint32_t k, action, mode, uid_len;
+	uint64_t keep; /* bit i: sample i is trained on */
 };
-static_assert(sizeof(struct v05_jrec) == 104, "journal record ABI");
+static_assert(sizeof(struct v05_jrec) == 112, "journal record ABI");
 
-#define V05_JREC_MAX (104u + 128u + 8u * 64u)
+#define V05_JREC_MAX (112u + 128u + 8u * 64u)
 
 static inline uint32_t v05__jrec_size(uint32_t uid_len, uint32_t k)
 {
-	return 104u + ((uid_len + 7u) & ~7u) + 8u * k;
+	return 112u + ((uid_len + 7u) & ~7u) + 8u * k;
 }
 
 enum v05_journal_tail {

@@ -50,6 +50,8 @@ void v05__fill_group(const struct v05_segment *seg, uint32_t slot,
 	g->gen = h->gen;
 	g->k = k <= seg->hdr.geo.k_max ? k : 0;
 	g->action = h->action;
+	/* Bits past k would name samples that are not there. */
+	g->keep = h->keep & (g->k == 64 ? ~0ull : (1ull << g->k) - 1);
 }
 
 V05_API int v05_group(struct v05_plugin *p, uint32_t slot, struct v05_group *g)

@@ -19,6 +19,9 @@ static const char *const mode_names[V05_MODE_COUNT] = {
 	[V05_MODE_GRPO] = "grpo",
 	[V05_MODE_DAPO] = "dapo",
 	[V05_MODE_V05_EB] = "v05-eb",
+	[V05_MODE_ADA] = "reinforce-ada",
+	[V05_MODE_ADA_POS] = "reinforce-ada-pos",
+	[V05_MODE_KNAPSACK_PRIOR] = "knapsack-prior",
 };
 
 static const char *const sigma_names[V05_SIGMA_COUNT] = {
@@ -48,7 +51,7 @@ V05_API void v05_params_default(struct v05_params *p)
 	p->k_max = V05_DEFAULT_K_MAX;
 	p->mode = V05_MODE_V05;
 	p->sigma = V05_SIGMA_RMS;
-	p->reserved = 0;
+	p->keep_n = 0;
 }
 
 V05_API int v05_params_check(const struct v05_params *p)
@@ -77,8 +80,26 @@ V05_API int v05_params_check(const struct v05_params *p)
 	if (p->sigma >= V05_SIGMA_COUNT)
 		return v05__fail(-EINVAL, "sigma %u is not rms (0) or paper (1)",
 				 p->sigma);
-	if (p->reserved)
-		return v05__fail(-EINVAL, "params: reserved field is not 0");
+	if (p->mode == V05_MODE_ADA || p->mode == V05_MODE_ADA_POS) {
+		/* Rounds of M = k_init (v1 Algorithm 1). */
+		if (p->k_step != p->k_init)
+			return v05__fail(-EINVAL,
+					 "%s samples in rounds of k_init: k_step %u must equal k_init %u",
+					 v05_mode_name(p->mode), p->k_step,
+					 p->k_init);
+		if (p->keep_n > p->k_init)
+			return v05__fail(-EINVAL,
+					 "keep_n %u is above k_init %u (the group trained on is at most one round)",
+					 p->keep_n, p->k_init);
+	} else if (p->keep_n) {
+		return v05__fail(-EINVAL,
+				 "keep_n %u: only reinforce-ada keeps part of a group (give 0)",
+				 p->keep_n);
+	}
+	if (p->mode == V05_MODE_KNAPSACK_PRIOR && p->k_init < V05_KNAPSACK_N_LOW)
+		return v05__fail(-EINVAL,
+				 "knapsack-prior: k_init %u (the budget per prompt) is below the minimum per prompt, %u",
+				 p->k_init, V05_KNAPSACK_N_LOW);
 	return 0;
 }
 
@@ -353,10 +374,68 @@ void v05__estimate_core(const struct v05_params *p, double prior,
 	/* v05-eb goes through v05__eb_estimate_u with its batch's fit; were
 	 * it to come here, the paper's fusion is a defined answer. */
 	if (p->mode == V05_MODE_V05 || p->mode == V05_MODE_V05_FIXED ||
-	    p->mode == V05_MODE_V05_EB)
+	    p->mode == V05_MODE_V05_EB) {
 		estimate_fused(p, prior, rewards, k, e, adv);
-	else
+	} else if (p->mode == V05_MODE_ADA || p->mode == V05_MODE_ADA_POS) {
+		v05__estimate_ada(p, rewards, k, e, adv);
+	} else {
 		estimate_group(p, rewards, k, e, adv);
+		if (p->mode == V05_MODE_KNAPSACK_PRIOR)
+			v05__knapsack_clip_u(k, adv);
+	}
+}
+
+uint64_t v05__keep_u(const struct v05_params *p, const double *rewards,
+		     uint32_t k)
+{
+	if (p->mode == V05_MODE_ADA || p->mode == V05_MODE_ADA_POS)
+		return v05__ada_keep(p, rewards, k);
+	return k == 64 ? ~0ull : (1ull << k) - 1;
+}
+
+V05_API int v05_keep(const struct v05_params *p, const double *rewards,
+		     uint32_t k, uint64_t *keep)
+{
+	int ret;
+
+	v05__clear_error();
+	ret = v05_params_check(p);
+	if (ret)
+		return ret;
+	if (!rewards || !keep)
+		return v05__fail(-EINVAL, "keep: NULL argument");
+	if (k < 1 || k > p->k_max)
+		return v05__fail(-ERANGE, "%u rewards: need 1 to k_max = %u", k,
+				 p->k_max);
+	ret = check_rewards(rewards, k);
+	if (ret)
+		return ret;
+	*keep = v05__keep_u(p, rewards, k);
+	return 0;
+}
+
+V05_API int v05_knapsack_plan(const double *p01, uint32_t n,
+			      uint32_t per_prompt, uint32_t n_up,
+			      uint32_t *out)
+{
+	v05__clear_error();
+	if (n && (!p01 || !out))
+		return v05__fail(-EINVAL, "knapsack plan: NULL argument");
+	if (n_up < V05_KNAPSACK_N_LOW || n_up > V05_K_LIMIT)
+		return v05__fail(-EINVAL, "n_up %u is outside [%u, %u]", n_up,
+				 V05_KNAPSACK_N_LOW, V05_K_LIMIT);
+	if (per_prompt < V05_KNAPSACK_N_LOW || per_prompt > n_up)
+		return v05__fail(-EINVAL, "per_prompt %u is outside [%u, n_up = %u]",
+				 per_prompt, V05_KNAPSACK_N_LOW, n_up);
+	for (uint32_t i = 0; i < n; i++)
+		if (!(p01[i] >= 0.0 && p01[i] <= 1.0)) /* NaN fails too */
+			return v05__fail(-EDOM, "p[%u] = %g is not in [0, 1]",
+					 i, p01[i]);
+	if (n > UINT32_MAX / V05_K_LIMIT)
+		return v05__fail(-ERANGE, "%u prompts: too many", n);
+	if (v05__knapsack_plan_u(p01, n, per_prompt, n_up, out))
+		return v05__fail(-ENOMEM, "knapsack plan: out of memory");
+	return 0;
 }
 
 V05_API int v05_estimate(const struct v05_params *p, double prior,

@@ -142,4 +142,22 @@ double v05__eb_p_more_u(const struct v05_params *p,
 /* Successes of a group: sum (1 + r_i) / 2. */
 double v05__eb_successes(const double *r, uint32_t k);
 
+/* stats.c: the keep mask of a final group (every k bits but for
+ * reinforce-ada). */
+uint64_t v05__keep_u(const struct v05_params *p, const double *rewards,
+		     uint32_t k);
+/* rule_ada.c: Reinforce-Ada's n, exit test, keep mask and estimate (the
+ * action is "more" until the exit or k_max). */
+uint32_t v05__ada_n(const struct v05_params *p);
+bool v05__ada_exited(const struct v05_params *p, const double *r, uint32_t k);
+uint64_t v05__ada_keep(const struct v05_params *p, const double *r,
+		       uint32_t k);
+void v05__estimate_ada(const struct v05_params *p, const double *r,
+		       uint32_t k, struct v05_estimate *e, double *adv);
+/* rule_knapsack.c: the allocation, inputs valid (0 or -ENOMEM); the GRPO
+ * advantages' clip. */
+int v05__knapsack_plan_u(const double *p01, uint32_t n, uint32_t per_prompt,
+			 uint32_t n_up, uint32_t *out);
+void v05__knapsack_clip_u(uint32_t k, double *adv);
+
 #endif

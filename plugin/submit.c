@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mechanics.h"
+#include "stats_core.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
 
@@ -23,7 +25,7 @@ static int alloc_batch(struct v05_plugin *p, uint32_t *b)
 
 /* One prompt: 0 or its error. On success *e is its table entry. */
 static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
-		      uint32_t b, uint64_t batch_id, uint64_t now,
+		      uint32_t k0, uint32_t b, uint64_t batch_id, uint64_t now,
 		      struct v05_prompt **out)
 {
 	struct v05_slot_hdr *h;
@@ -59,11 +61,49 @@ static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
 	e->batch = b;
 	e->round = 0;
 	e->pad8 = 0;
-	e->k_planned = (uint8_t)p->params.k_init;
+	e->k_planned = (uint8_t)k0;
 	/* The entry is complete before it is marked issued. */
-	e->issued = p->params.k_init == 64 ? ~0ull : (1ull << p->params.k_init) - 1;
+	e->issued = k0 == 64 ? ~0ull : (1ull << k0) - 1;
 	e->state = V05_P_COLLECTING;
 	*out = e;
+	return 0;
+}
+
+/*
+ * knapsack-prior: each prompt's one wave, planned over the whole submit
+ * from the priors (rule_knapsack.c), in *plan (to free). A prior that is
+ * not valid plans as 0 (its prompt is refused anyway, its share of the
+ * budget is not spent). NULL plan: every prompt gets k_init.
+ */
+static int plan_first(struct v05_plugin *p, const struct v05_prompt_in *in,
+		      uint32_t n, uint32_t **plan)
+{
+	double *q;
+	int ret;
+
+	*plan = NULL;
+	if (p->params.mode != V05_MODE_KNAPSACK_PRIOR)
+		return 0;
+	q = malloc((size_t)n * sizeof(*q));
+	*plan = malloc((size_t)n * sizeof(**plan));
+	if (!q || !*plan) {
+		free(q);
+		free(*plan);
+		*plan = NULL;
+		return v05__fail(-ENOMEM, "submit: no memory for the knapsack plan");
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		double v = in[i].prior;
+
+		q[i] = isfinite(v) && v >= -1.0 && v <= 1.0 ? (1.0 + v) / 2.0 : 0.5;
+	}
+	ret = v05__knapsack_plan_u(q, n, p->params.k_init, p->params.k_max, *plan);
+	free(q);
+	if (ret) {
+		free(*plan);
+		*plan = NULL;
+		return v05__fail(ret, "submit: no memory for the knapsack plan");
+	}
 	return 0;
 }
 
@@ -73,7 +113,7 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 	struct v05_batch_rec *rec;
 	struct batch_local *bl;
 	uint64_t now = v05__wall_ns(), id, issued = 0;
-	uint32_t b = 0, accepted = 0;
+	uint32_t b = 0, accepted = 0, *plan;
 	struct v05_eb_fit fit;
 	bool early;
 	int ret;
@@ -86,6 +126,9 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 	ret = alloc_batch(p, &b);
 	if (ret)
 		return ret;
+	ret = plan_first(p, in, n, &plan);
+	if (ret)
+		return ret;
 	rec = &p->batch_recs[b];
 	bl = &p->batches[b];
 	id = ++p->st->next_batch_id;
@@ -95,7 +138,9 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 		struct v05_prompt *e = NULL;
 		struct v05_decision *d;
 
-		ret = add_prompt(p, &in[i], b, id, now, &e);
+		uint32_t k0 = plan ? plan[i] : p->params.k_init;
+
+		ret = add_prompt(p, &in[i], k0, b, id, now, &e);
 		if (status)
 			status[i] = ret;
 		if (ret) {
@@ -108,11 +153,12 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 		d->key = e->key;
 		d->slot = e->slot;
 		d->gen = v05__slot(&p->seg, e->slot)->gen;
-		d->k = p->params.k_init + (early ? v05__eb_early(p, e, &fit) : 0);
+		d->k = k0 + (early ? v05__eb_early(p, e, &fit) : 0);
 		d->samples = e->issued;
 		d->batch = id;
 		issued += d->k;
 	}
+	free(plan);
 	if (accepted == 0) {
 		--p->st->next_batch_id;
 		return 0;

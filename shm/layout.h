@@ -44,7 +44,8 @@
 #include <stdint.h>
 
 #define V05_SHM_MAGIC 0x01006d6873353076ull /* "v05shm\0\1" little-endian */
-#define V05_SHM_ABI 6u /* 6: v05-eb's running fit in the state
+#define V05_SHM_ABI 7u /* 7: the keep mask in the slot header.
+			* 6: v05-eb's running fit in the state
 			* region; its window and cold start in the config.
 			* 5: lane statistics of 128 bytes (records applied
 			* and rejected per lane, the cut-off), a lane's quit
@@ -357,7 +358,8 @@ struct v05_slot_hdr {
 	uint64_t submit_ns;   /* CLOCK_REALTIME                           */
 	uint64_t final_ns;    /* CLOCK_REALTIME                           */
 	uint64_t batch_id;
-	uint8_t pad[128 - 96];
+	uint64_t keep;        /* bit i: sample i is trained on, at final  */
+	uint8_t pad[128 - 104];
 	uint8_t uid[V05_UID_MAX];
 };
 static_assert(sizeof(struct v05_slot_hdr) == 256, "slot header ABI");

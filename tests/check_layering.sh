@@ -10,7 +10,7 @@
 #   tools/, tests/, bench/  the public API, "v05-internal/x.h", their own
 #              headers; never a path with "..", never shm/ or plugin/ directly
 # Inside plugin/, the decision core flows one way (docs/PLUGIN.md): rules
-# (stats.c, eb.c, eb_state.c, stats_core.h, eb_math.h) include none of
+# (stats.c, rule_*.c, eb.c, eb_state.c, stats_core.h, eb_math.h) include none of
 # internal.h, mechanics.h, schedule.h, top.h; mechanics (dispatch.c,
 # finalize.c, eb_fit.c, mechanics.h) neither schedule.h nor top.h;
 # schedules (sched_*.c, schedule.h) not top.h, and a schedule calls no
@@ -99,7 +99,7 @@ check() {
 # core_rank FILE NAME: why plugin/FILE may not include NAME, or nothing.
 core_rank() {
 	case ${1#plugin/} in
-	stats.c | eb.c | eb_state.c | stats_core.h | eb_math.h)
+	stats.c | rule_*.c | eb.c | eb_state.c | stats_core.h | eb_math.h)
 		case $2 in internal.h | mechanics.h | schedule.h | top.h)
 			echo "a rule is pure: it includes no plugin state" ;;
 		esac ;;

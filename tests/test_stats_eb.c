@@ -187,7 +187,7 @@ static void test_sigma_names(void **state)
 	p.sigma = 2;
 	assert_int_equal(v05_params_check(&p), -EINVAL);
 	p.sigma = 0;
-	p.reserved = 1;
+	p.keep_n = 1; /* only reinforce-ada keeps part of a group */
 	assert_int_equal(v05_params_check(&p), -EINVAL);
 	v05_params_default(&p);
 	assert_int_equal(p.sigma, V05_SIGMA_RMS);

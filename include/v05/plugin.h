@@ -138,6 +138,11 @@ V05_API void v05_config_default(struct v05_config *c);
 /* The defaults, then the paper's exact behaviour: mode v05 (fusion + OSLA)
  * with its 25% batch halt and the paper's normaliser sqrt(1 - mu^2). */
 V05_API void v05_config_paper(struct v05_config *c);
+/* Set the mode and the defaults it needs (docs/RULES.md): reinforce-ada
+ * and reinforce-ada-pos k 8/8/32, keep_n 0 (4), pad 1, halt 0;
+ * knapsack-prior k_init 8 (the budget per prompt), k_max 64, pad 1, halt
+ * 0; the other modes only the mode. 0 or -EINVAL (unknown mode). */
+V05_API int v05_config_mode(struct v05_config *c, uint32_t mode);
 /* 0, or -EINVAL naming the field in v05_errmsg(). */
 V05_API int v05_config_check(const struct v05_config *c);
 
@@ -308,6 +313,8 @@ struct v05_group {
 	const uint8_t *uid;
 	double prior, baseline, sigma, mean;
 	uint32_t slot, gen, k, action, uid_len;
+	uint64_t keep; /* bit i: sample i is trained on (every k bits but
+			* for reinforce-ada; its other advantages are 0) */
 };
 
 /* The final group in slot: -EINVAL (bad slot), -EAGAIN (not final yet). */

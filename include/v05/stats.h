@@ -50,6 +50,11 @@ enum v05_mode {
 	V05_MODE_GRPO,      /* group mean / group std, fixed G=k_init */
 	V05_MODE_DAPO,      /* grpo + drop of zero-variance groups    */
 	V05_MODE_V05_EB,    /* empirical-Bayes baseline, two waves    */
+	/* The published allocation rules (docs/RULES.md): */
+	V05_MODE_ADA,       /* Reinforce-Ada, balanced exit           */
+	V05_MODE_ADA_POS,   /* Reinforce-Ada, positive exit           */
+	V05_MODE_KNAPSACK_PRIOR, /* Knapsack RL's allocation, p from
+				  * the prior, at submit; one wave    */
 	V05_MODE_COUNT
 };
 
@@ -80,8 +85,34 @@ struct v05_params {
 	uint32_t k_max;  /* hard cap, k_init <= k_max <= V05_K_LIMIT       */
 	uint32_t mode;   /* enum v05_mode                                  */
 	uint32_t sigma;  /* enum v05_sigma (0: rms, the default)           */
-	uint32_t reserved; /* 0                                            */
+	uint32_t keep_n; /* reinforce-ada: samples trained on per group, n;
+			  * 0 = k_init / 2. Other modes: 0               */
 };
+
+/*
+ * Reinforce-Ada (arXiv 2510.04996 v1, section 2.2 and Algorithm 1): rounds
+ * of k_init samples (M) per prompt until the group holds at least K_pos
+ * successes and K_neg failures (balanced exit: K_pos = n/2, K_neg = n -
+ * n/2) or K_pos = 1 success (positive exit), or k_max (N_max) is reached;
+ * k_step must equal k_init. A success is a reward above V05_ADA_TAU (the
+ * authors' 0.7 on a 0/1 scale). The baseline is the mean of all k rewards;
+ * n = keep_n of them are trained on (the keep mask: v05_keep), with
+ * A_i = r_i - baseline; the others get A_i = 0.
+ */
+#define V05_ADA_TAU 0.4
+
+/*
+ * Knapsack RL (arXiv 2509.25849), its allocation fed by v05's prior: at
+ * submit, a budget of k_init samples per prompt is split over the batch to
+ * maximise sum_i (1 - p_i^N_i - (1 - p_i)^N_i) p_i (1 - p_i)^2 with
+ * p_i = (1 + prior_i) / 2, each N_i in [V05_KNAPSACK_N_LOW, k_max]; a
+ * prompt whose prior is +-1 gets N_LOW. One wave; GRPO advantages clipped
+ * to +-V05_KNAPSACK_ADV_CLIP. docs/RULES.md has the fallback and the
+ * worked examples.
+ */
+#define V05_KNAPSACK_N_LOW 2u
+#define V05_KNAPSACK_ALPHA 0.9
+#define V05_KNAPSACK_ADV_CLIP 5.0
 
 struct v05_estimate {
 	uint32_t k;        /* rewards used                                 */
@@ -101,7 +132,8 @@ V05_API void v05_params_default(struct v05_params *p);
 /* 0 if *p is valid, else -EINVAL (see v05_errmsg() for which field). */
 V05_API int v05_params_check(const struct v05_params *p);
 
-/* Mode name ("v05", "v05-fixed", "grpo", "dapo", "v05-eb") or NULL. */
+/* Mode name ("v05", "v05-fixed", "grpo", "dapo", "v05-eb",
+ * "reinforce-ada", "reinforce-ada-pos", "knapsack-prior") or NULL. */
 V05_API const char *v05_mode_name(uint32_t mode);
 /* Mode by name; returns the mode or -EINVAL. */
 V05_API int v05_mode_from_name(const char *name);
@@ -163,6 +195,28 @@ V05_API int v05_decide(const struct v05_params *p, uint32_t k, bool has_target,
 V05_API int v05_estimate(const struct v05_params *p, double prior,
 			 const double *rewards, uint32_t k,
 			 struct v05_estimate *out, double *adv);
+
+/*
+ * Which of a final group's k samples are trained on: bit i for sample i.
+ * Every k bits for every mode but reinforce-ada, whose keep_n are chosen as
+ * its authors do (docs/RULES.md). Returns 0 or a negative errno as
+ * v05_estimate.
+ */
+V05_API int v05_keep(const struct v05_params *p, const double *rewards,
+		     uint32_t k, uint64_t *keep);
+
+/*
+ * Knapsack RL's allocation of budget = n * per_prompt samples over n
+ * prompts with success probabilities p01[i] in [0, 1]: out[i] in
+ * [V05_KNAPSACK_N_LOW, n_up], summing to the budget unless every prompt is
+ * at n_up. Exactly optimal (the objective is separable and concave in
+ * N_i: a greedy by marginal value). Returns 0, -EINVAL (NULL, or n_up
+ * outside [N_LOW, V05_K_LIMIT], or per_prompt outside [N_LOW, n_up]),
+ * -EDOM (a p01 outside [0, 1]) or -ENOMEM.
+ */
+V05_API int v05_knapsack_plan(const double *p01, uint32_t n,
+			      uint32_t per_prompt, uint32_t n_up,
+			      uint32_t *out);
 
 /* ---- v05-eb: empirical-Bayes baseline (docs/STATISTICS.md) ------------
  *

@@ -64,7 +64,8 @@ static int print_record(void *ctx, const struct v05_jentry *e)
 	printf(", \"mean\": ");
 	json_num(stdout, r->mean);
 	printf(", \"submit_ns\": %" PRIu64 ", \"final_ns\": %" PRIu64
-	       ", \"rewards\": ", r->submit_ns, r->final_ns);
+	       ", \"keep\": \"0x%" PRIx64 "\", \"rewards\": ", r->submit_ns,
+	       r->final_ns, r->keep);
 	floats(e->rewards, r->k);
 	printf(", \"advantages\": ");
 	floats(e->advantages, r->k);

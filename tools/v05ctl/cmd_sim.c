@@ -35,7 +35,8 @@ void help_sim(FILE *f)
 		"prior_noise, hallucination, seed, mse (mean over prompts of\n"
 		"(baseline - mu)^2), rollouts_per_prompt, mean_k, max_k, halts,\n"
 		"rounds, waves_per_batch (dispatches per batch, the first one\n"
-		"included), max_waves, dropped, saving_vs_g16 (1 - rollouts per\n"
+		"included), max_waves, dropped, nonzero_share (the share of groups\n"
+		"with a trained advantage that is not 0), saving_vs_g16 (1 - rollouts per\n"
 		"prompt / 16), and the advantages' distribution: adv (this mode's\n"
 		"|A| p99, p99.9, max and mean A^2 over every sample) and adv_grpo\n"
 		"(the same for verl's (r - mean) / (std + 1e-6) on the same groups).\n"
@@ -49,9 +50,16 @@ void help_sim(FILE *f)
 		"  --prompts N         prompts (default 10000)\n"
 		"  --prior-noise S     prior noise std, >= 0 (default 0.1)\n"
 		"  --hallucination H   share of random priors, in [0, 1] (default 0)\n"
+		"  --no-prior          every prior 0 (no value model: what the rules\n"
+		"                      that need none are compared on)\n"
 		"  --mode MODE         v05-eb (empirical Bayes, two waves; the\n"
 		"                      default), v05 (the paper's OSLA), v05-fixed,\n"
-		"                      grpo, dapo\n"
+		"                      grpo, dapo; the published rules\n"
+		"                      (docs/RULES.md), each with its own defaults:\n"
+		"                      reinforce-ada, reinforce-ada-pos (rounds of\n"
+		"                      --k 8 up to --k-max 32, pad 1, no halt),\n"
+		"                      knapsack-prior (--k 8 per prompt on average,\n"
+		"                      up to --k-max 64)\n"
 		"  --paper             the paper's exact behaviour: mode v05, halt\n"
 		"                      0.25, --sigma paper, rounds (later options\n"
 		"                      still override)\n"
@@ -59,8 +67,8 @@ void help_sim(FILE *f)
 		"  --schedule S        rounds (default) or stream\n"
 		"  --k K               group size: v05's and v05-eb's k_init (default 4),\n"
 		"                      v05-fixed's k (default 4), grpo/dapo's G\n"
-		"                      (default 16)\n"
-		"  --k-max N           v05's and v05-eb's cap (default 16)\n"
+		"                      (default 16), the rules' (above)\n"
+		"  --k-max N           v05's and v05-eb's cap (default 16), the rules'\n"
 		"  --cost C            OSLA cost per rollout (default %g)\n"
 		"  --halt-fraction F   batch halt (default 0.25)\n"
 		"  --pad N             dispatch multiple (default 32)\n"
@@ -174,6 +182,7 @@ int cmd_sim(int argc, char **argv)
 		{ "seed", required_argument, NULL, 'S' },
 		{ "false-rejection", no_argument, NULL, 'F' },
 		{ "prior", required_argument, NULL, 'V' },
+		{ "no-prior", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -206,7 +215,7 @@ int cmd_sim(int argc, char **argv)
 			ret = v05_mode_from_name(optarg);
 			if (ret < 0)
 				return v05ctl_usage_error("sim",
-					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo",
+					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo, reinforce-ada, reinforce-ada-pos, knapsack-prior",
 					optarg);
 			o.mode = (uint32_t)ret;
 			break;
@@ -243,6 +252,7 @@ int cmd_sim(int argc, char **argv)
 				return EXIT_USAGE;
 			o.k_max = (uint32_t)v;
 			have_kmax = 1;
+			o.have_k_max = 1;
 			break;
 		case 'c':
 			if (v05ctl_parse_double(optarg, &o.cost) || !(o.cost > 0) ||
@@ -253,11 +263,13 @@ int cmd_sim(int argc, char **argv)
 		case 'f':
 			if (opt_double("--halt-fraction", optarg, 0, 1, &o.halt))
 				return EXIT_USAGE;
+			o.have_halt = 1;
 			break;
 		case 'P':
 			if (opt_u64("--pad", optarg, 1, 65536, &v))
 				return EXIT_USAGE;
 			o.pad = (uint32_t)v;
+			o.have_pad = 1;
 			break;
 		case 'b':
 			if (opt_u64("--batch", optarg, 1, 1u << 20, &o.batch))
@@ -302,6 +314,9 @@ int cmd_sim(int argc, char **argv)
 		case 'F':
 			fr = 1;
 			break;
+		case 'N':
+			o.no_prior = 1;
+			break;
 		case 'V':
 			if (opt_double("--prior", optarg, -1, 1, &prior))
 				return EXIT_USAGE;
@@ -324,7 +339,8 @@ int cmd_sim(int argc, char **argv)
 	if (fr)
 		return false_rejection(prior, have_kmax ? o.k_max : 8);
 	if (!o.have_k)
-		o.k = o.mode == V05_MODE_GRPO || o.mode == V05_MODE_DAPO ? 16 : 4;
+		o.k = o.mode == V05_MODE_GRPO || o.mode == V05_MODE_DAPO ? 16 :
+		      o.mode >= V05_MODE_ADA ? 8 : 4;
 	if ((o.mode == V05_MODE_V05 || o.mode == V05_MODE_V05_EB) && o.k > o.k_max)
 		return v05ctl_usage_error("sim", "--k: %u is above --k-max %u",
 					  o.k, o.k_max);

@@ -11,7 +11,8 @@ struct sim_opts {
 	uint64_t prompts, seed, batch;
 	double noise, hallucination, cost, halt, p_fixed;
 	uint32_t mode, k, k_max, pad, sigma, schedule;
-	int have_k, have_p;
+	int have_k, have_p, have_k_max, have_pad, have_halt;
+	int no_prior; /* every prior 0: no value model at all */
 	/* v05-eb without a barrier: the running fit's window and cold start
 	 * (0: the library's defaults). */
 	uint32_t eb_window, eb_cold, have_eb_window, eb_early;
@@ -32,7 +33,8 @@ struct adv_acc {
 struct sim_out {
 	double sq_err, k_sum;
 	uint32_t max_k, max_waves;
-	uint64_t dropped;
+	uint64_t dropped, groups, nonzero; /* nonzero: a trained advantage
+					    * that is not 0 */
 	struct adv_acc adv, grpo;
 };
 

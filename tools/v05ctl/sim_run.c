@@ -94,6 +94,13 @@ static int apply_decision(struct v05_plugin *pl, struct v05_producer *w,
 	if (g.k > out->max_k)
 		out->max_k = g.k;
 	out->dropped += d->kind == V05_DECISION_DROP;
+	out->groups++;
+	if (d->kind == V05_DECISION_FINAL)
+		for (uint32_t s = 0; s < g.k; s++)
+			if (g.keep >> s & 1 && g.advantages[s] != 0.0f) {
+				out->nonzero++;
+				break;
+			}
 	if (sim_adv_group(out, &g))
 		return sim_fail("advantages");
 	if (v05_release(pl, d->slot, d->gen, d->key))
@@ -181,22 +188,38 @@ int sim_run(const struct sim_opts *o)
 			v = mu + noise * normal(&rng);
 			v = v > 1.0 ? 1.0 : (v < -1.0 ? -1.0 : v);
 		}
-		prior[i] = v;
+		prior[i] = o->no_prior ? 0.0 : v;
 	}
 	v05_config_default(&c);
 	c.params.cost = o->cost;
 	c.params.mode = o->mode;
-	c.params.k_init = o->k;
-	c.params.k_max = o->mode == V05_MODE_V05 || o->mode == V05_MODE_V05_EB ?
-				 o->k_max : o->k;
-	/* Fixed-k modes never step; the default step must still fit k_max
-	 * (the parameters' bound), e.g. at k = 1. */
-	if (c.params.k_step > c.params.k_max)
-		c.params.k_step = c.params.k_max;
 	c.params.sigma = o->sigma;
 	c.schedule = o->schedule;
-	c.halt_fraction = o->halt;
-	c.pad_multiple = o->pad;
+	if (o->mode >= V05_MODE_ADA) {
+		/* The published rules: their own defaults, then what the
+		 * options say (v05_config_check refuses what breaks a rule). */
+		if (v05_config_mode(&c, o->mode))
+			return sim_fail("mode");
+		c.params.k_init = o->k;
+		if (o->mode != V05_MODE_KNAPSACK_PRIOR)
+			c.params.k_step = o->k; /* rounds of k_init */
+		if (o->have_k_max)
+			c.params.k_max = o->k_max;
+		if (o->have_halt)
+			c.halt_fraction = o->halt;
+		if (o->have_pad)
+			c.pad_multiple = o->pad;
+	} else {
+		c.params.k_init = o->k;
+		c.params.k_max = o->mode == V05_MODE_V05 ||
+					 o->mode == V05_MODE_V05_EB ? o->k_max : o->k;
+		/* Fixed-k modes never step; the default step must still fit
+		 * k_max (the parameters' bound), e.g. at k = 1. */
+		if (c.params.k_step > c.params.k_max)
+			c.params.k_step = c.params.k_max;
+		c.halt_fraction = o->halt;
+		c.pad_multiple = o->pad;
+	}
 	c.max_prompts = bsz;
 	c.max_producers = 1;
 	c.max_batches = 2;
@@ -254,6 +277,7 @@ int sim_run(const struct sim_opts *o)
 		json_num(stdout, o->noise);
 		printf(", \"hallucination\": ");
 		json_num(stdout, o->hallucination);
+		printf(", \"no_prior\": %s", o->no_prior ? "true" : "false");
 		printf(", \"p\": ");
 		if (o->have_p)
 			json_num(stdout, o->p_fixed);
@@ -265,8 +289,9 @@ int sim_run(const struct sim_opts *o)
 		printf(", \"seed\": %llu, \"cost\": ", (unsigned long long)o->seed);
 		json_num(stdout, o->cost);
 		printf(", \"halt_fraction\": ");
-		json_num(stdout, o->halt);
-		printf(", \"pad_multiple\": %u, \"batch\": %u, \"mse\": ", o->pad, bsz);
+		json_num(stdout, c.halt_fraction);
+		printf(", \"pad_multiple\": %u, \"batch\": %u, \"mse\": ",
+		       c.pad_multiple, bsz);
 		json_num(stdout, out.sq_err / (double)o->prompts);
 		printf(", \"rollouts_per_prompt\": ");
 		json_num(stdout, rpp);
@@ -278,8 +303,10 @@ int sim_run(const struct sim_opts *o)
 		       (unsigned long long)counters[V05_C_ROUNDS]);
 		json_num(stdout, (double)(batches + counters[V05_C_ROUNDS]) /
 					 (double)batches);
-		printf(", \"max_waves\": %u, \"dropped\": %llu, \"saving_vs_g16\": ",
+		printf(", \"max_waves\": %u, \"dropped\": %llu, \"nonzero_share\": ",
 		       out.max_waves, (unsigned long long)out.dropped);
+		json_num(stdout, out.groups ? (double)out.nonzero / (double)out.groups : 0.0);
+		printf(", \"saving_vs_g16\": ");
 		json_num(stdout, 1.0 - rpp / 16.0);
 		printf(", \"batches\": [");
 		for (uint64_t b = 0; b < batches; b++) {

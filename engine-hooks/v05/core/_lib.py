@@ -25,7 +25,7 @@ class Params(ctypes.Structure):
     _fields_ = [("cost", ctypes.c_double), ("k_init", ctypes.c_uint32),
                 ("k_step", ctypes.c_uint32), ("k_max", ctypes.c_uint32),
                 ("mode", ctypes.c_uint32), ("sigma", ctypes.c_uint32),
-                ("reserved", ctypes.c_uint32)]
+                ("keep_n", ctypes.c_uint32)]
 
 
 class Estimate(ctypes.Structure):
@@ -93,7 +93,7 @@ class Group_(ctypes.Structure):
                 ("sigma", ctypes.c_double), ("mean", ctypes.c_double),
                 ("slot", ctypes.c_uint32), ("gen", ctypes.c_uint32),
                 ("k", ctypes.c_uint32), ("action", ctypes.c_uint32),
-                ("uid_len", ctypes.c_uint32)]
+                ("uid_len", ctypes.c_uint32), ("keep", ctypes.c_uint64)]
 
 
 class Support(ctypes.Structure):
@@ -155,7 +155,7 @@ path_loaded = None  # the libv05 this process uses (set by _load)
 
 def _check_abi():
     expect = {Params: 32, Estimate: 64, Config: 256, EbState: 5968, PromptIn: 24,
-              Decision_: 64, Group_: 104, Support: 16, Reward: 24,
+              Decision_: 64, Group_: 112, Support: 16, Reward: 24,
               ObserverInfo: 936, LaneStat: 80}
     for struct, size in expect.items():
         if ctypes.sizeof(struct) != size:
@@ -229,6 +229,10 @@ _sig("v05_params_default", None, ctypes.POINTER(Params))
 _sig("v05_estimate", _int, ctypes.POINTER(Params), ctypes.c_double,
      ctypes.POINTER(ctypes.c_double), _u32, ctypes.POINTER(Estimate),
      ctypes.POINTER(ctypes.c_double))
+_sig("v05_keep", _int, ctypes.POINTER(Params),
+     ctypes.POINTER(ctypes.c_double), _u32, ctypes.POINTER(_u64))
+_sig("v05_knapsack_plan", _int, ctypes.POINTER(ctypes.c_double), _u32, _u32,
+     _u32, ctypes.POINTER(_u32))
 _sig("v05_eb_estimate", _int, ctypes.POINTER(Params), ctypes.POINTER(EbFit),
      ctypes.c_double, ctypes.POINTER(ctypes.c_double), _u32,
      ctypes.POINTER(Estimate), ctypes.POINTER(ctypes.c_double))
@@ -247,6 +251,7 @@ _sig("v05_prior_from_p", _int, ctypes.c_double, ctypes.POINTER(ctypes.c_double))
 _sig("v05_reward_from_binary", _int, _int, ctypes.POINTER(ctypes.c_double))
 _sig("v05_config_default", None, ctypes.POINTER(Config))
 _sig("v05_config_paper", None, ctypes.POINTER(Config))
+_sig("v05_config_mode", _int, ctypes.POINTER(Config), _u32)
 _sig("v05_config_check", _int, ctypes.POINTER(Config))
 _sig("v05_plugin_create", _int, ctypes.c_char_p, ctypes.POINTER(Config),
      ctypes.POINTER(_P))
@@ -303,6 +308,7 @@ _sig("v05_mode_name", ctypes.c_char_p, _u32)
 _sig("v05_sigma_name", ctypes.c_char_p, _u32)
 _sig("v05_action_name", ctypes.c_char_p, _u32)
 _sig("v05_constant", _int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64))
+
 
 COUNTER_SLOTS = 256
 

@@ -46,7 +46,7 @@ def _gid_of_name(name: str) -> int:
 
 def make_config(name: str, *, cost: Optional[float] = None,
                 k_init: Optional[int] = None, k_step: Optional[int] = None,
-                k_max: Optional[int] = None,
+                k_max: Optional[int] = None, keep_n: Optional[int] = None,
                 halt_fraction: Optional[float] = None,
                 pad_multiple: Optional[int] = None, mode: Optional[str] = None,
                 schedule: Optional[str] = None,
@@ -92,7 +92,11 @@ def make_config(name: str, *, cost: Optional[float] = None,
     "v05-eb without a barrier"). eb_early (a probability in [0, 1], 0 =
     off, the default): early start, k_step more samples with the first
     wave of a prompt whose chance of needing more is at least that; those
-    not needed after all come back as "abort" decisions."""
+    not needed after all come back as "abort" decisions.
+    mode "reinforce-ada" / "reinforce-ada-pos" / "knapsack-prior": the
+    published allocation rules (docs/RULES.md), each with its own
+    defaults (v05_config_mode); keep_n is Reinforce-Ada's n, the samples
+    of a group trained on (default k_init / 2)."""
     c = _lib.Config()
     if paper:
         lib.v05_config_paper(ctypes.byref(c))
@@ -119,6 +123,12 @@ def make_config(name: str, *, cost: Optional[float] = None,
         raise ValueError(
             f"create {name}: broker_allow_uids / broker_allow_gids "
             "without producer_broker=True: no broker would use them")
+    if mode is not None:
+        # The mode's own defaults first (v05_config_mode: reinforce-ada's
+        # rounds of 8 up to 32, no padding; knapsack-prior's budget of 8
+        # up to 64); explicit parameters below still win.
+        _lib.check(lib.v05_config_mode(ctypes.byref(c), MODES[mode]),
+                   f"create {name}: mode {mode}")
     u32 = _checks.u32
     if cost is not None:
         c.params.cost = cost
@@ -128,8 +138,8 @@ def make_config(name: str, *, cost: Optional[float] = None,
         c.params.k_step = u32("k_step", k_step, 1)
     if k_max is not None:
         c.params.k_max = u32("k_max", k_max, 1)
-    if mode is not None:
-        c.params.mode = MODES[mode]
+    if keep_n is not None:
+        c.params.keep_n = u32("keep_n", keep_n)
     if sigma is not None:
         c.params.sigma = SIGMAS[sigma]
     if halt_fraction is not None:

@@ -18,7 +18,7 @@ class Group:
     group is released; after that the slot may hold another group."""
 
     __slots__ = ("uid", "key", "slot", "gen", "k", "baseline", "sigma",
-                 "mean", "prior", "action", "seq", "batch", "rewards",
+                 "mean", "prior", "action", "seq", "batch", "keep", "rewards",
                  "advantages", "_buffers", "_readonly", "__weakref__")
 
     def __init__(self, g, uid, owner, readonly=False):
@@ -34,6 +34,9 @@ class Group:
         self.action = ACTIONS.get(g.action, "?")
         self.seq = g.seq
         self.batch = g.batch
+        # Bit i: sample i is trained on (every sample but under
+        # reinforce-ada, whose other advantages are 0).
+        self.keep = g.keep
         rbuf = (ctypes.c_float * g.k).from_address(
             ctypes.addressof(g.rewards.contents)) if g.k else (ctypes.c_float * 0)()
         abuf = (ctypes.c_float * g.k).from_address(
@@ -53,6 +56,12 @@ class Group:
         else:
             self.rewards = np.frombuffer(rbuf, dtype=np.float32)
             self.advantages = np.frombuffer(abuf, dtype=np.float32)
+
+    @property
+    def kept(self):
+        """The indices of the samples trained on, in order (all of 0..k-1
+        but under reinforce-ada)."""
+        return [i for i in range(self.k) if self.keep >> i & 1]
 
     def torch(self):
         """(rewards, advantages) as torch tensors over the same memory. A

@@ -4,14 +4,14 @@ scales, v05_estimate (as `v05ctl estimate`) and v05-eb's batch fit."""
 
 import ctypes
 import math
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from . import _checks, _lib
 from ._lib import check, lib
 from .names import MODES, SIGMAS
 
 __all__ = ["prior_from_p", "reward_from_binary", "reward_from_score",
-           "estimate", "eb_fit"]
+           "estimate", "eb_fit", "knapsack_plan"]
 
 
 def prior_from_p(p: float) -> float:
@@ -65,18 +65,31 @@ def reward_from_score(score, lo: float = 0.0, hi: float = 1.0, *,
     return max(-1.0, min(1.0, 2.0 * (s - lo) / (hi - lo) - 1.0))
 
 
+RULE_MODES = ("reinforce-ada", "reinforce-ada-pos", "knapsack-prior")
+
+
 def estimate(prior: float, rewards: Sequence[float], *,
              cost: Optional[float] = None, k_step: Optional[int] = None,
              k_max: Optional[int] = None, mode: str = "v05",
-             sigma: str = "rms", fit: Optional[Tuple[float, float]] = None
+             sigma: str = "rms", fit: Optional[Tuple[float, float]] = None,
+             k_init: Optional[int] = None, keep_n: Optional[int] = None
              ) -> dict:
     """The statistics core on one group (as `v05ctl estimate`). `sigma`:
     the advantage normaliser, "rms" (bounded, |A| <= sqrt(k)) or "paper".
     Mode "v05-eb" needs `fit=(n0, h)`, its batch's fitted prior. cost,
     k_step and k_max left at None are the library's defaults
-    (v05_params_default)."""
+    (v05_params_default; for the published rules, their own:
+    v05_config_mode). k_init is the group size the rule started from (by
+    default the number of rewards, for the rules their own); keep_n
+    Reinforce-Ada's n. "keep" lists the samples trained on."""
     p = _lib.Params()
-    lib.v05_params_default(ctypes.byref(p))
+    if mode in RULE_MODES:
+        c = _lib.Config()
+        lib.v05_config_default(ctypes.byref(c))
+        check(lib.v05_config_mode(ctypes.byref(c), MODES[mode]), "estimate")
+        p = c.params
+    else:
+        lib.v05_params_default(ctypes.byref(p))
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not one of {sorted(MODES)}")
     if sigma not in SIGMAS:
@@ -93,7 +106,14 @@ def estimate(prior: float, rewards: Sequence[float], *,
         p.k_max = _checks.u32("k_max", k_max, 1)
     p.sigma = SIGMAS[sigma]
     k = len(rewards)
-    p.k_init = max(1, min(k, p.k_max))
+    if k_init is not None:
+        p.k_init = _checks.u32("k_init", k_init, 1)
+        if mode.startswith("reinforce-ada") and k_step is None:
+            p.k_step = p.k_init  # rounds of k_init
+    elif mode not in RULE_MODES:
+        p.k_init = max(1, min(k, p.k_max))
+    if keep_n is not None:
+        p.keep_n = _checks.u32("keep_n", keep_n)
     r = (ctypes.c_double * max(1, k))(*rewards)
     adv = (ctypes.c_double * max(1, k))()
     e = _lib.Estimate()
@@ -105,11 +125,29 @@ def estimate(prior: float, rewards: Sequence[float], *,
     else:
         check(lib.v05_estimate(ctypes.byref(p), float(prior), r, k,
                                ctypes.byref(e), adv), "estimate")
+    keep = ctypes.c_uint64()
+    check(lib.v05_keep(ctypes.byref(p), r, k, ctypes.byref(keep)), "keep")
     return {"k": e.k, "mean": e.mean, "delta2": e.delta2, "weight": e.weight,
             "baseline": e.baseline, "sigma": e.sigma,
             "k_target": e.k_target if e.has_target else None,
             "action": {0: "stop", 1: "more", 2: "drop"}[e.action],
-            "advantages": list(adv[:k])}
+            "advantages": list(adv[:k]),
+            "keep": [i for i in range(k) if keep.value >> i & 1]}
+
+
+def knapsack_plan(p: Sequence[float], per_prompt: int = 8,
+                  n_up: int = 64) -> List[int]:
+    """Knapsack RL's allocation (v05_knapsack_plan): per_prompt samples per
+    prompt on average split over prompts of success probabilities p (each
+    in [0, 1]) to maximise the expected information, each prompt's share
+    in [2, n_up] (docs/RULES.md)."""
+    n = len(p)
+    q = (ctypes.c_double * max(1, n))(*[float(x) for x in p])
+    out = (ctypes.c_uint32 * max(1, n))()
+    check(lib.v05_knapsack_plan(q, n, _checks.u32("per_prompt", per_prompt),
+                                _checks.u32("n_up", n_up), out),
+          "knapsack_plan")
+    return list(out[:n])
 
 
 def eb_fit(groups: Sequence[Tuple[float, Sequence[float]]]

@@ -376,8 +376,9 @@ class _Detached:
 
     def __init__(self, g: Group):
         for name in ("uid", "key", "slot", "k", "baseline", "sigma", "mean",
-                     "prior", "action", "seq", "batch"):
+                     "prior", "action", "seq", "batch", "keep"):
             setattr(self, name, getattr(g, name))
+        self.kept = g.kept
         self.rewards = g.rewards.copy()
         self.advantages = g.advantages.copy()
 

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The published allocation rules against v05's default in `v05ctl sim`
+(issue 28, item 2): over the 12-cell prior grid and a cell without any
+prior (every prior 0), side by side in one run, each rule with its own
+defaults: rollouts per prompt, the share of groups with a non-zero
+advantage, the baseline's MSE, the largest |A|, waves per batch; and
+v05-eb's MSE at the same rollouts (v05-eb run at group sizes 2 to 16 and
+interpolated), so each rule is compared at equal rollouts. Writes
+bench/RULES.md.
+
+    python3 bench/rules.py [--v05ctl build/tools/v05ctl/v05ctl]
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+
+NOISES = [0.05, 0.1, 0.2, 0.3]
+HALLUCINATIONS = [0.0, 0.1, 0.3]
+SEEDS = [1, 2, 3, 4, 5]
+PROMPTS, BATCH = 4096, 512
+# Each rule with the defaults its authors ran (v05_config_mode), and the
+# fixed-size baselines.
+RULES = {
+    "reinforce-ada": ["--mode", "reinforce-ada"],
+    "reinforce-ada-pos": ["--mode", "reinforce-ada-pos"],
+    "knapsack-prior (8/prompt)": ["--mode", "knapsack-prior"],
+    "knapsack-prior (4/prompt)": ["--mode", "knapsack-prior", "--k", "4"],
+    "GRPO G=16": ["--mode", "grpo", "--k", "16"],
+    "DAPO G=16": ["--mode", "dapo", "--k", "16"],
+    "GRPO G=4": ["--mode", "grpo", "--k", "4"],
+    "v05-eb default": ["--mode", "v05-eb"],
+}
+DEFAULT = "v05-eb default"
+# v05-eb's curve for equal rollouts: first waves of K, up to max(16, 2K),
+# and one wave of K (k_max = K); the lower envelope of all of them.
+EB_K = [2, 3, 4, 6, 8, 12, 16]
+EB_ONE_WAVE = [2, 4, 6, 8, 12, 16, 24, 32]
+
+
+def sim(v05ctl, args):
+    out = subprocess.run([v05ctl, "sim", "--prompts", str(PROMPTS),
+                          "--batch", str(BATCH)] + args,
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def mean_runs(v05ctl, args):
+    """The figures averaged over the seeds (the largest |A| and waves: the
+    largest)."""
+    acc = {"mse": 0.0, "rollouts": 0.0, "nonzero": 0.0, "max_a": 0.0,
+           "waves": 0.0}
+    for seed in SEEDS:
+        d = sim(v05ctl, args + ["--seed", str(seed)])
+        acc["mse"] += d["mse"] / len(SEEDS)
+        acc["rollouts"] += d["rollouts_per_prompt"] / len(SEEDS)
+        acc["nonzero"] += d["nonzero_share"] / len(SEEDS)
+        acc["max_a"] = max(acc["max_a"], d["adv"]["max"])
+        acc["waves"] = max(acc["waves"], d["waves_per_batch"])
+    return acc
+
+
+def at_rollouts(curve, r):
+    """v05-eb's MSE at r rollouts per prompt: linear in log(MSE) against
+    log(rollouts) between the two points around r (None outside)."""
+    pts = []
+    for r_, m_ in sorted((c["rollouts"], c["mse"]) for c in curve):
+        if not pts or m_ < pts[-1][1]:  # the frontier: better for more
+            pts.append((r_, m_))
+    for (r0, m0), (r1, m1) in zip(pts, pts[1:]):
+        if r0 <= r <= r1:
+            t = (math.log(r) - math.log(r0)) / (math.log(r1) - math.log(r0))
+            return math.exp(math.log(m0) + t * (math.log(m1) - math.log(m0)))
+    return None
+
+
+def gmean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(prog="bench/rules.py")
+    ap.add_argument("--v05ctl", default=os.path.join(
+        root, "build", "tools", "v05ctl", "v05ctl"))
+    ap.add_argument("--out", default=os.path.join(root, "bench", "RULES.md"))
+    a = ap.parse_args()
+    cells = [(f"noise {n}, hallucination {h}",
+              ["--prior-noise", str(n), "--hallucination", str(h)])
+             for n in NOISES for h in HALLUCINATIONS]
+    cells.append(("no prior (every prior 0)", ["--no-prior"]))
+    res = {}
+    for name, cargs in cells:
+        curve = [mean_runs(a.v05ctl, cargs + ["--mode", "v05-eb", "--k",
+                                              str(k), "--k-max",
+                                              str(max(16, 2 * k))])
+                 for k in EB_K] + \
+            [mean_runs(a.v05ctl, cargs + ["--mode", "v05-eb", "--k", str(k),
+                                          "--k-max", str(k)])
+             for k in EB_ONE_WAVE]
+        rows = {}
+        for label, margs in RULES.items():
+            r = mean_runs(a.v05ctl, cargs + margs)
+            r["eb_equal"] = at_rollouts(curve, r["rollouts"])
+            rows[label] = r
+        res[name] = rows
+        print(f"{name}: done", flush=True)
+    lines = [
+        "# The published allocation rules against v05's default "
+        "(`v05ctl sim`)",
+        "",
+        f"Written by `bench/rules.py` on {datetime.date.today()}, "
+        f"{platform.machine()} ({os.cpu_count()} cores); rerun: "
+        "`python3 bench/rules.py` after `ninja -C build` (a minute). "
+        f"{PROMPTS} prompts per run in batches of {BATCH}, seeds "
+        f"{', '.join(map(str, SEEDS))} averaged per cell (the largest |A| "
+        "and waves: the largest over the seeds). Each prompt's true "
+        "success probability is uniform on [0, 1], rewards are +-1 "
+        "draws, the prior is the truth plus N(0, noise^2) with a share of "
+        "uniformly random priors (hallucination), or 0 for every prompt "
+        "in the last cell. Each rule runs with its authors' defaults "
+        "(docs/RULES.md): reinforce-ada rounds of 8 up to 32, 4 of them "
+        "trained on; knapsack-prior a budget of 8 (or 4) per prompt, 2 to "
+        "64 each; GRPO and DAPO G = 16. *MSE* is the baseline's against "
+        "the prompt's true mean reward, over every group (Reinforce-Ada's "
+        "baseline is the mean of all its samples, the ones not trained on "
+        "included); *non-zero* the share of groups with a trained "
+        "advantage that is not 0 (what Reinforce-Ada and Knapsack RL "
+        "optimise; v05's fused baseline gives an all-same group a "
+        "non-zero advantage whenever the prior disagrees with it); "
+        "*v05-eb at equal rollouts* v05-eb (no barrier) run with first "
+        f"waves of {', '.join(map(str, EB_K))} (up to twice that, at least "
+        "16) and with one wave of "
+        f"{', '.join(map(str, EB_ONE_WAVE))} (k_max = k_init), the best "
+        "of these at each number of rollouts, interpolated at the rule's "
+        "rollouts (log-log); *ratio* the rule's MSE over it (below 1: the "
+        "rule wins).",
+        "",
+    ]
+    summary = {label: [] for label in RULES if label != DEFAULT}
+    for name, rows in res.items():
+        lines += [f"## {name}", "",
+                  "| mode | rollouts / prompt | MSE | v05-eb at equal "
+                  "rollouts | ratio | non-zero | largest abs(A) | "
+                  "waves / batch |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for label, r in rows.items():
+            eq = r["eb_equal"]
+            ratio = r["mse"] / eq if eq else None
+            if ratio is not None and label != DEFAULT:
+                summary[label].append(ratio)
+            lines.append(
+                f"| {label} | {r['rollouts']:.2f} | {r['mse']:.4f} | "
+                f"{'%.4f' % eq if eq else '-'} | "
+                f"{'%.3f' % ratio if ratio is not None else '-'} | "
+                f"{r['nonzero']:.3f} | {r['max_a']:.2f} | "
+                f"{r['waves']:.2f} |")
+        lines.append("")
+    lines += ["## Over the cells", "",
+              "Geometric mean over the cells of the rule's MSE over "
+              "v05-eb's at the same rollouts, and the range (cells where "
+              "the rule's rollouts fall outside v05-eb's curve are left "
+              "out, and counted):", "",
+              "| mode | MSE ratio to v05-eb at equal rollouts | range | "
+              "cells |", "|---|---:|---|---:|"]
+    for label, xs in summary.items():
+        if xs:
+            lines.append(f"| {label} | {gmean(xs):.3f} | "
+                         f"{min(xs):.3f}-{max(xs):.3f} | {len(xs)} of "
+                         f"{len(res)} |")
+        else:
+            lines.append(f"| {label} | - | - | 0 of {len(res)} |")
+    with open(a.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reinforce-Ada (arXiv 2510.04996 v1, section 2.2, Algorithm 1; the
+ * authors' defaults as their experiments ran them): a prompt samples in
+ * rounds until its group has the signal it needs, then trains on n of its
+ * k samples with a baseline from all k. A pure rule: no plugin state.
+ *
+ * The exit test sees whole rounds only (the plugin decides when every
+ * issued sample is in, and the mode refuses padding), so a prompt's k, its
+ * keep set and its advantages depend on its own rewards alone: the same
+ * under the rounds schedule and the stream, in any arrival order.
+ */
+#include <math.h>
+
+#include "stats_core.h"
+
+/* K_pos and K_neg of the exit test (v1 section 2.2: n/2 and n - n/2
+ * balanced; at least one success for the positive exit). */
+static void exits(const struct v05_params *p, uint32_t n, uint32_t *kpos,
+		  uint32_t *kneg)
+{
+	if (p->mode == V05_MODE_ADA_POS) {
+		*kpos = 1;
+		*kneg = 0;
+	} else {
+		*kpos = n / 2;
+		*kneg = n - n / 2;
+	}
+}
+
+static void count(const double *r, uint32_t k, uint32_t *pos, uint32_t *neg)
+{
+	*pos = 0;
+	for (uint32_t i = 0; i < k; i++)
+		*pos += r[i] > V05_ADA_TAU;
+	*neg = k - *pos;
+}
+
+uint32_t v05__ada_n(const struct v05_params *p)
+{
+	return p->keep_n ? p->keep_n : (p->k_init / 2 ? p->k_init / 2 : 1);
+}
+
+bool v05__ada_exited(const struct v05_params *p, const double *r, uint32_t k)
+{
+	uint32_t pos, neg, kpos, kneg;
+
+	count(r, k, &pos, &neg);
+	exits(p, v05__ada_n(p), &kpos, &kneg);
+	return pos >= kpos && neg >= kneg;
+}
+
+/*
+ * Down-sample to n (Algorithm 1 line 18): at least n/2 of each outcome
+ * where the pool has them, the rest filled from the other; within an
+ * outcome the lowest sample indices (the authors keep the first ones they
+ * cached; the paper does not say). A positive-exit group that never
+ * exited has no success, so it keeps its first n failures, as the
+ * authors' fallback does in that case.
+ */
+uint64_t v05__ada_keep(const struct v05_params *p, const double *r,
+		       uint32_t k)
+{
+	uint32_t n = v05__ada_n(p), pos, neg, take, kp, kn;
+	uint64_t keep = 0;
+
+	count(r, k, &pos, &neg);
+	take = n < k ? n : k;
+	kp = pos < n / 2 ? pos : n / 2;
+	kn = neg < take - kp ? neg : take - kp;
+	kp += pos - kp < take - kp - kn ? pos - kp : take - kp - kn;
+	for (uint32_t i = 0; i < k && (kp || kn); i++) {
+		if (r[i] > V05_ADA_TAU && kp) {
+			keep |= 1ull << i;
+			kp--;
+		} else if (r[i] <= V05_ADA_TAU && kn) {
+			keep |= 1ull << i;
+			kn--;
+		}
+	}
+	return keep;
+}
+
+void v05__estimate_ada(const struct v05_params *p, const double *r,
+		       uint32_t k, struct v05_estimate *e, double *adv)
+{
+	uint64_t keep = v05__ada_keep(p, r, k);
+
+	/* "Global statistics": the mean of every reward the prompt got; no
+	 * std (v1 section 2.3), so sigma is 1 and |A| <= 2. */
+	e->baseline = e->mean;
+	e->weight = 1.0;
+	e->sigma = 1.0;
+	if (!v05__ada_exited(p, r, k) && k + p->k_step <= p->k_max)
+		e->action = V05_ACTION_MORE;
+	for (uint32_t i = 0; adv && i < k; i++)
+		adv[i] = keep >> i & 1 ? r[i] - e->baseline : 0.0;
+}

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Knapsack RL's allocation (arXiv 2509.25849; the rule as its authors' code
+ * runs it, their paper's full text being out of reach here: docs/RULES.md
+ * says what was read). A batch's budget of per_prompt samples per prompt
+ * is split to maximise sum_i Value(N_i, p_i), with
+ *   Value(N, p) = (1 - p^N - (1 - p)^N) * p (1 - p)^2
+ * (the chance the group has a non-zero gradient, times the information a
+ * prompt of success rate p gives), each N_i in [N_LOW, n_up]. Value is
+ * concave in N for 0 < p < 1, so handing out one sample at a time to the
+ * largest marginal value is exactly optimal; ties go to the lower index.
+ * A pure rule: no plugin state.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "stats_core.h"
+
+static double value(uint32_t n, double p)
+{
+	return (1.0 - pow(p, n) - pow(1.0 - p, n)) * p * (1.0 - p) * (1.0 - p);
+}
+
+static double gain(uint32_t n, double p)
+{
+	return value(n + 1, p) - value(n, p);
+}
+
+struct heap {
+	uint32_t *at; /* prompt indices, a max-heap on (gain, -index) */
+	double *g;    /* by prompt index: its next sample's gain       */
+	uint32_t len;
+};
+
+static bool above(const struct heap *h, uint32_t a, uint32_t b)
+{
+	return h->g[a] > h->g[b] || (h->g[a] == h->g[b] && a < b);
+}
+
+static void sift_down(struct heap *h, uint32_t i)
+{
+	for (;;) {
+		uint32_t l = 2 * i + 1, r = l + 1, m = i, t;
+
+		if (l < h->len && above(h, h->at[l], h->at[m]))
+			m = l;
+		if (r < h->len && above(h, h->at[r], h->at[m]))
+			m = r;
+		if (m == i)
+			return;
+		t = h->at[i];
+		h->at[i] = h->at[m];
+		h->at[m] = t;
+		i = m;
+	}
+}
+
+/* Spread `left` samples one at a time over the prompts `want` selects that
+ * are below n_up, in index order, round after round; returns what is left
+ * (every selected prompt at n_up). */
+static uint32_t spread(const double *p01, uint32_t n, uint32_t n_up,
+		       uint32_t *out, uint32_t left, int want)
+{
+	bool placed = true;
+
+	while (left && placed) {
+		placed = false;
+		for (uint32_t i = 0; i < n && left; i++) {
+			bool sel = want == 0 ? p01[i] == 0.0 :
+				   want == 1 ? p01[i] == 0.0 || p01[i] == 1.0 :
+					       true;
+
+			if (sel && out[i] < n_up) {
+				out[i]++;
+				left--;
+				placed = true;
+			}
+		}
+	}
+	return left;
+}
+
+int v05__knapsack_plan_u(const double *p01, uint32_t n, uint32_t per_prompt,
+			 uint32_t n_up, uint32_t *out)
+{
+	struct heap h = { 0 };
+	uint32_t r = n * (per_prompt - V05_KNAPSACK_N_LOW), eligible = 0;
+	uint32_t zero = 0;
+	double est = 0.0, cap = log(1.0 - V05_KNAPSACK_ALPHA);
+
+	for (uint32_t i = 0; i < n; i++) {
+		out[i] = V05_KNAPSACK_N_LOW;
+		if (p01[i] > 0.0 && p01[i] < 1.0) {
+			double q = p01[i] > 0.5 ? p01[i] : 1.0 - p01[i];
+			double need = cap / log(q); /* samples to see both outcomes
+						     * with probability alpha */
+
+			eligible++;
+			est += floor(need < n_up ? need : n_up);
+		}
+		zero += p01[i] == 0.0;
+	}
+	if (eligible == 0) {
+		/* Nothing the knapsack can value: the budget goes to the
+		 * prompts never solved, else uniformly. */
+		if (zero)
+			spread(p01, n, n_up, out, r, 0);
+		else
+			for (uint32_t i = 0; i < n; i++)
+				out[i] = per_prompt;
+		return 0;
+	}
+	/* The fallback: budget beyond what the eligible prompts can use
+	 * (each needs about log(1 - alpha) / log(max(p, 1 - p)) samples to
+	 * show both outcomes) goes to the unsolved prompts, or else to the
+	 * other prompts outside the knapsack. */
+	if (est < (double)r && (zero || eligible < n)) {
+		uint32_t extra = r - (uint32_t)est, left;
+
+		left = spread(p01, n, n_up, out, extra, zero ? 0 : 1);
+		r = (uint32_t)est + left;
+	}
+	h.at = malloc((size_t)n * sizeof(*h.at));
+	h.g = malloc((size_t)n * sizeof(*h.g));
+	if (!h.at || !h.g) {
+		free(h.at);
+		free(h.g);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (p01[i] > 0.0 && p01[i] < 1.0 && out[i] < n_up) {
+			h.g[i] = gain(out[i], p01[i]);
+			h.at[h.len++] = i;
+		}
+	}
+	for (uint32_t i = h.len / 2; i-- > 0;)
+		sift_down(&h, i);
+	while (r && h.len) {
+		uint32_t i = h.at[0];
+
+		out[i]++;
+		r--;
+		if (out[i] < n_up) {
+			h.g[i] = gain(out[i], p01[i]);
+		} else {
+			h.at[0] = h.at[--h.len];
+		}
+		sift_down(&h, 0);
+	}
+	free(h.at);
+	free(h.g);
+	/* Every eligible prompt at n_up: the rest to whoever is below. */
+	spread(p01, n, n_up, out, r, 2);
+	return 0;
+}
+
+void v05__knapsack_clip_u(uint32_t k, double *adv)
+{
+	for (uint32_t i = 0; adv && i < k; i++)
+		adv[i] = fmax(-V05_KNAPSACK_ADV_CLIP,
+			      fmin(V05_KNAPSACK_ADV_CLIP, adv[i]));
+}
