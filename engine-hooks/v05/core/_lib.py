@@ -310,6 +310,24 @@ _sig("v05_action_name", ctypes.c_char_p, _u32)
 _sig("v05_constant", _int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64))
 
 
+# Calls that return within microseconds and never block run with the GIL
+# held (ctypes.PyDLL). Through CDLL each call gives the GIL up and takes it
+# back; with other Python threads running (the driver's scoring pool, the
+# engine's own) taking it back is a handoff through the GIL's condition
+# variable, system calls and often a context switch, per reward pushed and
+# per poll. Calls that may block (v05_wait, v05_producer_push_wait, create,
+# attach, close) still give it up. v05_poll may write the journal, so it
+# is here as `gil.v05_poll` for Plugin.poll to use when there is none.
+_GIL_HELD = ("v05_key", "v05_producer_push", "v05_group", "v05_release",
+             "v05_slot_uid", "v05_arm", "v05_pending", "v05_poll")
+gil = ctypes.PyDLL(path_loaded)
+for _name in _GIL_HELD:
+    _f, _src = getattr(gil, _name), getattr(lib, _name)
+    _f.restype, _f.argtypes = _src.restype, _src.argtypes
+    if _name != "v05_poll":
+        setattr(lib, _name, _f)
+del _name, _f, _src
+
 COUNTER_SLOTS = 256
 
 

@@ -69,6 +69,9 @@ class Plugin:
         self._buf = (_lib.Decision_ * 4096)()
         self.last_rejected = {}
         self.config = None  # the v05_config it was created with (create)
+        # poll may write a journal; with none (known at create) it runs
+        # with the GIL held, as the other short calls do (_lib._GIL_HELD).
+        self._poll_holds_gil = False
 
     @property
     def halt_fraction(self) -> float:
@@ -112,6 +115,7 @@ class Plugin:
         check(ret, f"create segment {name}")
         p = cls(h.value, name)
         p.config = c
+        p._poll_holds_gil = not c.journal_path
         return p
 
     def __repr__(self):
@@ -271,7 +275,8 @@ class Plugin:
         max_decisions; the rest wait for the next call)."""
         max_decisions = min(_checks.u32("max_decisions", max_decisions),
                             len(self._buf))
-        n = check(lib.v05_poll(self._handle(), self._buf, max_decisions), "poll")
+        poll = _lib.gil.v05_poll if self._poll_holds_gil else lib.v05_poll
+        n = check(poll(self._handle(), self._buf, max_decisions), "poll")
         return [self._decision(self._buf[i]) for i in range(n)]
 
     def recover(self) -> List[Decision]:
