@@ -47,6 +47,11 @@ MODES = {
     "v05-eb default": dict(mode="v05-eb", k_init=4, k_step=2, k_max=16),
     # eb_early is set from --eb-early.
     "v05-eb early start": dict(mode="v05-eb", k_init=4, k_step=2, k_max=16),
+    # The published rules (docs/RULES.md): Reinforce-Ada with its authors'
+    # defaults (rounds of 8 up to 32); Knapsack RL's allocation from the
+    # prior at fixed k=4's budget.
+    "reinforce-ada": dict(mode="reinforce-ada"),
+    "knapsack-prior 4/prompt": dict(mode="knapsack-prior", k_init=4),
 }
 DEFAULT = "v05-eb default"
 BASE = "fixed k=4"
