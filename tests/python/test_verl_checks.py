@@ -59,6 +59,47 @@ def test_nan_score_of_a_v05_row_raises_naming_it():
         vverl.compute_v05_advantage(tlr, mask, index=index, config={})
 
 
+def test_rows_of_a_reinforce_ada_group_are_its_kept_samples():
+    """A reinforce-ada group of 8 keeps samples 0, 1, 3 and 6: those four
+    rows get their advantages; a row of a sample not kept, or one row
+    missing, is refused."""
+    k, keep = 8, 0b01001011
+    rewards = [1.0, -1.0, -1.0, 1.0, -1.0, -1.0, 1.0, -1.0]
+    b = sum(rewards) / k
+    kept = [s for s in range(k) if keep >> s & 1]
+
+    def rows(samples):
+        index = np.array([vverl.V05Uid("ra", s, k, b, 1.0, rewards[s],
+                                       rewards[s] - b, keep)
+                          for s in samples], dtype=object)
+        tlr = torch.zeros(len(samples), 2)
+        tlr[:, -1] = torch.tensor([(rewards[s] + 1) / 2 for s in samples])
+        return index, tlr, torch.ones(len(samples), 2)
+
+    index, tlr, mask = rows(kept)
+    got, _ = vverl.compute_v05_advantage(tlr, mask, index=index, config={})
+    assert got[:, 0].tolist() == [rewards[s] - b for s in kept]
+    index, tlr, mask = rows([0, 1, 2, 3])  # 2 is not kept
+    with pytest.raises(ValueError, match="not kept"):
+        vverl.compute_v05_advantage(tlr, mask, index=index, config={})
+    # The same group recorded in this process, rows without numbers: the
+    # row count must be the kept count.
+    vverl.record_group("rb", k, b, 1.0, rewards,
+                       [rewards[s] - b if keep >> s & 1 else 0.0
+                        for s in range(k)], keep)
+    plain = np.array(["rb"] * 3, dtype=object)
+    with pytest.raises(ValueError, match="of which 4 are trained on"):
+        vverl.compute_v05_advantage(tlr[:3], mask[:3], index=plain,
+                                    config={})
+    plain = np.array(["rb"] * 4, dtype=object)
+    tlr4 = torch.zeros(4, 2)
+    tlr4[:, -1] = torch.tensor([(rewards[s] + 1) / 2 for s in kept])
+    got, _ = vverl.compute_v05_advantage(tlr4, torch.ones(4, 2), index=plain,
+                                         config={})
+    assert sorted(got[:, 0].tolist()) == sorted(rewards[s] - b for s in kept)
+    assert pickle.loads(pickle.dumps(index[0])).v05[6] == keep
+
+
 def test_uids_of_different_types_refused():
     index = np.array(["7", 7, "8"], dtype=object)
     tlr = torch.zeros(3, 2)

@@ -175,7 +175,7 @@ class V05GRPOTrainer(GRPOTrainer):
                                     for s in d.samples)
                 elif d.kind in ("final", "drop"):
                     g = self.v05.group(d)
-                    groups[d.uid] = {"k": g.k,
+                    groups[d.uid] = {"k": g.k, "kept": g.kept,
                                      "advantages": g.advantages.copy(),
                                      "rewards": g.rewards.copy(),
                                      "dropped": d.kind == "drop"}
@@ -248,7 +248,8 @@ class V05GRPOTrainer(GRPOTrainer):
         uids, groups, completions = self._run_plugin(examples, prompt_ids)
         self.v05_groups.append(groups)
 
-        # Rows: every sample of every group, weighted 1/(P k).
+        # Rows: every sample of every group trained on (all k but under
+        # reinforce-ada, which keeps n of them), weighted 1/(P n).
         P = len(uids)
         rows_p, rows_c, adv, weight, row_uid, row_sample = [], [], [], [], [], []
         for p, uid in enumerate(uids):
@@ -257,11 +258,12 @@ class V05GRPOTrainer(GRPOTrainer):
                 raise RuntimeError(f"v05: {uid}: generated samples "
                                    f"{sorted(completions[p])}, group k = "
                                    f"{g['k']}")
-            for s in range(g["k"]):
+            for s in g["kept"]:
                 rows_p.append(prompt_ids[p])
                 rows_c.append(completions[p][s])
                 adv.append(float(g["advantages"][s]))
-                weight.append(0.0 if g["dropped"] else 1.0 / (P * g["k"]))
+                weight.append(0.0 if g["dropped"] else
+                              1.0 / (P * len(g["kept"])))
                 row_uid.append(uid)
                 row_sample.append(s)
         n_real = len(rows_p)

@@ -234,7 +234,7 @@ def row_fields(res, s) -> Dict[str, Any]:
     return {"v05_sample": s, "v05_gen": res.decision.gen, "v05_k": g.k,
             "v05_baseline": g.baseline,
             "v05_sigma": g.sigma, "v05_reward": float(g.rewards[s]),
-            "v05_advantage": float(g.advantages[s])}
+            "v05_advantage": float(g.advantages[s]), "v05_keep": int(g.keep)}
 
 
 def lazy_classes(module_globals: dict, makers: dict):

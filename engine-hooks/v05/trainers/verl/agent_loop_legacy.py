@@ -47,14 +47,15 @@ def _worker_cls():
             return self._v05_batch(items, results, batch.meta_info)
 
         def _v05_batch(self, items, results, meta_info):
-            """One row per sample of each final group, in (prompt, sample)
-            order, with the prompt's fields and the group's numbers."""
+            """One row per sample trained on of each final group (all k but
+            under reinforce-ada), in (prompt, sample) order, with the
+            prompt's fields and the group's numbers."""
             outputs, cols = [], {}
             for uid, (_, _, kwargs), _ in items:
                 res = results[uid]
                 if res.dropped:  # no signal (mode dapo): no rows
                     continue
-                for s in range(res.group.k):
+                for s in res.group.kept:
                     outputs.append(res.outputs[s])
                     row = dict(kwargs, uid=uid, **row_fields(res, s))
                     for key, v in row.items():
@@ -69,7 +70,7 @@ def _worker_cls():
                     continue  # the agent loop's own field wins
                 # The group's numbers always win: the "v05" reward manager
                 # also reports a v05_reward (its own score) per row.
-                if key in ("v05_sample", "v05_k", "v05_gen"):
+                if key in ("v05_sample", "v05_k", "v05_gen", "v05_keep"):
                     col = np.asarray(vals, dtype=np.int64)
                 elif key in ROW_FIELDS:
                     col = np.asarray(vals, dtype=np.float64)

@@ -83,7 +83,7 @@ def _worker_tq_cls():
                 for uid, (_, _, kwargs), _ in items:
                     res = results[uid]
                     if not res.dropped:
-                        for s in range(res.group.k):
+                        for s in res.group.kept:  # samples trained on
                             f = row_fields(res, s)
                             tagged = V05Uid(uid, *(f[k] for k in ROW_FIELDS))
                             await base._agent_loop_postprocess(

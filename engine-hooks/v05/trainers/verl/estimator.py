@@ -52,17 +52,29 @@ def _check_uid_types(index) -> None:
                 "string; give the batch's uids one type (verl's own are str)")
 
 
+def _kept(rec):
+    keep = getattr(rec, "keep", (1 << rec.k) - 1)
+    return [i for i in range(rec.k) if keep >> i & 1]
+
+
 def _check_rows(uid, rec, row_rewards, samples):
     """Map each row to a sample of rec, checking the rows are exactly the
-    group's samples. Returns the sample index per row."""
+    group's samples trained on (all k, or the keep mask's under
+    reinforce-ada). Returns the sample index per row."""
     n = len(row_rewards)
-    if n != rec.k:
+    kept = _kept(rec)
+    if n != len(kept):
         raise ValueError(f"v05: uid {uid!r} has {n} rows, its group has "
-                         f"k = {rec.k} (rows lost, repeated or padded?)")
+                         f"k = {rec.k}" +
+                         (f" of which {len(kept)} are trained on"
+                          if len(kept) != rec.k else "") +
+                         " (rows lost, repeated or padded?)")
     if samples is not None:
-        if sorted(samples) != list(range(rec.k)):
+        if sorted(samples) != kept:
             raise ValueError(f"v05: uid {uid!r}: rows name samples "
-                             f"{sorted(samples)}, not 0..{rec.k - 1}")
+                             f"{sorted(samples)}, not " +
+                             (f"0..{rec.k - 1}" if len(kept) == rec.k
+                              else f"the kept {kept}"))
         for r, s in zip(row_rewards, samples):
             if abs(r - float(rec.rewards[s])) > REWARD_TOL:
                 raise ValueError(f"v05: uid {uid!r} sample {s}: the row's "
@@ -72,13 +84,13 @@ def _check_rows(uid, rec, row_rewards, samples):
     # No sample indices (verl passes only uids): the advantage is a
     # function of the reward within a group, so match rewards as multisets.
     order_rows = sorted(range(n), key=lambda i: row_rewards[i])
-    order_group = sorted(range(rec.k), key=lambda j: float(rec.rewards[j]))
+    order_group = sorted(kept, key=lambda j: float(rec.rewards[j]))
     out = [0] * n
     for i, j in zip(order_rows, order_group):
         if abs(row_rewards[i] - float(rec.rewards[j])) > REWARD_TOL:
             raise ValueError(f"v05: uid {uid!r}: the rows' rewards "
                              f"{sorted(row_rewards)} are not the group's "
-                             f"{sorted(rec.rewards.tolist())}")
+                             f"{sorted(rec.rewards[kept].tolist())}")
         out[i] = j
     return out
 
@@ -146,10 +158,13 @@ def compute_v05_advantage(token_level_rewards, response_mask, index=None,
             seg_group = _groups.from_segment(segment, uid, 0.0)
         if seg_group is not None:
             if rec is not None:
-                # Rows' numbers against the segment's group: same k,
-                # rewards and advantages.
-                if (rec.k != seg_group.k or
-                        not np.allclose(rec.rewards, seg_group.rewards,
+                # Rows' numbers against the segment's group: same k and
+                # keep, and the kept samples' rewards and advantages (the
+                # rows carry no others).
+                kept = _kept(rec)
+                if (rec.k != seg_group.k or rec.keep != seg_group.keep or
+                        not np.allclose(rec.rewards[kept],
+                                        seg_group.rewards[kept],
                                         atol=REWARD_TOL) or
                         not np.allclose(rec.advantages, seg_group.advantages,
                                         atol=REWARD_TOL)):

@@ -22,9 +22,10 @@ class GroupRecord:
     """One group's numbers as plain arrays (sample index -> value)."""
 
     __slots__ = ("uid", "k", "baseline", "sigma", "rewards", "advantages",
-                 "source")
+                 "source", "keep")
 
-    def __init__(self, uid, k, baseline, sigma, rewards, advantages, source):
+    def __init__(self, uid, k, baseline, sigma, rewards, advantages, source,
+                 keep=None):
         self.uid = uid
         self.k = int(k)
         self.baseline = float(baseline)
@@ -32,6 +33,9 @@ class GroupRecord:
         self.rewards = np.asarray(rewards, dtype=np.float32)
         self.advantages = np.asarray(advantages, dtype=np.float32)
         self.source = source
+        # Bit i: sample i is trained on and has a row (all k but under
+        # reinforce-ada).
+        self.keep = (1 << self.k) - 1 if keep is None else int(keep)
         if self.rewards.shape != (self.k,) or self.advantages.shape != (self.k,):
             raise ValueError(f"v05: group {uid!r}: k = {k} but {self.rewards.size} "
                              f"rewards, {self.advantages.size} advantages")
@@ -40,7 +44,11 @@ class GroupRecord:
     def of_group(cls, g, source="segment") -> "GroupRecord":
         """A copy of a Group (views of the segment)."""
         return cls(g.uid, g.k, g.baseline, g.sigma, g.rewards.copy(),
-                   g.advantages.copy(), source)
+                   g.advantages.copy(), source, g.keep)
+
+    @property
+    def kept(self):
+        return [i for i in range(self.k) if self.keep >> i & 1]
 
 
 class _Groups:
@@ -120,11 +128,13 @@ class _Groups:
 groups = _Groups()
 
 
-def record_group(uid, k, baseline, sigma, rewards, advantages) -> None:
+def record_group(uid, k, baseline, sigma, rewards, advantages,
+                 keep=None) -> None:
     """Make a group known to this process's estimator (e.g. a rollout
-    component in the trainer's driver that copied it out of the plugin)."""
+    component in the trainer's driver that copied it out of the plugin).
+    keep: the group's keep mask (Group.keep; all k samples if None)."""
     groups.record(GroupRecord(str(uid), k, baseline, sigma, rewards,
-                               advantages, "recorded"))
+                               advantages, "recorded", keep))
 
 
 def attach_reader(segment: str) -> None:

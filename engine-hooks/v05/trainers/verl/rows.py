@@ -10,9 +10,15 @@ from .groups import GroupRecord
 __all__ = ["ROW_FIELDS", "V05Uid", "tag_rows", "rows_fields",
            "record_from_rows", "rows_in_sample_order"]
 
-# Per-row numbers the rollout side records in non_tensor_batch.
+# Per-row numbers the rollout side records in non_tensor_batch. v05_keep:
+# the group's keep mask (bit i: sample i has a row; all k bits but under
+# reinforce-ada, whose other samples are not trained on and get no row).
 ROW_FIELDS = ("v05_sample", "v05_k", "v05_baseline", "v05_sigma",
-              "v05_reward", "v05_advantage")
+              "v05_reward", "v05_advantage", "v05_keep")
+
+
+def all_kept(k: int) -> int:
+    return (1 << int(k)) - 1
 
 
 class V05Uid(str):
@@ -21,10 +27,12 @@ class V05Uid(str):
     through verl's ``compute_advantage`` (which passes only the uid array)
     and survive DataProto reorder/select/concat and pickling."""
 
-    def __new__(cls, uid, sample, k, baseline, sigma, reward, advantage):
+    def __new__(cls, uid, sample, k, baseline, sigma, reward, advantage,
+                keep=None):
         s = super().__new__(cls, uid)
         s.v05 = (int(sample), int(k), float(baseline), float(sigma),
-                 float(reward), float(advantage))
+                 float(reward), float(advantage),
+                 all_kept(k) if keep is None else int(keep))
         return s
 
     def __reduce__(self):
@@ -63,23 +71,30 @@ def rows_fields(index, non_tensor_batch, rows):
 
 
 def record_from_rows(uid, fields) -> GroupRecord:
-    """A group from its rows' own numbers; they must agree on k, baseline
-    and sigma and name each sample 0..k-1 once."""
+    """A group from its rows' own numbers; they must agree on k, baseline,
+    sigma and the keep mask and name each kept sample once (the samples
+    not kept have no row: their rewards are unknown here, NaN, and their
+    advantages 0)."""
     k = int(fields[0][1])
     base, sigma = float(fields[0][2]), float(fields[0][3])
+    keep = int(fields[0][6]) if len(fields[0]) > 6 else all_kept(k)
     rewards = np.full(k, np.nan, dtype=np.float32)
-    adv = np.full(k, np.nan, dtype=np.float32)
-    for sample, kk, b, s, r, a in fields:
+    adv = np.zeros(k, dtype=np.float32)
+    for f in fields:
+        sample, kk, b, s, r, a = f[:6]
         sample = int(sample)
-        if int(kk) != k or float(b) != base or float(s) != sigma:
+        kp = int(f[6]) if len(f) > 6 else all_kept(k)
+        if int(kk) != k or float(b) != base or float(s) != sigma or \
+                kp != keep:
             raise ValueError(f"v05: rows of uid {uid!r} disagree on their "
-                             "group (k, baseline, sigma)")
-        if not 0 <= sample < k or not np.isnan(rewards[sample]):
+                             "group (k, baseline, sigma, keep)")
+        if not 0 <= sample < k or not keep >> sample & 1 or \
+                not np.isnan(rewards[sample]):
             raise ValueError(f"v05: uid {uid!r}: sample {sample} is out of "
-                             f"0..{k - 1} or repeated")
+                             f"0..{k - 1}, not kept, or repeated")
         rewards[sample] = r
         adv[sample] = a
-    return GroupRecord(uid, k, base, sigma, rewards, adv, "rows")
+    return GroupRecord(uid, k, base, sigma, rewards, adv, "rows", keep)
 
 
 def rows_in_sample_order(uids, samples) -> np.ndarray:
