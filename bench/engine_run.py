@@ -381,7 +381,9 @@ def main():
                 pr = TokensPrompt(prompt_token_ids=pr)
             items.append((uid, pr, float(priors[i])))
             truth[uid] = 2.0 * float(p[i]) - 1.0
-            lens[uid] = lengths(a.seed, b, i, 16, a)
+            # Up to 64 samples a prompt (knapsack-prior's k_max); each
+            # sample's draw is its own, so the first 16 do not change.
+            lens[uid] = lengths(a.seed, b, i, 64, a)
         batches.append((items, truth, lens))
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

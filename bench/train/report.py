@@ -13,11 +13,17 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLOTS = os.path.join(HERE, "plots")
 ORDER = ["grpo-16", "dapo-16", "grpo-4", "fixed-1", "fixed-2", "fixed-4", "fixed-8",
-         "v05", "v05-nohalt", "v05-eb"]
+         "v05", "v05-nohalt", "v05-eb", "reinforce-ada", "reinforce-ada-pos",
+         "knapsack-prior-4", "knapsack-prior-8"]
+# The published rules (issue 28, docs/RULES.md), compared with v05's modes.
+RULES = ["reinforce-ada", "reinforce-ada-pos", "knapsack-prior-4",
+         "knapsack-prior-8"]
 COLORS = {"grpo-16": "black", "dapo-16": "grey", "grpo-4": "tab:brown",
           "fixed-1": "tab:pink",
           "fixed-2": "tab:orange", "fixed-4": "tab:green", "fixed-8": "tab:olive",
-          "v05": "tab:blue", "v05-nohalt": "tab:cyan", "v05-eb": "tab:purple"}
+          "v05": "tab:blue", "v05-nohalt": "tab:cyan", "v05-eb": "tab:purple",
+          "reinforce-ada": "tab:red", "reinforce-ada-pos": "salmon",
+          "knapsack-prior-4": "tab:gray", "knapsack-prior-8": "darkkhaki"}
 
 
 def by_mode(runs):
@@ -76,6 +82,11 @@ def summarize(mruns, budget):
             halts=float(np.mean([x["halts"] for x in logs])),
             dropped=float(sum(x["dropped"] for x in logs) /
                           sum(x["prompts"] for x in logs)),
+            # groups with a trained advantage that is not 0 (recorded
+            # since the published rules; None for older runs)
+            nonzero=(float(sum(x["nonzero"] for x in logs) /
+                           sum(x["prompts"] for x in logs))
+                     if all("nonzero" in x for x in logs) else None),
             steps=float(np.mean([r["steps"] for r in runs])),
             rollouts=float(np.mean([r["rollouts"] for r in runs])),
             wall=float(np.mean([r["wall"] for r in runs])),
@@ -252,6 +263,29 @@ def verdicts(s):
     return out
 
 
+def rule_rows(s):
+    """Table rows: v05-eb against each published rule, and each rule
+    against its batch shape's fixed-size mode without a prior."""
+    out = []
+    pairs = []
+    for m in RULES:
+        if m in s and "v05-eb" in s:
+            pairs.append(("v05-eb", m))
+    for m, base in (("knapsack-prior-4", "grpo-4"),
+                    ("knapsack-prior-8", "fixed-8"),
+                    ("reinforce-ada", "grpo-16")):
+        if m in s and base in s:
+            pairs.append((m, base))
+    for a, b in pairs:
+        n = min(s[a]["n"], s[b]["n"])
+        cells = [f"{a} vs {b}"]
+        for key in ("final", "auc"):
+            d = s[a][key][:n] - s[b][key][:n]
+            cells += [fmt(d), f"{int((d > 0).sum())}/{n}"]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
 def git_rev():
     try:
         return subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
@@ -339,15 +373,34 @@ def main(argv=None):
              "*grad norm*: mean and std over steps of the norm before clipping; *entropy*: "
              "second half of training; *MSE*: baseline against 2p-1 with p the prompt's "
              "exact success rate, all groups; *k*: rollouts per prompt (padding included).\n")
-    L.append("| mode | start acc | final acc | AUC | greedy | grad norm mean | grad norm std | entropy | baseline MSE | prior MSE | k | waves/batch | halts/batch | dropped | s/run |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    L.append("| mode | start acc | final acc | AUC | greedy | grad norm mean | grad norm std | entropy | baseline MSE | prior MSE | k | waves/batch | halts/batch | dropped | non-zero | s/run |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for m, x in s.items():
         L.append(f"| {m} | {fmt(x['start'])} | {fmt(x['final'])} | {fmt(x['auc'])} | "
                  f"{fmt(x['greedy'])} | {fmt(x['gnorm'])} | {fmt(x['gstd'])} | "
                  f"{fmt(x['ent_late'])} | {x['mse']:.4f} | {x['prior_mse']:.4f} | "
                  f"{x['rollouts_per_prompt']:.2f} | {x['waves']:.2f} | {x['halts']:.2f} | "
-                 f"{x['dropped']:.1%} | {x['wall']:.0f} |")
+                 f"{x['dropped']:.1%} | "
+                 f"{'-' if x['nonzero'] is None else format(x['nonzero'], '.1%')} | "
+                 f"{x['wall']:.0f} |")
     L.append("")
+    rules = rule_rows(s)
+    if rules:
+        L.append("## The published rules at the same budget\n")
+        L.append("Each rule against v05's default (v05-eb) and against the "
+                 "fixed-size mode of its batch shape without a prior, paired "
+                 "by seed: the difference of the final held-out accuracy and "
+                 "of the mean accuracy over the budget (AUC), mean [min, max] "
+                 "over seeds, and in how many seeds the first is higher. "
+                 "*non-zero* in the table above is the share of groups with "
+                 "a trained advantage that is not 0 (the effective gradients "
+                 "Reinforce-Ada and Knapsack RL raise; for v05's fused modes "
+                 "an all-same group has a non-zero advantage whenever the "
+                 "prior disagrees with it).\n")
+        L.append("| comparison | final acc diff | higher in | AUC diff | higher in |")
+        L.append("|---|---|---|---|---|")
+        L += rules
+        L.append("")
     L.append("## The paper's claims at this scale\n")
     L.append("Paired by seed (every mode of a seed starts from the same warm-up weights "
              "and is evaluated on the same held-out prompts). \"holds\" means in every seed.\n")

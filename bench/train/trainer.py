@@ -9,10 +9,11 @@ per wave by Sampler), score each sample with the exact verifier (pushed to
 the plugin through its RewardWriter), and when every group is final take
 the advantages from the plugin's slots for the policy-gradient loss
 
-    L = -(1/B) sum_prompts (1/k) sum_i A_i * mean_t log pi(o_i,t)
+    L = -(1/B) sum_prompts (1/n) sum_{i kept} A_i * mean_t log pi(o_i,t)
 
 (the paper's objective with one on-policy update, so rho = 1 and clipping
-never acts; DAPO's dropped groups leave the batch, B counts the kept ones).
+never acts; DAPO's dropped groups leave the batch, B counts the kept ones;
+n = k but under reinforce-ada, which trains on n of its k samples).
 """
 
 import asyncio
@@ -42,6 +43,9 @@ class ModeSpec:
     k: int           # k_init (group size for fixed modes)
     adaptive: bool   # k decided by the plugin: size the batch by expected k
     halt: float = 0.25  # the batch halt fraction (the paper's 25%)
+    # A published rule (docs/RULES.md): its own defaults (v05_config_mode),
+    # only k_init given (knapsack-prior's budget per prompt).
+    rule: bool = False
 
 
 def mode_specs() -> Dict[str, ModeSpec]:
@@ -57,6 +61,14 @@ def mode_specs() -> Dict[str, ModeSpec]:
     s += [ModeSpec("v05", "v05", 4, True),
           ModeSpec("v05-nohalt", "v05", 4, True, halt=0.0),
           ModeSpec("v05-eb", "v05-eb", 4, True)]
+    # The published rules (issue 28): Reinforce-Ada with its authors'
+    # defaults (rounds of 8 up to 32, 4 trained on), Knapsack RL's
+    # allocation from the value prior at 4 and 8 samples per prompt.
+    s += [ModeSpec("reinforce-ada", "reinforce-ada", 8, True, rule=True),
+          ModeSpec("reinforce-ada-pos", "reinforce-ada-pos", 8, True,
+                   rule=True),
+          ModeSpec("knapsack-prior-4", "knapsack-prior", 4, False, rule=True),
+          ModeSpec("knapsack-prior-8", "knapsack-prior", 8, False, rule=True)]
     return {m.name: m for m in s}
 
 
@@ -123,9 +135,14 @@ class Trainer:
         self.used: List[dict] = []
         self.name = f"train-{os.getpid()}-{spec.name}-{seed}"
         # Raises ValueError for a mode this build of v05 does not know.
-        self.plugin = v05.Plugin.create(
-            self.name, mode=spec.mode, k_init=spec.k,
-            k_max=max(16, spec.k), pad_multiple=32, halt_fraction=spec.halt)
+        if spec.rule:
+            self.plugin = v05.Plugin.create(self.name, mode=spec.mode,
+                                            k_init=spec.k)
+        else:
+            self.plugin = v05.Plugin.create(
+                self.name, mode=spec.mode, k_init=spec.k,
+                k_max=max(16, spec.k), pad_multiple=32,
+                halt_fraction=spec.halt)
         self.prior = ValueModelPrior(self.plugin, valueprior.predict,
                                      batch_size=64, context_size=256, seed=seed)
         self.sampler = Sampler(self.policy, torch.Generator().manual_seed(seed))
@@ -190,7 +207,7 @@ class Trainer:
         # The loss, from the slots' advantages.
         t = time.perf_counter()
         seq_p, seq_o, seq_a, seq_w = [], [], [], []
-        ks, baselines, pri, tp, dropped = [], [], [], [], 0
+        ks, baselines, pri, tp, dropped, nonzero = [], [], [], [], 0, 0
         for i, u in enumerate(uids):
             r = results[u]
             g = r.group
@@ -208,11 +225,14 @@ class Trainer:
                                           slot=np.array(g.advantages).tolist(),
                                           rewards=[self.rewards_seen[u][s] for s in range(k)],
                                           loss_adv=adv.tolist(), mode=self.spec.mode))
-                for s in range(k):
+                # The samples trained on: all k but under reinforce-ada.
+                kept_s = g.kept
+                nonzero += any(float(adv[s]) != 0.0 for s in kept_s)
+                for s in kept_s:
                     seq_p.append(ps[i])
                     seq_o.append(r.outputs[s])
                     seq_a.append(adv[s])
-                    seq_w.append(1.0 / k)
+                    seq_w.append(1.0 / len(kept_s))
             r.group = None
             del g
             self.plugin.release(r.decision)
@@ -236,6 +256,9 @@ class Trainer:
         mu = 2 * np.asarray(tp) - 1
         rec = dict(step=self.step_no, rollouts=self.rollouts, prompts=B,
                    spent=spent, kept=kept, dropped=dropped,
+                   # groups with a trained advantage that is not 0 (the
+                   # "effective gradient" Reinforce-Ada and Knapsack raise)
+                   nonzero=nonzero,
                    waves=self.sampler.waves - waves0,
                    rounds=st1["rounds"] - st0["rounds"],
                    halts=st1["halts"] - st0["halts"],
