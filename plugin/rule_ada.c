@@ -10,8 +10,6 @@
  * keep set and its advantages depend on its own rewards alone: the same
  * under the rounds schedule and the stream, in any arrival order.
  */
-#include <math.h>
-
 #include "stats_core.h"
 
 /* K_pos and K_neg of the exit test (v1 section 2.2: n/2 and n - n/2

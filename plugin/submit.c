@@ -72,8 +72,8 @@ static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
 /*
  * knapsack-prior: each prompt's one wave, planned over the whole submit
  * from the priors (rule_knapsack.c), in *plan (to free). A prior that is
- * not valid plans as 0 (its prompt is refused anyway, its share of the
- * budget is not spent). NULL plan: every prompt gets k_init.
+ * not valid plans as a prior of 0 (its prompt is refused anyway, and its
+ * share of the budget is not spent, as a refused prompt's never is). NULL plan: every prompt gets k_init.
  */
 static int plan_first(struct v05_plugin *p, const struct v05_prompt_in *in,
 		      uint32_t n, uint32_t **plan)
@@ -84,6 +84,9 @@ static int plan_first(struct v05_plugin *p, const struct v05_prompt_in *in,
 	*plan = NULL;
 	if (p->params.mode != V05_MODE_KNAPSACK_PRIOR)
 		return 0;
+	/* The budget, n * k_init, is a u32 (k_init <= 64). */
+	if (n > UINT32_MAX / V05_K_LIMIT)
+		return v05__fail(-EINVAL, "submit: %u prompts in one batch", n);
 	q = malloc((size_t)n * sizeof(*q));
 	*plan = malloc((size_t)n * sizeof(**plan));
 	if (!q || !*plan) {
