@@ -164,6 +164,38 @@ static void test_sigma_and_eb(void **state)
 	free(r);
 }
 
+/* The published rules with their own defaults: Reinforce-Ada's worked
+ * example E1 (round of 8, 4 kept), a smaller round, and keep_n refused
+ * above the round. */
+static void test_rules(void **state)
+{
+	struct run_result *r = malloc(sizeof(*r));
+
+	(void)state;
+	assert_non_null(r);
+	assert_int_equal(run_estimate(r, "--mode", "reinforce-ada", "--rewards",
+				      "1,-1,-1,1,-1,-1,-1,-1", NULL, NULL), 0);
+	assert_non_null(strstr(r->out, "\"action\": \"stop\""));
+	assert_non_null(strstr(r->out, "\"keep\": [0, 1, 2, 3]"));
+	assert_non_null(strstr(r->out,
+			       "\"advantages\": [1.5, -0.5, -0.5, 1.5, 0, 0, 0, 0]"));
+	/* One success of 8: the balanced exit wants two. */
+	assert_int_equal(run_estimate(r, "--mode", "reinforce-ada", "--rewards",
+				      "-1,-1,-1,-1,-1,1,-1,-1", NULL, NULL), 0);
+	assert_non_null(strstr(r->out, "\"action\": \"more\""));
+	assert_int_equal(run_estimate(r, "--mode", "reinforce-ada-pos",
+				      "--rewards", "-1,-1,-1,-1,-1,1,-1,-1",
+				      NULL, NULL), 0);
+	assert_non_null(strstr(r->out, "\"action\": \"stop\""));
+	assert_int_equal(run_estimate(r, "--mode", "reinforce-ada", "--k-init",
+				      "4", "--rewards", "1,-1,-1,-1"), 0);
+	assert_non_null(strstr(r->out, "\"keep\": [0, 1]"));
+	assert_int_equal(run_estimate(r, "--mode", "reinforce-ada", "--keep-n",
+				      "9", "--rewards", "1,-1"), 2);
+	assert_non_null(strstr(r->err, "--keep-n"));
+	free(r);
+}
+
 struct bad_case {
 	const char *args[6];
 	const char *names; /* the argument the message must name */
@@ -239,6 +271,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_paper_example_output),
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_sigma_and_eb),
+		cmocka_unit_test(test_rules),
 		cmocka_unit_test(test_help),
 	};
 

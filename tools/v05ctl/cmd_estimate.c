@@ -15,6 +15,7 @@ void help_estimate(FILE *f)
 	fprintf(f,
 		"usage: v05ctl estimate --prior V --rewards R1,R2,... [--cost C]\n"
 		"                       [--k-step N] [--k-max N] [--mode MODE]\n"
+		"                       [--k-init N] [--keep-n N]\n"
 		"                       [--sigma rms|paper] [--fit N0,H]\n"
 		"\n"
 		"Fuses the prior V with the rewards of one group (in sample order)\n"
@@ -34,7 +35,10 @@ void help_estimate(FILE *f)
 		"  --mode MODE     v05 (fusion + OSLA), v05-fixed (fusion, fixed k),\n"
 		"                  v05-eb (empirical-Bayes posterior mean under a\n"
 		"                  batch's fit, see --fit), grpo (group mean/std as\n"
-		"                  verl), dapo (grpo + drop of zero-variance groups)\n"
+		"                  verl), dapo (grpo + drop of zero-variance groups),\n"
+		"                  reinforce-ada, reinforce-ada-pos, knapsack-prior\n"
+		"                  (docs/RULES.md; their own defaults: k 8/8/32,\n"
+		"                  knapsack-prior's k_max 64)\n"
 		"                  (default v05)\n"
 		"  --sigma NORM    advantage normaliser of the v05 modes: rms (default;\n"
 		"                  sigma^2 = max(1 - baseline^2, mean (r - baseline)^2),\n"
@@ -45,6 +49,11 @@ void help_estimate(FILE *f)
 		"                  (0, 1); the group is taken at its first stage\n"
 		"                  (k_init = k), so action/k_target give the\n"
 		"                  two-stage choice of extra samples\n"
+		"  --k-init N      the group size the rule started from: reinforce-\n"
+		"                  ada's round (default 8; --k-step follows it);\n"
+		"                  other modes: the number of rewards\n"
+		"  --keep-n N      reinforce-ada: samples trained on (default\n"
+		"                  k_init / 2); the JSON's \"keep\" lists them\n"
 		"  -h, --help      this text\n"
 		"\n"
 		"grpo/dapo's sigma is the group's std (advantages divide by\n"
@@ -73,7 +82,7 @@ static int parse_uint_opt(const char *opt, const char *arg, uint32_t *out)
 }
 
 static void print_estimate(const struct v05_estimate *e, uint32_t mode,
-			   uint32_t sigma, const double *adv)
+			   uint32_t sigma, const double *adv, uint64_t keep)
 {
 	printf("{\"k\": %u, \"mode\": ", e->k);
 	json_str(stdout, v05_mode_name(mode));
@@ -96,7 +105,14 @@ static void print_estimate(const struct v05_estimate *e, uint32_t mode,
 		fputs("null", stdout);
 	printf(", \"action\": ");
 	json_str(stdout, v05_action_name(e->action));
-	printf(", \"advantages\": [");
+	printf(", \"keep\": [");
+	for (uint32_t i = 0, first = 1; i < e->k; i++) {
+		if (keep >> i & 1) {
+			printf(first ? "%u" : ", %u", i);
+			first = 0;
+		}
+	}
+	printf("], \"advantages\": [");
 	for (uint32_t i = 0; i < e->k; i++) {
 		if (i)
 			fputs(", ", stdout);
@@ -116,6 +132,8 @@ int cmd_estimate(int argc, char **argv)
 		{ "mode", required_argument, NULL, 'M' },
 		{ "sigma", required_argument, NULL, 'g' },
 		{ "fit", required_argument, NULL, 'f' },
+		{ "k-init", required_argument, NULL, 'i' },
+		{ "keep-n", required_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -124,7 +142,10 @@ int cmd_estimate(int argc, char **argv)
 	struct v05_params params;
 	struct v05_estimate e;
 	struct v05_eb_fit fit = { 0.0, 0.0 };
-	bool have_prior = false, have_fit = false;
+	bool have_prior = false, have_fit = false, have_step = false;
+	bool have_max = false, have_cost = false;
+	uint32_t k_init = 0, keep_n = 0;
+	uint64_t keep = 0;
 	double prior = 0.0;
 	unsigned bad = 0;
 	int opt, k, ret;
@@ -149,20 +170,31 @@ int cmd_estimate(int argc, char **argv)
 				return v05ctl_usage_error("estimate",
 					"--cost: '%s' is not a finite number",
 					optarg);
+			have_cost = true;
 			break;
 		case 's':
 			if (parse_uint_opt("--k-step", optarg, &params.k_step))
 				return EXIT_USAGE;
+			have_step = true;
 			break;
 		case 'm':
 			if (parse_uint_opt("--k-max", optarg, &params.k_max))
+				return EXIT_USAGE;
+			have_max = true;
+			break;
+		case 'i':
+			if (parse_uint_opt("--k-init", optarg, &k_init))
+				return EXIT_USAGE;
+			break;
+		case 'n':
+			if (parse_uint_opt("--keep-n", optarg, &keep_n))
 				return EXIT_USAGE;
 			break;
 		case 'M':
 			ret = v05_mode_from_name(optarg);
 			if (ret < 0)
 				return v05ctl_usage_error("estimate",
-					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo",
+					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo, reinforce-ada, reinforce-ada-pos, knapsack-prior",
 					optarg);
 			params.mode = (uint32_t)ret;
 			break;
@@ -227,16 +259,41 @@ int cmd_estimate(int argc, char **argv)
 		return v05ctl_usage_error("estimate",
 					  "--rewards: entry %u is not a finite number",
 					  bad + 1);
-	/* The group's own size is the k the statistics see. */
-	params.k_init = (uint32_t)k <= params.k_max ? (uint32_t)k : params.k_max;
-	if (params.k_init == 0)
-		params.k_init = 1;
+	if (params.mode >= V05_MODE_ADA) {
+		/* A published rule: its own defaults, then the options. */
+		struct v05_config c;
+		struct v05_params given = params;
+
+		v05_config_default(&c);
+		v05_config_mode(&c, params.mode);
+		params = c.params;
+		params.sigma = given.sigma;
+		if (have_cost)
+			params.cost = given.cost;
+		if (have_max)
+			params.k_max = given.k_max;
+		if (k_init)
+			params.k_init = k_init;
+		if (have_step)
+			params.k_step = given.k_step;
+		else if (params.mode != V05_MODE_KNAPSACK_PRIOR)
+			params.k_step = params.k_init; /* rounds of k_init */
+	} else {
+		/* The group's own size is the k the statistics see. */
+		params.k_init = k_init ? k_init :
+			(uint32_t)k <= params.k_max ? (uint32_t)k : params.k_max;
+		if (params.k_init == 0)
+			params.k_init = 1;
+	}
+	params.keep_n = keep_n;
 
 	ret = v05_params_check(&params);
 	if (ret) {
 		const char *msg = v05_errmsg();
 		const char *name = !strncmp(msg, "cost", 4)   ? "--cost" :
 				   !strncmp(msg, "k_step", 6) ? "--k-step" :
+				   !strncmp(msg, "keep_n", 6) ? "--keep-n" :
+				   !strncmp(msg, "k_init", 6) ? "--k-init" :
 								"--k-max";
 		return v05ctl_usage_error("estimate", "%s: %s", name, msg);
 	}
@@ -254,6 +311,9 @@ int cmd_estimate(int argc, char **argv)
 							       "--rewards";
 		return v05ctl_usage_error("estimate", "%s: %s", name, msg);
 	}
-	print_estimate(&e, params.mode, params.sigma, adv);
+	if (v05_keep(&params, rewards, (uint32_t)k, &keep))
+		return v05ctl_usage_error("estimate", "--rewards: %s",
+					  v05_errmsg());
+	print_estimate(&e, params.mode, params.sigma, adv, keep);
 	return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
 }
