@@ -140,6 +140,32 @@ def test_v05_on_vllm(engine_loop, segname, schedule):
     assert max(ks) > PARAMS["k_init"], "OSLA never asked for more"
 
 
+@pytest.mark.parametrize("schedule", ["rounds", "stream"])
+def test_reinforce_ada_on_vllm(engine_loop, segname, schedule):
+    """A published rule (docs/RULES.md) on the engine: each prompt samples
+    in rounds of 4 until its balanced exit or 12, so its k is the first
+    round end where the exit holds (or 12); the slot holds
+    v05.estimate's baseline, keep set and advantages; nothing padded."""
+    res = run_batches(engine_loop, segname, "reinforce-ada",
+                      schedule=schedule, pad=1, k_init=4, k_step=4,
+                      k_max=12, halt_fraction=0.0)
+    out, _, idle, _, rewards, stats, _ = res
+    assert idle and stats["samples_padded"] == 0
+    rule = dict(mode="reinforce-ada", k_init=4, k_max=12)
+    for _, groups, _ in out:
+        for uid, (k, rw, adv, base, outputs, dropped) in groups.items():
+            saw = [rewards[(uid, s)] for s in range(k)]
+            assert k in (4, 8, 12) and rw.tolist() == saw
+            for end in range(4, k, 4):  # no exit at an earlier round
+                assert v05.estimate(0.0, saw[:end], **rule)["action"] == \
+                    "more"
+            est = v05.estimate(0.0, saw, **rule)
+            assert k == 12 or est["action"] == "stop"
+            assert base == est["baseline"] and len(est["keep"]) == 2
+            np.testing.assert_array_equal(
+                adv, np.array(est["advantages"], dtype=np.float32))
+
+
 def test_grpo_on_vllm(engine_loop, segname):
     res = run_batches(engine_loop, segname, "grpo", pad=1, k_init=8, k_max=8)
     check_run(*res, mode="grpo", pad=1)
