@@ -10,11 +10,10 @@ way (how fast the fit follows). Writes bench/NOBARRIER.md.
 """
 import argparse
 import datetime
-import json
-import math
 import os
 import platform
-import subprocess
+
+import simrun  # this folder
 
 NOISES = [0.05, 0.1, 0.2, 0.3]
 HALLUCINATIONS = [0.0, 0.1, 0.3]
@@ -29,21 +28,16 @@ MODES = {
 
 
 def sim(v05ctl, args, prompts=PROMPTS):
-    out = subprocess.run([v05ctl, "sim", "--prompts", str(prompts),
-                          "--batch", str(BATCH)] + args,
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out)
+    return simrun.sim(v05ctl, args, prompts, BATCH)
 
 
-def gmean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+gmean = simrun.gmean
 
 
 def main():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = simrun.ROOT
     ap = argparse.ArgumentParser(prog="bench/nobarrier.py")
-    ap.add_argument("--v05ctl", default=os.path.join(
-        root, "build", "tools", "v05ctl", "v05ctl"))
+    ap.add_argument("--v05ctl", default=simrun.V05CTL)
     a = ap.parse_args()
     cells = {}
     for n in NOISES:

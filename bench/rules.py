@@ -13,11 +13,11 @@ bench/RULES.md.
 """
 import argparse
 import datetime
-import json
 import math
 import os
 import platform
-import subprocess
+
+import simrun  # this folder
 
 NOISES = [0.05, 0.1, 0.2, 0.3]
 HALLUCINATIONS = [0.0, 0.1, 0.3]
@@ -43,10 +43,7 @@ EB_ONE_WAVE = [2, 4, 6, 8, 12, 16, 24, 32]
 
 
 def sim(v05ctl, args):
-    out = subprocess.run([v05ctl, "sim", "--prompts", str(PROMPTS),
-                          "--batch", str(BATCH)] + args,
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out)
+    return simrun.sim(v05ctl, args, PROMPTS, BATCH)
 
 
 def mean_runs(v05ctl, args):
@@ -78,16 +75,11 @@ def at_rollouts(curve, r):
     return None
 
 
-def gmean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
 def main():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ap = argparse.ArgumentParser(prog="bench/rules.py")
-    ap.add_argument("--v05ctl", default=os.path.join(
-        root, "build", "tools", "v05ctl", "v05ctl"))
-    ap.add_argument("--out", default=os.path.join(root, "bench", "RULES.md"))
+    ap.add_argument("--v05ctl", default=simrun.V05CTL)
+    ap.add_argument("--out", default=os.path.join(simrun.ROOT, "bench",
+                                                  "RULES.md"))
     a = ap.parse_args()
     cells = [(f"noise {n}, hallucination {h}",
               ["--prior-noise", str(n), "--hallucination", str(h)])
@@ -169,7 +161,7 @@ def main():
               "cells |", "|---|---:|---|---:|"]
     for label, xs in summary.items():
         if xs:
-            lines.append(f"| {label} | {gmean(xs):.3f} | "
+            lines.append(f"| {label} | {simrun.gmean(xs):.3f} | "
                          f"{min(xs):.3f}-{max(xs):.3f} | {len(xs)} of "
                          f"{len(res)} |")
         else:
