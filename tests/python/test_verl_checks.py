@@ -98,6 +98,10 @@ def test_rows_of_a_reinforce_ada_group_are_its_kept_samples():
                                          config={})
     assert sorted(got[:, 0].tolist()) == sorted(rewards[s] - b for s in kept)
     assert pickle.loads(pickle.dumps(index[0])).v05[6] == keep
+    # Rows written without a keep mask (0: the field unset) keep every
+    # sample, as before the field existed.
+    assert vverl.V05Uid("x", 0, 4, 0.0, 1.0, 1.0, 0.0, 0).v05[6] == 0b1111
+    assert vverl.V05Uid("x", 0, 64, 0.0, 1.0, 1.0, 0.0).v05[6] == 2**64 - 1
 
 
 def test_uids_of_different_types_refused():

@@ -70,8 +70,10 @@ def _worker_cls():
                     continue  # the agent loop's own field wins
                 # The group's numbers always win: the "v05" reward manager
                 # also reports a v05_reward (its own score) per row.
-                if key in ("v05_sample", "v05_k", "v05_gen", "v05_keep"):
+                if key in ("v05_sample", "v05_k", "v05_gen"):
                     col = np.asarray(vals, dtype=np.int64)
+                elif key == "v05_keep":  # all 64 bits (k = 64 keeps all)
+                    col = np.asarray(vals, dtype=np.uint64)
                 elif key in ROW_FIELDS:
                     col = np.asarray(vals, dtype=np.float64)
                 else:

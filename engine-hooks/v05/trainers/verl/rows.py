@@ -21,6 +21,13 @@ def all_kept(k: int) -> int:
     return (1 << int(k)) - 1
 
 
+def keep_of(k, keep) -> int:
+    """A row's keep mask: 0 or missing (rows written without the field)
+    means every sample; a final group with rows keeps at least one."""
+    keep = int(keep or 0)
+    return keep if keep else all_kept(k)
+
+
 class V05Uid(str):
     """A uid (equal to, hashing as, printing as the plain string) that
     carries its row's v05 numbers, so they reach a registered estimator
@@ -31,8 +38,7 @@ class V05Uid(str):
                 keep=None):
         s = super().__new__(cls, uid)
         s.v05 = (int(sample), int(k), float(baseline), float(sigma),
-                 float(reward), float(advantage),
-                 all_kept(k) if keep is None else int(keep))
+                 float(reward), float(advantage), keep_of(k, keep))
         return s
 
     def __reduce__(self):
@@ -77,13 +83,13 @@ def record_from_rows(uid, fields) -> GroupRecord:
     advantages 0)."""
     k = int(fields[0][1])
     base, sigma = float(fields[0][2]), float(fields[0][3])
-    keep = int(fields[0][6]) if len(fields[0]) > 6 else all_kept(k)
+    keep = keep_of(k, fields[0][6] if len(fields[0]) > 6 else 0)
     rewards = np.full(k, np.nan, dtype=np.float32)
     adv = np.zeros(k, dtype=np.float32)
     for f in fields:
         sample, kk, b, s, r, a = f[:6]
         sample = int(sample)
-        kp = int(f[6]) if len(f) > 6 else all_kept(k)
+        kp = keep_of(k, f[6] if len(f) > 6 else 0)
         if int(kk) != k or float(b) != base or float(s) != sigma or \
                 kp != keep:
             raise ValueError(f"v05: rows of uid {uid!r} disagree on their "
