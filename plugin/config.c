@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "stats_core.h"
 #include "../shm/error.h"
 
 V05_API void v05_config_default(struct v05_config *c)
@@ -47,7 +48,7 @@ V05_API int v05_config_mode(struct v05_config *c, uint32_t mode)
 	if (mode >= V05_MODE_COUNT)
 		return v05__fail(-EINVAL, "mode %u is unknown", mode);
 	c->params.mode = mode;
-	if (mode == V05_MODE_ADA || mode == V05_MODE_ADA_POS) {
+	if (v05__mode_is_ada(mode)) {
 		/* What the authors' experiments ran (docs/RULES.md): rounds
 		 * of M = 8 up to N_max = 32, n = 4 trained on; nothing may
 		 * add samples to the pool or cut a prompt's rounds short. */
@@ -151,7 +152,7 @@ V05_API int v05_config_check(const struct v05_config *c)
 				 c->schedule == V05_SCHEDULE_STREAM ? "stream" : "rounds");
 	if (c->eb_early && c->params.k_init + c->params.k_step > c->params.k_max)
 		return v05__fail(-EINVAL, "eb_early needs k_init + k_step <= k_max");
-	if ((c->params.mode == V05_MODE_ADA || c->params.mode == V05_MODE_ADA_POS) &&
+	if (v05__mode_is_ada(c->params.mode) &&
 	    (c->pad_multiple != 1 || c->halt_fraction != 0.0))
 		return v05__fail(-EINVAL,
 				 "%s needs pad_multiple 1 and halt_fraction 0 (padding would add samples to its pool, a halt would cut its rounds short): v05_config_mode sets them",

@@ -117,8 +117,8 @@ static uint64_t keep_of(const struct v05_plugin *p, struct v05_slot_hdr *h,
 	const float *rw = v05__slot_rewards(h);
 	double r[V05_K_LIMIT];
 
-	if (p->params.mode != V05_MODE_ADA && p->params.mode != V05_MODE_ADA_POS)
-		return k == 64 ? ~0ull : (1ull << k) - 1;
+	if (!v05__mode_is_ada(p->params.mode))
+		return v05__first_bits(k);
 	for (uint32_t i = 0; i < k; i++)
 		r[i] = (double)rw[i];
 	return v05__keep_u(&p->params, r, k);

@@ -98,6 +98,10 @@ static int recover_file(int fd, const char *path, const char *segment,
 				 v05__errstr(errno));
 	ret = v05__journal_scan(map, size, NULL, NULL, &res);
 	munmap(map, size);
+	if (res.version && res.version != V05_JOURNAL_VERSION)
+		return v05__fail(-EBADMSG,
+				 "journal %s is format version %u, this build writes version %u (version 2 added the keep mask): give another path or move it away; it is left as it was",
+				 path, res.version, V05_JOURNAL_VERSION);
 	if (ret || res.tail == V05_JTAIL_BAD_HEADER)
 		return v05__fail(-EBADMSG, "%s is not a v05 journal", path);
 	if (res.tail == V05_JTAIL_CORRUPT)

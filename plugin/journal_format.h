@@ -70,6 +70,9 @@ struct v05_jscan {
 	uint64_t duplicates;  /* records whose seq was not above the last   */
 	uint32_t tail;        /* enum v05_journal_tail                      */
 	uint64_t bad_offset;  /* where the scan stopped, if not clean       */
+	uint32_t version;     /* the header's, once its magic matched: a
+			       * journal of another format version is
+			       * named as such, not as "not a journal"      */
 };
 
 /*

@@ -79,6 +79,8 @@ int v05__journal_scan(const uint8_t *data, size_t size,
 		return 0;
 	}
 	memcpy(&h, data, sizeof(h));
+	if (h.magic == V05_JOURNAL_MAGIC)
+		res->version = h.version;
 	if (h.magic != V05_JOURNAL_MAGIC || h.version != V05_JOURNAL_VERSION ||
 	    h.hdr_size != sizeof(h) ||
 	    h.checksum != XXH3_64bits(&h, offsetof(struct v05_journal_hdr, checksum))) {

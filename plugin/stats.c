@@ -80,7 +80,7 @@ V05_API int v05_params_check(const struct v05_params *p)
 	if (p->sigma >= V05_SIGMA_COUNT)
 		return v05__fail(-EINVAL, "sigma %u is not rms (0) or paper (1)",
 				 p->sigma);
-	if (p->mode == V05_MODE_ADA || p->mode == V05_MODE_ADA_POS) {
+	if (v05__mode_is_ada(p->mode)) {
 		/* Rounds of M = k_init (v1 Algorithm 1). */
 		if (p->k_step != p->k_init)
 			return v05__fail(-EINVAL,
@@ -376,7 +376,7 @@ void v05__estimate_core(const struct v05_params *p, double prior,
 	if (p->mode == V05_MODE_V05 || p->mode == V05_MODE_V05_FIXED ||
 	    p->mode == V05_MODE_V05_EB) {
 		estimate_fused(p, prior, rewards, k, e, adv);
-	} else if (p->mode == V05_MODE_ADA || p->mode == V05_MODE_ADA_POS) {
+	} else if (v05__mode_is_ada(p->mode)) {
 		v05__estimate_ada(p, rewards, k, e, adv);
 	} else {
 		estimate_group(p, rewards, k, e, adv);
@@ -385,12 +385,29 @@ void v05__estimate_core(const struct v05_params *p, double prior,
 	}
 }
 
+/* What v05_estimate and v05_keep take: valid parameters, 1..k_max finite
+ * rewards in [-1, 1], and somewhere to write (out). */
+static int check_group(const struct v05_params *p, const double *rewards,
+		       uint32_t k, const void *out, const char *what)
+{
+	int ret = v05_params_check(p);
+
+	if (ret)
+		return ret;
+	if (!rewards || !out)
+		return v05__fail(-EINVAL, "%s: NULL argument", what);
+	if (k < 1 || k > p->k_max)
+		return v05__fail(-ERANGE, "%u rewards: need 1 to k_max = %u", k,
+				 p->k_max);
+	return check_rewards(rewards, k);
+}
+
 uint64_t v05__keep_u(const struct v05_params *p, const double *rewards,
 		     uint32_t k)
 {
-	if (p->mode == V05_MODE_ADA || p->mode == V05_MODE_ADA_POS)
+	if (v05__mode_is_ada(p->mode))
 		return v05__ada_keep(p, rewards, k);
-	return k == 64 ? ~0ull : (1ull << k) - 1;
+	return v05__first_bits(k);
 }
 
 V05_API int v05_keep(const struct v05_params *p, const double *rewards,
@@ -399,15 +416,7 @@ V05_API int v05_keep(const struct v05_params *p, const double *rewards,
 	int ret;
 
 	v05__clear_error();
-	ret = v05_params_check(p);
-	if (ret)
-		return ret;
-	if (!rewards || !keep)
-		return v05__fail(-EINVAL, "keep: NULL argument");
-	if (k < 1 || k > p->k_max)
-		return v05__fail(-ERANGE, "%u rewards: need 1 to k_max = %u", k,
-				 p->k_max);
-	ret = check_rewards(rewards, k);
+	ret = check_group(p, rewards, k, keep, "keep");
 	if (ret)
 		return ret;
 	*keep = v05__keep_u(p, rewards, k);
@@ -451,16 +460,11 @@ V05_API int v05_estimate(const struct v05_params *p, double prior,
 	if (p->mode == V05_MODE_V05_EB)
 		return v05__fail(-EINVAL,
 				 "mode v05-eb needs its batch's fit: use v05_eb_estimate");
-	if (!rewards || !out)
-		return v05__fail(-EINVAL, "estimate: NULL argument");
-	if (k < 1 || k > p->k_max)
-		return v05__fail(-ERANGE, "%u rewards: need 1 to k_max = %u", k,
-				 p->k_max);
-	if (!in_unit_range(prior))
-		return v05__fail(-EDOM, "prior %g is not finite in [-1, 1]", prior);
-	ret = check_rewards(rewards, k);
+	ret = check_group(p, rewards, k, out, "estimate");
 	if (ret)
 		return ret;
+	if (!in_unit_range(prior))
+		return v05__fail(-EDOM, "prior %g is not finite in [-1, 1]", prior);
 	v05__estimate_core(p, prior, rewards, k, out, adv);
 	return 0;
 }

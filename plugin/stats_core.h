@@ -15,6 +15,19 @@
 
 #include "v05/stats.h"
 
+/* The bits of samples 0..k-1 (k <= 64). */
+static inline uint64_t v05__first_bits(uint32_t k)
+{
+	return k >= 64 ? ~0ull : (1ull << k) - 1;
+}
+
+/* Reinforce-Ada's modes: they train on part of a group (the keep mask)
+ * and take no padding or halt. */
+static inline bool v05__mode_is_ada(uint32_t mode)
+{
+	return mode == V05_MODE_ADA || mode == V05_MODE_ADA_POS;
+}
+
 /* Summed in sample order: the plugin and v05ctl estimate add the same
  * values in the same order. */
 static inline double v05__mean_u(const double *r, uint32_t k)

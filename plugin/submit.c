@@ -63,7 +63,7 @@ static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
 	e->pad8 = 0;
 	e->k_planned = (uint8_t)k0;
 	/* The entry is complete before it is marked issued. */
-	e->issued = k0 == 64 ? ~0ull : (1ull << k0) - 1;
+	e->issued = v05__first_bits(k0);
 	e->state = V05_P_COLLECTING;
 	*out = e;
 	return 0;

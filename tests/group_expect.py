@@ -6,6 +6,8 @@ under the running fit the group finalized with (no barrier); and how
 many waves a batch and a prompt took."""
 import collections
 
+import numpy as np
+
 import v05
 
 GRID = v05.EbState.grid()
@@ -50,3 +52,31 @@ def check_eb_waves(out, seen, k_init, barrier):
     assert max(per_prompt.values()) == 2
     ks = [g[0] for _, groups, _ in out for g in groups.values()]
     assert max(ks) > k_init, "no prompt got a second wave"
+
+
+# Reinforce-Ada's parameters in the engine tests (mode "reinforce-ada").
+ADA = dict(k_init=4, k_step=4, k_max=12, halt_fraction=0.0)
+
+
+def check_ada_run(out, rewards, stats):
+    """Reinforce-Ada in rounds of 4 up to 12 (ADA) on an engine: each
+    prompt's k is the first round end where its exit holds (or 12); the
+    slot holds v05.estimate's baseline, keep set and advantages; nothing
+    was padded. out: (items, uid -> (k, rewards, advantages, baseline,
+    outputs, dropped), issued) per batch; rewards: (uid, sample) -> the
+    reward the test's scorer gave."""
+    assert stats["samples_padded"] == 0
+    rule = dict(mode="reinforce-ada", k_init=4, k_max=12)
+    for _, groups, _ in out:
+        for uid, (k, rw, adv, base, outputs, dropped) in groups.items():
+            saw = [rewards[(uid, s)] for s in range(k)]
+            assert k in (4, 8, 12) and rw.tolist() == saw
+            assert not dropped and all(o is not None for o in outputs)
+            for end in range(4, k, 4):  # no exit at an earlier round
+                assert v05.estimate(0.0, saw[:end], **rule)["action"] == \
+                    "more"
+            est = v05.estimate(0.0, saw, **rule)
+            assert k == 12 or est["action"] == "stop"
+            assert base == est["baseline"] and len(est["keep"]) == 2
+            np.testing.assert_array_equal(
+                adv, np.array(est["advantages"], dtype=np.float32))

@@ -193,6 +193,9 @@ static void test_rules(void **state)
 	assert_int_equal(run_estimate(r, "--mode", "reinforce-ada", "--keep-n",
 				      "9", "--rewards", "1,-1"), 2);
 	assert_non_null(strstr(r->err, "--keep-n"));
+	assert_int_equal(run_estimate(r, "--mode", "reinforce-ada", "--k-init",
+				      "0", "--rewards", "1,-1"), 2);
+	assert_non_null(strstr(r->err, "--k-init"));
 	free(r);
 }
 

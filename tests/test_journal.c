@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "util/run.h"
 #include "util/seg.h"
@@ -343,6 +345,18 @@ static void test_open_path(void **state)
 	scan_file(path, &res, NULL, 0, NULL);
 	assert_int_equal(res.tail, V05_JTAIL_CLEAN);
 	assert_int_equal(res.valid_bytes, sizeof(h));
+
+	/* A journal of format version 1 (before the keep mask): refused
+	 * by name and version, left as it was; v05ctl says the same. */
+	h.version = 1;
+	h.checksum = XXH3_64bits(&h, offsetof(struct v05_journal_hdr, checksum));
+	write_file(path, &h, sizeof(h), 0600);
+	assert_int_equal(create_with_journal(name, path), -EBADMSG);
+	assert_non_null(strstr(v05_errmsg(), "format version 1"));
+	assert_file_is(path, &h, sizeof(h));
+	assert_int_equal(v05ctl_journal(path, r), 1);
+	assert_non_null(strstr(r->err, "format version 1"));
+	h.version = V05_JOURNAL_VERSION;
 
 	/* A symbolic link, even to a good journal: not followed. */
 	snprintf(link, sizeof(link), "%s/link.v05j", tmpdir);

@@ -223,6 +223,31 @@ static void test_knapsack_edges(void **state)
 	assert_int_equal(v05_knapsack_plan(half, 6, 4, 65, out), -EINVAL);
 }
 
+/* knapsack-prior's advantages are GRPO's clipped to +-5: one success in
+ * 40 is +6.2 under GRPO, +5 here; the others are the same. */
+static void test_knapsack_clip(void **state)
+{
+	struct v05_config c;
+	struct v05_params grpo;
+	struct v05_estimate e;
+	double r[40], a_knap[40], a_grpo[40];
+
+	(void)state;
+	v05_config_default(&c);
+	assert_int_equal(v05_config_mode(&c, V05_MODE_KNAPSACK_PRIOR), 0);
+	grpo = c.params;
+	grpo.mode = V05_MODE_GRPO;
+	for (uint32_t i = 0; i < 40; i++)
+		r[i] = i == 7 ? 1.0 : -1.0;
+	assert_int_equal(v05_estimate(&c.params, 0.0, r, 40, &e, a_knap), 0);
+	assert_int_equal(v05_estimate(&grpo, 0.0, r, 40, &e, a_grpo), 0);
+	assert_true(a_grpo[7] > 6.0);
+	assert_true(a_knap[7] == V05_KNAPSACK_ADV_CLIP);
+	for (uint32_t i = 0; i < 40; i++)
+		if (i != 7)
+			assert_true(a_knap[i] == a_grpo[i]);
+}
+
 /* ---- through a plugin ------------------------------------------------- */
 
 static void open_mode(struct fx *f, uint32_t mode, uint32_t schedule)
@@ -357,7 +382,7 @@ static void test_knapsack_in_plugin(void **state)
 
 		assert_int_equal(v05_group(f.p, slot_of(&f, keys[i]), &g), 0);
 		assert_int_equal(g.k, plan[i]);
-		/* GRPO with one success in N >= 27 passes 5: clipped. */
+		/* Clipped (test_knapsack_clip makes the clip bind). */
 		for (uint32_t s = 0; s < g.k; s++)
 			assert_true(fabsf(g.advantages[s]) <= 5.0f);
 	}
@@ -372,6 +397,7 @@ int main(void)
 		cmocka_unit_test(test_ada_params),
 		cmocka_unit_test(test_knapsack_worked_examples),
 		cmocka_unit_test(test_knapsack_edges),
+		cmocka_unit_test(test_knapsack_clip),
 		cmocka_unit_test(test_ada_rounds),
 		cmocka_unit_test(test_ada_stream),
 		cmocka_unit_test(test_knapsack_in_plugin),

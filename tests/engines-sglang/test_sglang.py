@@ -19,7 +19,8 @@ import v05
 from v05.demos import tiny
 from v05.engines.sglang import SGLangRollout
 
-from group_expect import check_eb_waves, expected  # noqa: E402
+from group_expect import (ADA, check_ada_run, check_eb_waves,  # noqa: E402
+                          expected)
 from sgl_helpers import (PARAMS, PROMPTS, Recorder, batch_items,  # noqa: E402
                          record_decisions, rid_uid_sample, sglang_idle)
 
@@ -183,6 +184,17 @@ def test_v05_on_sglang(engine_loop, segname):
     check_run(*res, mode="v05", pad=8)
     ks = [g[0] for _, groups, _ in res[0] for g in groups.values()]
     assert max(ks) > PARAMS["k_init"], "OSLA never asked for more"
+
+
+@pytest.mark.parametrize("schedule", ["rounds", "stream"])
+def test_reinforce_ada_on_sglang(engine_loop, segname, schedule):
+    """A published rule (docs/RULES.md) on sglang: rounds of 4 up to 12,
+    each prompt's k where its own exit holds (group_expect)."""
+    res = run_batches(engine_loop, segname, "reinforce-ada",
+                      schedule=schedule, pad=1, **ADA)
+    out, _, idle, _, rewards, stats, _, _ = res
+    assert idle, "sglang still has requests"
+    check_ada_run(out, rewards, stats)
 
 
 def test_grpo_on_sglang_with_a_seed(engine_loop, segname):

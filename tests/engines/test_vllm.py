@@ -16,7 +16,8 @@ from v05.engines.vllm import VLLMRollout
 
 from vllm import SamplingParams  # noqa: E402
 
-from group_expect import check_eb_waves, expected  # noqa: E402
+from group_expect import (ADA, check_ada_run, check_eb_waves,  # noqa: E402
+                          expected)
 from helpers import (PARAMS, PROMPTS, Recorder, batch_items,  # noqa: E402
                      engine_idle, record_decisions)
 
@@ -142,28 +143,13 @@ def test_v05_on_vllm(engine_loop, segname, schedule):
 
 @pytest.mark.parametrize("schedule", ["rounds", "stream"])
 def test_reinforce_ada_on_vllm(engine_loop, segname, schedule):
-    """A published rule (docs/RULES.md) on the engine: each prompt samples
-    in rounds of 4 until its balanced exit or 12, so its k is the first
-    round end where the exit holds (or 12); the slot holds
-    v05.estimate's baseline, keep set and advantages; nothing padded."""
+    """A published rule (docs/RULES.md) on the engine: rounds of 4 up to
+    12, each prompt's k where its own exit holds (group_expect)."""
     res = run_batches(engine_loop, segname, "reinforce-ada",
-                      schedule=schedule, pad=1, k_init=4, k_step=4,
-                      k_max=12, halt_fraction=0.0)
+                      schedule=schedule, pad=1, **ADA)
     out, _, idle, _, rewards, stats, _ = res
-    assert idle and stats["samples_padded"] == 0
-    rule = dict(mode="reinforce-ada", k_init=4, k_max=12)
-    for _, groups, _ in out:
-        for uid, (k, rw, adv, base, outputs, dropped) in groups.items():
-            saw = [rewards[(uid, s)] for s in range(k)]
-            assert k in (4, 8, 12) and rw.tolist() == saw
-            for end in range(4, k, 4):  # no exit at an earlier round
-                assert v05.estimate(0.0, saw[:end], **rule)["action"] == \
-                    "more"
-            est = v05.estimate(0.0, saw, **rule)
-            assert k == 12 or est["action"] == "stop"
-            assert base == est["baseline"] and len(est["keep"]) == 2
-            np.testing.assert_array_equal(
-                adv, np.array(est["advantages"], dtype=np.float32))
+    assert idle
+    check_ada_run(out, rewards, stats)
 
 
 def test_grpo_on_vllm(engine_loop, segname):

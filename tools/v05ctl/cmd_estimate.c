@@ -185,6 +185,9 @@ int cmd_estimate(int argc, char **argv)
 		case 'i':
 			if (parse_uint_opt("--k-init", optarg, &k_init))
 				return EXIT_USAGE;
+			if (k_init == 0) /* 0 stands for "not given" below */
+				return v05ctl_usage_error("estimate",
+					"--k-init: 0 is not a group size");
 			break;
 		case 'n':
 			if (parse_uint_opt("--keep-n", optarg, &keep_n))

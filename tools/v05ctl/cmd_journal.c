@@ -134,6 +134,12 @@ int cmd_journal(int argc, char **argv)
 	if (map)
 		munmap(map, (size_t)st.st_size);
 	close(fd);
+	if (res.version && res.version != V05_JOURNAL_VERSION) {
+		fprintf(stderr,
+			"v05ctl journal: %s is format version %u; this build reads version %u\n",
+			path, res.version, V05_JOURNAL_VERSION);
+		return EXIT_FAILED;
+	}
 	if (ret || res.tail == V05_JTAIL_BAD_HEADER) {
 		fprintf(stderr, "v05ctl journal: %s is not a v05 journal\n", path);
 		return EXIT_FAILED;
