@@ -10,6 +10,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "eb_math.h"
@@ -21,18 +22,39 @@ static_assert(sizeof(struct v05_eb_state) ==
 		      8u * V05_EB_N0_GRID * V05_EB_H_GRID + 16u,
 	      "eb state ABI");
 
-/* The grid's h and logs of it: computed once per call, not per group. */
-struct hgrid {
+/*
+ * The grid and the logs of its h, computed once per process: a fold ran
+ * 31 pow and 72 more pow, log and log1p calls to remake them before the
+ * 744 log1p it needs (a fold per first wave, on the engine's loop). The
+ * values are the ones v05_eb_n0_at and v05_eb_h_at return, so a fold adds
+ * bit for bit what it added when it computed them itself.
+ */
+struct grid {
+	double n0[V05_EB_N0_GRID];
 	double h[V05_EB_H_GRID], lh[V05_EB_H_GRID], l1h[V05_EB_H_GRID];
 };
 
-static void hgrid_init(struct hgrid *g)
+static struct grid grid_values;
+static pthread_once_t grid_once = PTHREAD_ONCE_INIT;
+
+static void grid_make(void)
 {
+	struct grid *g = &grid_values;
+
+	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
+		g->n0[j] = v05_eb_n0_at(j);
 	for (uint32_t j = 0; j < V05_EB_H_GRID; j++) {
 		g->h[j] = v05_eb_h_at(j);
 		g->lh[j] = log(g->h[j]);
 		g->l1h[j] = log1p(-g->h[j]);
 	}
+}
+
+/* pthread_once orders grid_make's stores before any caller's reads. */
+static const struct grid *grid(void)
+{
+	pthread_once(&grid_once, grid_make);
+	return &grid_values;
 }
 
 /*
@@ -42,7 +64,7 @@ static void hgrid_init(struct hgrid *g)
  * keep multiplies the old value first; keep == 1 leaves it exact, so a
  * fold into a zero state with keep 1 adds in the order a batch fit does.
  */
-static void fold(struct v05_eb_state *st, const struct hgrid *g, double keep,
+static void fold(struct v05_eb_state *st, const struct grid *g, double keep,
 		 double prior, uint32_t k, double s)
 {
 	double m2 = lmarg(1.0, 1.0, k, s);
@@ -51,7 +73,7 @@ static void fold(struct v05_eb_state *st, const struct hgrid *g, double keep,
 		double a, b, m1, r;
 		double *ll = st->ll[j];
 
-		comp1(v05_eb_n0_at(j), prior, &a, &b);
+		comp1(g->n0[j], prior, &a, &b);
 		m1 = lmarg(a, b, k, s);
 		r = exp(m2 - m1) - 1.0;
 		if (isfinite(r)) {
@@ -71,10 +93,7 @@ static void fold(struct v05_eb_state *st, const struct hgrid *g, double keep,
 void v05__eb_fold_u(struct v05_eb_state *st, double keep, double prior,
 		    uint32_t k, double s)
 {
-	struct hgrid g;
-
-	hgrid_init(&g);
-	fold(st, &g, keep, prior, k, s);
+	fold(st, grid(), keep, prior, k, s);
 }
 
 void v05__eb_argmax_u(const struct v05_eb_state *a,
@@ -96,20 +115,19 @@ void v05__eb_argmax_u(const struct v05_eb_state *a,
 			}
 		}
 	}
-	fit->n0 = v05_eb_n0_at(bj);
-	fit->h = v05_eb_h_at(bl);
+	fit->n0 = grid()->n0[bj];
+	fit->h = grid()->h[bl];
 }
 
 void v05__eb_fit_u(const double *prior, const uint32_t *k, const double *s,
 		   uint32_t n, struct v05_eb_fit *fit)
 {
+	const struct grid *g = grid();
 	struct v05_eb_state st;
-	struct hgrid g;
 
 	memset(&st, 0, sizeof(st));
-	hgrid_init(&g);
 	for (uint32_t i = 0; i < n; i++)
-		fold(&st, &g, 1.0, prior[i], k[i], s[i]);
+		fold(&st, g, 1.0, prior[i], k[i], s[i]);
 	v05__eb_argmax_u(&st, NULL, fit);
 }
 

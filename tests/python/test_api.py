@@ -77,6 +77,46 @@ def test_polled_decisions_are_whole(segname):
     assert _samples(0) == []
     assert _samples(1 << 63 | 1 << 5 | 1) == [0, 5, 63]
     assert _samples(2**64 - 1) == list(range(64))
+    # Masks are remembered; the lists handed out are each caller's own.
+    a, b = _samples(0b1011), _samples(0b1011)
+    a.append(9)
+    assert b == [0, 1, 3] and _samples(0b1011) == [0, 1, 3]
+
+
+def test_decision_rows_read_what_ctypes_reads(segname):
+    """poll reads the C decisions as struct rows: every field must be the
+    one the ctypes mirror of struct v05_decision reads, for every kind."""
+    from v05.core import _lib
+    from v05.core.names import KINDS, REJECT_REASONS
+    (range_flag,) = [f for f, why in REJECT_REASONS.items()
+                     if why == "outside [-1, 1]"]
+    with v05.Plugin.create(segname, max_prompts=8) as p:
+        p._uids[77] = "u"
+        buf = (_lib.Decision_ * len(KINDS))()
+        for i, kind in enumerate(KINDS):
+            buf[i].key, buf[i].samples = 77, 0b10110 | 1 << 40
+            buf[i].batch, buf[i].latency_ns = 2**40 + i, 123456789 + i
+            buf[i].baseline, buf[i].kind = -0.25 - i, kind
+            buf[i].slot, buf[i].k, buf[i].gen = 3 + i, 4 + i, 2**31 + i
+            buf[i].flags = 0b111 if KINDS[kind] != "reject" else range_flag
+        got = p._decisions(buf, len(KINDS))
+        for c, d in zip(buf, got):
+            name = KINDS[c.kind]
+            assert d.kind == name and d.key == c.key and d.slot == c.slot
+            assert d.batch == c.batch and d.latency_ns == c.latency_ns
+            assert d.k == c.k and d.gen == c.gen
+            assert d.uid == (None if name == "barrier" else "u")
+            bits = [i for i in range(64) if c.samples >> i & 1]
+            assert d.samples == (bits if name in ("sample", "abort", "reject")
+                                 else [])
+            assert d.batch_size == (c.samples if name == "barrier" else 0)
+            if name == "reject":
+                assert (d.baseline, d.value) == (0.0, c.baseline)
+                assert d.reason == "outside [-1, 1]"
+                assert not (d.padded or d.halted or d.recovered)
+            else:
+                assert (d.baseline, d.value, d.reason) == (c.baseline, 0.0, "")
+                assert d.padded and d.halted and d.recovered
 
 
 def test_submit_rejections(segname):

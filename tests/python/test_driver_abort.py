@@ -51,9 +51,9 @@ def test_abort_cancels_the_early_samples(segname):
         drv = GroupRollout(plugin, generate, score=score, release=True)
         push = drv._push
 
-        def recording_push(uid, sample, gen, reward):
-            push(uid, sample, gen, reward)
-            pushed.add((uid, sample))
+        def recording_push(d, sample, reward):
+            push(d, sample, reward)
+            pushed.add((d.uid, sample))
         drv._push = recording_push
         poll = plugin.poll
 

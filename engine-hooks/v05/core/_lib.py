@@ -10,10 +10,11 @@ import ctypes
 import ctypes.util
 import errno as _errno
 import os
+import struct
 
 __all__ = ["lib", "path_loaded", "V05Error", "check", "Params", "Estimate",
            "Config", "PromptIn", "Decision_", "Group_", "Support", "Reward",
-           "ObserverInfo", "LaneStat"]
+           "ObserverInfo", "LaneStat", "DECISION_ROW", "GROUP_ROW"]
 
 
 class V05Error(OSError):
@@ -83,6 +84,13 @@ class Decision_(ctypes.Structure):
                 ("reserved", ctypes.c_uint32)]
 
 
+# A Decision_ as one tuple (key, samples, batch, latency_ns, baseline, kind,
+# slot, k, flags, gen, reserved): struct's unpacking reads a whole array of
+# them in one C call, where ctypes builds an object per field read (the
+# decision path runs on the engine's event loop, hundreds per batch).
+DECISION_ROW = struct.Struct("=QQQQdIIIIII")
+
+
 class Group_(ctypes.Structure):
     _fields_ = [("key", ctypes.c_uint64), ("seq", ctypes.c_uint64),
                 ("batch", ctypes.c_uint64),
@@ -94,6 +102,12 @@ class Group_(ctypes.Structure):
                 ("slot", ctypes.c_uint32), ("gen", ctypes.c_uint32),
                 ("k", ctypes.c_uint32), ("action", ctypes.c_uint32),
                 ("uid_len", ctypes.c_uint32), ("keep", ctypes.c_uint64)]
+
+
+# A Group_ as one tuple (key, seq, batch, rewards, advantages, uid, prior,
+# baseline, sigma, mean, slot, gen, k, action, uid_len, keep); the three
+# pointers as addresses. Native alignment: 4 bytes of padding before keep.
+GROUP_ROW = struct.Struct("@QQQPPPddddIIIIIQ")
 
 
 class Support(ctypes.Structure):
@@ -167,6 +181,22 @@ def _check_abi():
             or Config.eb_window.offset != 240 \
             or ObserverInfo.broker.offset != 776 or LaneStat.cut.offset != 56:
         raise ImportError("v05: ctypes layout drifted from the C ABI")
+    # The struct rows read the same bytes as the ctypes mirrors, field
+    # for field (each field set to a value no other field has).
+    for ct, row in ((Decision_, DECISION_ROW), (Group_, GROUP_ROW)):
+        x = ct()
+        want = []
+        for i, (name, typ) in enumerate(ct._fields_):
+            v = 0x1000 + i if not hasattr(typ, "contents") else 0x2000 + 8 * i
+            if typ is ctypes.c_double:
+                v = float(v)
+            setattr(x, name, v if not hasattr(typ, "contents")
+                    else ctypes.cast(v, typ))
+            want.append(v)
+        if ctypes.sizeof(ct) != row.size or \
+                list(row.unpack(bytes(x))) != want:
+            raise ImportError(f"v05: the struct row of {ct.__name__} "
+                              "drifted from its ctypes mirror")
 
 
 def _candidates():

@@ -62,18 +62,6 @@ class Decision:
     value: float = 0.0  # "reject": the refused reward, as received
 
 
-def make_decision(**fields) -> Decision:
-    """A Decision built without running its __init__, every field given.
-    A frozen dataclass's __init__ sets each of its 16 fields through
-    object.__setattr__; poll builds one per decision, hundreds per batch on
-    the engine's event loop, and this is a quarter of the cost. Equal to
-    Decision(**fields) (tests/python/test_api.py,
-    test_polled_decisions_are_whole, checks it)."""
-    d = object.__new__(Decision)
-    d.__dict__.update(fields)
-    return d
-
-
 class SubmitError(V05Error):
     """Some prompts of a submit were refused; the others were registered.
     `decisions` is the first dispatch of the accepted ones, `rejected` maps

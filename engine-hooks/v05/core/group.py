@@ -21,26 +21,21 @@ class Group:
                  "mean", "prior", "action", "seq", "batch", "keep", "rewards",
                  "advantages", "_buffers", "_readonly", "__weakref__")
 
-    def __init__(self, g, uid, owner, readonly=False):
+    def __init__(self, row, uid, owner, readonly=False):
+        # row: a v05_group as _lib.GROUP_ROW unpacks it (the pointers as
+        # addresses).
+        (self.key, self.seq, self.batch, raddr, aaddr, _, self.prior,
+         self.baseline, self.sigma, self.mean, self.slot, self.gen, k,
+         action, _, keep) = row
         self.uid = uid
-        self.key = g.key
-        self.slot = g.slot
-        self.gen = g.gen
-        self.k = g.k
-        self.baseline = g.baseline
-        self.sigma = g.sigma
-        self.mean = g.mean
-        self.prior = g.prior
-        self.action = ACTIONS.get(g.action, "?")
-        self.seq = g.seq
-        self.batch = g.batch
+        self.k = k
+        self.action = ACTIONS.get(action, "?")
         # Bit i: sample i is trained on (every sample but under
         # reinforce-ada, whose other advantages are 0).
-        self.keep = g.keep
-        rbuf = (ctypes.c_float * g.k).from_address(
-            ctypes.addressof(g.rewards.contents)) if g.k else (ctypes.c_float * 0)()
-        abuf = (ctypes.c_float * g.k).from_address(
-            ctypes.addressof(g.advantages.contents)) if g.k else (ctypes.c_float * 0)()
+        self.keep = keep
+        floats = ctypes.c_float * k  # ctypes keeps one such type per k
+        rbuf = floats.from_address(raddr) if k else floats()
+        abuf = floats.from_address(aaddr) if k else floats()
         owner._track(rbuf)
         owner._track(abuf)
         self._buffers = (rbuf, abuf)

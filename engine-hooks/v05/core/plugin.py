@@ -9,8 +9,8 @@ from typing import Iterable, List, Optional, Tuple, Union
 from . import _checks, _lib
 from ._lib import check, lib
 from .counters import counters_dict
-from .decision import (Decision, SubmitError, Uid, key_of, make_decision,
-                       uid_bytes)
+from ._lib import DECISION_ROW, GROUP_ROW
+from .decision import Decision, SubmitError, Uid, key_of, uid_bytes
 from .eb_state import EbState
 from .group import Group, Views, live_views, track_view
 from .lru import LruMap
@@ -25,12 +25,22 @@ __all__ = ["Plugin"]
 
 
 def _samples(mask: int) -> List[int]:
-    out = []
-    while mask:  # one step per set bit, lowest first
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
+    """The set bits of a sample mask, lowest first. The masks a run sees
+    are few (a wave's bits), so each is worked out once."""
+    bits = _MASKS.get(mask)
+    if bits is None:
+        out, m = [], mask
+        while m:  # one step per set bit
+            low = m & -m
+            out.append(low.bit_length() - 1)
+            m ^= low
+        bits = tuple(out)
+        if len(_MASKS) < 4096:
+            _MASKS[mask] = bits
+    return list(bits)  # the caller's own list
+
+
+_MASKS = {}
 
 
 # Released prompts' uids kept for support_sample: as many as the support
@@ -175,24 +185,50 @@ class Plugin:
                 self._uids[key] = uid
         return uid
 
-    def _decision(self, d) -> Decision:
-        kind = KINDS.get(d.kind, "?")
-        uid = None if kind == "barrier" else self._uid_of(d.key, d.slot)
-        if kind in ("final", "drop"):
-            self._final_keys.add(d.key)
-        reject = kind == "reject"
-        return make_decision(
-            kind=kind, uid=uid, key=d.key, slot=d.slot, gen=d.gen,
-            samples=_samples(d.samples)
-            if kind in ("sample", "reject", "abort") else [],
-            k=d.k, baseline=0.0 if reject else d.baseline,
-            batch=d.batch, latency_ns=d.latency_ns,
-            padded=bool(d.flags & FLAG_PADDED),
-            halted=bool(d.flags & FLAG_HALTED),
-            recovered=bool(d.flags & FLAG_RECOVERED),
-            batch_size=d.samples if kind == "barrier" else 0,
-            reason=REJECT_REASONS.get(d.flags, "?") if reject else "",
-            value=d.baseline if reject else 0.0)
+    def _decisions(self, buf, n: int) -> List[Decision]:
+        """The first n decisions of a Decision_ array, as Decisions. Read
+        as struct rows, not through ctypes fields: this runs for every
+        decision on the engine's event loop (tests/python/test_api.py,
+        test_polled_decisions_are_whole, checks the fields against a
+        Decision built the plain way)."""
+        out = []
+        uids, finals = self._uids, self._final_keys
+        rows = memoryview(buf).cast("B")[:n * DECISION_ROW.size]
+        for (key, mask, batch, latency, baseline, kind, slot, k, flags, gen,
+             _) in DECISION_ROW.iter_unpack(rows):
+            kind = KINDS.get(kind, "?")
+            uid = None if kind == "barrier" else \
+                uids.get(key) or self._uid_of(key, slot)
+            # Without Decision's __init__: a frozen dataclass sets each of
+            # its 16 fields through object.__setattr__, a quarter of this
+            # loop's cost. Equal to Decision(**fields) (the test above).
+            d = object.__new__(Decision)
+            if kind == "sample" or kind == "abort":
+                d.__dict__.update(
+                    kind=kind, uid=uid, key=key, slot=slot, gen=gen,
+                    samples=_samples(mask), k=k, baseline=baseline,
+                    batch=batch, latency_ns=latency,
+                    padded=bool(flags & FLAG_PADDED),
+                    halted=bool(flags & FLAG_HALTED),
+                    recovered=bool(flags & FLAG_RECOVERED),
+                    batch_size=0, reason="", value=0.0)
+            else:
+                if kind == "final" or kind == "drop":
+                    finals.add(key)
+                reject = kind == "reject"
+                d.__dict__.update(
+                    kind=kind, uid=uid, key=key, slot=slot, gen=gen,
+                    samples=_samples(mask) if reject else [],
+                    k=k, baseline=0.0 if reject else baseline,
+                    batch=batch, latency_ns=latency,
+                    padded=bool(flags & FLAG_PADDED),
+                    halted=bool(flags & FLAG_HALTED),
+                    recovered=bool(flags & FLAG_RECOVERED),
+                    batch_size=mask if kind == "barrier" else 0,
+                    reason=REJECT_REASONS.get(flags, "?") if reject else "",
+                    value=baseline if reject else 0.0)
+            out.append(d)
+        return out
 
     def submit(self, prompts: Iterable[Tuple[Uid, float]],
                on_error: str = "raise") -> List[Decision]:
@@ -250,7 +286,7 @@ class Plugin:
         # already active keeps the name its live prompt has.
         for i in range(m):
             self._uids[out[i].key] = uid_of_key[out[i].key]
-        decisions = [self._decision(out[i]) for i in range(m)]
+        decisions = self._decisions(out, m)
         if decisions:
             self._batch_keys[decisions[0].batch] = {d.key for d in decisions}
         self.last_rejected = {items[i][0]: -status[i] for i in range(n)
@@ -277,7 +313,7 @@ class Plugin:
                             len(self._buf))
         poll = _lib.gil.v05_poll if self._poll_holds_gil else lib.v05_poll
         n = check(poll(self._handle(), self._buf, max_decisions), "poll")
-        return [self._decision(self._buf[i]) for i in range(n)]
+        return self._decisions(self._buf, n)
 
     def recover(self) -> List[Decision]:
         """After attach: everything the previous owner handed out and may
@@ -289,7 +325,7 @@ class Plugin:
                                       len(self._buf)), "recover")
             if n == 0:
                 return out
-            out.extend(self._decision(self._buf[i]) for i in range(n))
+            out.extend(self._decisions(self._buf, n))
 
     def resolve(self, batch: int, halt: bool) -> None:
         """Answer a "barrier" decision: halt the batch or release its round."""
@@ -347,12 +383,14 @@ class Plugin:
 
     def group(self, decision: Union[Decision, int]) -> Group:
         """Zero-copy view of a final (or dropped) group."""
+        slot = decision.slot if type(decision) is Decision \
+            else self._slot(decision)
         g = _lib.Group_()
-        slot = self._slot(decision)
-        r = lib.v05_group(self._handle(), slot, ctypes.byref(g))
+        r = lib.v05_group(self._handle(), slot, g)
         if r < 0:
             check(r, f"group of slot {slot}")
-        return Group(g, self._uid_of(g.key, slot), self)
+        row = GROUP_ROW.unpack(g)
+        return Group(row, self._uid_of(row[0], slot), self)
 
     def release(self, x: Union[Decision, Group]) -> None:
         """The slot may be reused (after the journal has its group). x is

@@ -40,8 +40,7 @@ class Reader:
         if check(lib.v05_reader_next(self._p, ctypes.byref(g)), "reader next") == 0:
             return None
         uid = ctypes.string_at(g.uid, g.uid_len).decode("utf-8", "surrogateescape")
-        grp = Group(g, uid, self, readonly=True)
-        return grp
+        return Group(_lib.GROUP_ROW.unpack(bytes(g)), uid, self, readonly=True)
 
     def release(self, group) -> None:
         g = _lib.Group_()

@@ -23,7 +23,7 @@ def _uid_gen(uid, gen):
     """(uid, gen) from a uid and its gen, or from a Decision."""
     if isinstance(uid, Decision):
         if gen is None:
-            gen = uid.gen
+            return uid.uid, uid.gen  # a u32 as the plugin gave it
         uid = uid.uid
     if gen is None:
         raise TypeError("push: gen is required: the gen of the decision that "
@@ -102,13 +102,20 @@ class RewardWriter:
         (its uid and gen are taken). A producer the plugin cut off (most of
         its records were rejected) gets ConnectionAbortedError: close this
         writer; a new one gets a lane of its own."""
-        uid, gen = _uid_gen(uid, gen)
+        if type(uid) is Decision and uid.uid is not None:
+            # The decision names the prompt's key: nothing to hash.
+            key = uid.key
+            uid, gen = _uid_gen(uid, gen)
+        else:
+            uid, gen = _uid_gen(uid, gen)
+            key = self._keys.get(uid)
+            if key is None:
+                key = self._key(uid)
         p = self._handle()
-        sample = _checks.u32("sample", sample)
-        reward = self._reward(uid, sample, reward)
-        key = self._keys.get(uid)
-        if key is None:
-            key = self._key(uid)
+        if type(sample) is not int or not 0 <= sample <= _checks.U32_MAX:
+            sample = _checks.u32("sample", sample)
+        if type(reward) is not float or not -1.0 <= reward <= 1.0:  # NaN too
+            reward = self._reward(uid, sample, reward)
         r = lib.v05_producer_push(p, key, gen, sample, reward)
         if r == -_lib.EAGAIN:
             rec = _lib.Reward(key=key, gen=gen, sample=sample, reward=reward)

@@ -148,30 +148,31 @@ class GroupRollout:
                 self._writers.append(w)
         return w
 
-    def _push(self, uid, sample, gen, reward):
-        self._writer().push(uid, sample, float(reward), gen=gen)
+    def _push(self, d: Decision, sample, reward):
+        # d: the decision that issued the sample; its key and gen name the
+        # prompt's instance, so the push hashes nothing.
+        self._writer().push(d, sample, float(reward))
 
-    def _score_and_push(self, uid, sample, gen, out):
-        self._push(uid, sample, gen, self.score(uid, sample, out))
+    def _score_and_push(self, d: Decision, sample, out):
+        self._push(d, sample, self.score(d.uid, sample, out))
 
-    async def _finish(self, uid, sample, gen, out):
+    async def _finish(self, d: Decision, sample, out):
         loop = asyncio.get_running_loop()
         if self.score is None:
-            self.on_output(uid, sample, gen, out)
+            self.on_output(d.uid, sample, d.gen, out)
         elif self._score_async:
-            r = await self.score(uid, sample, out)
-            await loop.run_in_executor(self._pool, self._push, uid, sample,
-                                       gen, r)
+            r = await self.score(d.uid, sample, out)
+            await loop.run_in_executor(self._pool, self._push, d, sample, r)
         else:
             await loop.run_in_executor(self._pool, self._score_and_push,
-                                       uid, sample, gen, out)
+                                       d, sample, out)
 
-    async def _one(self, prompt, uid, sample, batch, gen, outputs, errors):
+    async def _one(self, prompt, d: Decision, sample, outputs, errors):
         try:
             self.generate_calls += 1
-            out = await self.generate(prompt, uid, sample, batch)
-            outputs.setdefault(uid, {})[sample] = out
-            await self._finish(uid, sample, gen, out)
+            out = await self.generate(prompt, d.uid, sample, d.batch)
+            outputs.setdefault(d.uid, {})[sample] = out
+            await self._finish(d, sample, out)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # surfaced by run(), not lost in a task
@@ -208,6 +209,12 @@ class GroupRollout:
         prompts = {uid: prompt for uid, prompt, _ in items}
         outputs: Dict[Uid, Dict[int, Any]] = {}
         results: Dict[Uid, GroupResult] = {}
+        # Final (or dropped) decisions by uid, turned into results once the
+        # batch is whole: nothing waits on a result before then, and one
+        # tight loop over them at the end costs a fraction of the same
+        # calls spread between the engine's work on the event loop (its
+        # caches cold each time; bench/ENGINE.md, decision overhead).
+        finals: Dict[Uid, Decision] = {}
         errors: List[BaseException] = []
         tasks = set()
         by_sample = {}  # (uid, sample) -> its task, for "abort"
@@ -216,8 +223,7 @@ class GroupRollout:
         def spawn(d: Decision):
             for s in d.samples:
                 t = asyncio.ensure_future(self._one(
-                    prompts[d.uid], d.uid, s, d.batch, d.gen, outputs,
-                    errors))
+                    prompts[d.uid], d, s, outputs, errors))
                 tasks.add(t)
                 by_sample[(d.uid, s)] = t
                 t.add_done_callback(tasks.discard)
@@ -242,7 +248,7 @@ class GroupRollout:
                 batch = first[0].batch
             for d in first:
                 spawn(d)
-            while len(results) < len(items):
+            while len(finals) < len(items):
                 if errors:
                     raise errors[0]
                 # Every decision of a poll is taken in before an error it
@@ -269,7 +275,7 @@ class GroupRollout:
                         elif fault is None:
                             await self.on_barrier(self.plugin, d)
                     elif d.uid in prompts:
-                        results[d.uid] = self._result(d, outputs)
+                        finals[d.uid] = d
                     else:
                         fault = fault or RuntimeError(
                             f"v05 rollout: a {d.kind} decision for uid "
@@ -277,7 +283,7 @@ class GroupRollout:
                             "polls the same plugin?)")
                 if fault is not None:
                     raise fault
-                if len(results) < len(items):
+                if len(finals) < len(items):
                     await self.plugin.wait(self.poll_timeout)
             # Every group is final: its samples' tasks have finished too
             # (the reward is pushed last); wait for the bookkeeping.
@@ -290,9 +296,11 @@ class GroupRollout:
                         raise x
             if errors:
                 raise errors[0]
+            for uid, d in finals.items():
+                results[uid] = self._result(d, outputs)
             return results
         except BaseException as e:
-            await self._abandon(tasks, batch, results, e)
+            await self._abandon(tasks, batch, finals, results, e)
             raise
         finally:
             self._running = False
@@ -308,7 +316,7 @@ class GroupRollout:
             self.plugin.release(d)
         return res
 
-    async def _abandon(self, tasks, batch, results, exc):
+    async def _abandon(self, tasks, batch, finals, results, exc):
         """Clean up after an error: no request left in the engine, nothing
         of this batch left in the plugin. What can be done at once is done
         before the first await, so a second cancellation arriving while the
@@ -325,14 +333,18 @@ class GroupRollout:
             except OSError as ce:
                 if ce.errno != errno.ENOENT:  # ENOENT: every group was final
                     _note(exc, f"v05: cancelling batch {batch} failed too: {ce}")
-        if not self.release and not closed:
-            for r in results.values():
-                r.group = None
+        if not closed:
+            for uid, d in finals.items():
+                r = results.get(uid)
+                if r is not None:
+                    r.group = None
+                    if self.release:  # _result released it
+                        continue
                 try:
-                    self.plugin.release(r.decision)
+                    self.plugin.release(d)
                 except OSError as re:
                     _note(exc, f"v05: releasing the group of uid "
-                               f"{r.uid!r} failed too: {re}")
+                               f"{uid!r} failed too: {re}")
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
 
