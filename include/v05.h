@@ -11,5 +11,6 @@
 #include "v05/shm.h"
 #include "v05/plugin.h"
 #include "v05/observer.h"
+#include "v05/rules.h"
 
 #endif /* V05_H */

@@ -58,12 +58,19 @@ V05_API int v05_config_mode(struct v05_config *c, uint32_t mode)
 		c->params.keep_n = 0;
 		c->pad_multiple = 1;
 		c->halt_fraction = 0.0;
-	} else if (mode == V05_MODE_KNAPSACK_PRIOR) {
+	} else if (v05__mode_is_knapsack(mode)) {
 		/* 8 samples per prompt on average, up to 64 (the masks'
 		 * width; the authors allow 128). One wave: nothing to pad. */
 		c->params.k_init = 8;
 		c->params.k_step = 1;
 		c->params.k_max = V05_K_LIMIT;
+		c->pad_multiple = 1;
+		c->halt_fraction = 0.0;
+	} else if (mode == V05_MODE_GRESO) {
+		/* G = 8 per prompt, as the authors ran it; one wave. */
+		c->params.k_init = 8;
+		c->params.k_step = 1;
+		c->params.k_max = 8;
 		c->pad_multiple = 1;
 		c->halt_fraction = 0.0;
 	}

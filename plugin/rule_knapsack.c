@@ -9,13 +9,17 @@
  * prompt of success rate p gives), each N_i in [N_LOW, n_up]. Value is
  * concave in N for 0 < p < 1, so handing out one sample at a time to the
  * largest marginal value is exactly optimal; ties go to the lower index.
- * A pure rule: no plugin state.
+ * A pure rule: no plugin state. Mode "knapsack" takes p from each prompt's
+ * own past rewards (v05_knapsack_hist_*, below), kept by the trainer.
  */
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 
 #include "stats_core.h"
+#include "../shm/error.h"
+#include "v05/rules.h"
 
 static double value(uint32_t n, double p)
 {
@@ -86,11 +90,19 @@ int v05__knapsack_plan_u(const double *p01, uint32_t n, uint32_t per_prompt,
 {
 	struct heap h = { 0 };
 	uint32_t r = n * (per_prompt - V05_KNAPSACK_N_LOW), eligible = 0;
-	uint32_t zero = 0;
+	uint32_t zero = 0, unknown = 0;
 	double est = 0.0, cap = log(1.0 - V05_KNAPSACK_ALPHA);
 
 	for (uint32_t i = 0; i < n; i++) {
 		out[i] = V05_KNAPSACK_N_LOW;
+		if (isnan(p01[i])) {
+			/* No estimate yet: the uniform budget, outside the
+			 * knapsack (the authors' first epoch). */
+			out[i] = per_prompt;
+			r -= per_prompt - V05_KNAPSACK_N_LOW;
+			unknown++;
+			continue;
+		}
 		if (p01[i] > 0.0 && p01[i] < 1.0) {
 			double q = p01[i] > 0.5 ? p01[i] : 1.0 - p01[i];
 			double need = cap / log(q); /* samples to see both outcomes
@@ -114,8 +126,10 @@ int v05__knapsack_plan_u(const double *p01, uint32_t n, uint32_t per_prompt,
 	/* The fallback: budget beyond what the eligible prompts can use
 	 * (each needs about log(1 - alpha) / log(max(p, 1 - p)) samples to
 	 * show both outcomes) goes to the unsolved prompts, or else to the
-	 * other prompts outside the knapsack. */
-	if (est < (double)r && (zero || eligible < n)) {
+	 * other prompts outside the knapsack. Prompts without an estimate
+	 * are neither (spread's tests are false for NaN): they keep their
+	 * uniform share. */
+	if (est < (double)r && (zero || eligible + unknown < n)) {
 		uint32_t extra = r - (uint32_t)est, left;
 
 		left = spread(p01, n, n_up, out, extra, zero ? 0 : 1);
@@ -160,4 +174,76 @@ void v05__knapsack_clip_u(uint32_t k, double *adv)
 	for (uint32_t i = 0; adv && i < k; i++)
 		adv[i] = fmax(-V05_KNAPSACK_ADV_CLIP,
 			      fmin(V05_KNAPSACK_ADV_CLIP, adv[i]));
+}
+
+/* ---- the cross-epoch estimate (include/v05/rules.h) ---------------------
+ *
+ * The window is a shift register of outcomes: folding in sample order puts
+ * the latest sample of the latest epoch at bit 0, so the window holds the
+ * V05_KNAPSACK_WINDOW most recent outcomes, later epochs first and higher
+ * sample indices first, as the authors' window walks back through them.
+ */
+
+static_assert(sizeof(struct v05_knapsack_hist) == 32, "knapsack hist ABI");
+
+V05_API int v05_knapsack_hist_fold(struct v05_knapsack_hist *h,
+				   uint64_t epoch, const double *rewards,
+				   uint32_t k)
+{
+	const uint32_t mask = (1u << V05_KNAPSACK_WINDOW) - 1;
+
+	v05__clear_error();
+	if (!h || !rewards)
+		return v05__fail(-EINVAL, "knapsack history: NULL argument");
+	if (k == 0 || k > V05_K_LIMIT)
+		return v05__fail(-EINVAL, "knapsack history: k = %u is not in [1, %u]",
+				 k, V05_K_LIMIT);
+	if (h->seen && epoch < h->epoch)
+		return v05__fail(-EINVAL,
+				 "knapsack history: epoch %llu is before the last one folded, %llu",
+				 (unsigned long long)epoch,
+				 (unsigned long long)h->epoch);
+	for (uint32_t i = 0; i < k; i++)
+		if (!(rewards[i] >= -1.0 && rewards[i] <= 1.0))
+			return v05__fail(-EDOM,
+					 "knapsack history: reward %u = %g is not in [-1, 1]",
+					 i, rewards[i]);
+	if (!h->seen || epoch != h->epoch) {
+		h->epoch = epoch;
+		h->last_n = h->last_s = 0;
+	}
+	for (uint32_t i = 0; i < k; i++) {
+		uint32_t won = rewards[i] > 0.0;
+
+		h->window = ((h->window << 1) | won) & mask;
+		if (h->filled < V05_KNAPSACK_WINDOW)
+			h->filled++;
+		if (h->last_n < UINT32_MAX) {
+			h->last_n++;
+			h->last_s += won;
+		}
+		if (h->seen < UINT32_MAX)
+			h->seen++;
+	}
+	return 0;
+}
+
+V05_API int v05_knapsack_hist_estimate(const struct v05_knapsack_hist *h,
+				       double *p01)
+{
+	v05__clear_error();
+	if (!h || !p01)
+		return v05__fail(-EINVAL, "knapsack history: NULL argument");
+	if (h->filled > V05_KNAPSACK_WINDOW || h->filled > h->seen ||
+	    h->last_n > h->seen || h->last_s > h->last_n ||
+	    (h->window >> h->filled) != 0)
+		return v05__fail(-EINVAL, "knapsack history: counts that cannot be "
+				 "(not a record this library wrote)");
+	if (h->seen < V05_KNAPSACK_MIN_SEEN)
+		return 0;
+	if (h->last_n >= V05_KNAPSACK_WINDOW)
+		*p01 = (double)h->last_s / (double)h->last_n;
+	else
+		*p01 = (double)__builtin_popcount(h->window) / (double)h->filled;
+	return 1;
 }

@@ -22,6 +22,8 @@ static const char *const mode_names[V05_MODE_COUNT] = {
 	[V05_MODE_ADA] = "reinforce-ada",
 	[V05_MODE_ADA_POS] = "reinforce-ada-pos",
 	[V05_MODE_KNAPSACK_PRIOR] = "knapsack-prior",
+	[V05_MODE_KNAPSACK] = "knapsack",
+	[V05_MODE_GRESO] = "greso",
 };
 
 static const char *const sigma_names[V05_SIGMA_COUNT] = {
@@ -96,10 +98,10 @@ V05_API int v05_params_check(const struct v05_params *p)
 				 "keep_n %u: only reinforce-ada keeps part of a group (give 0)",
 				 p->keep_n);
 	}
-	if (p->mode == V05_MODE_KNAPSACK_PRIOR && p->k_init < V05_KNAPSACK_N_LOW)
+	if (v05__mode_is_knapsack(p->mode) && p->k_init < V05_KNAPSACK_N_LOW)
 		return v05__fail(-EINVAL,
-				 "knapsack-prior: k_init %u (the budget per prompt) is below the minimum per prompt, %u",
-				 p->k_init, V05_KNAPSACK_N_LOW);
+				 "%s: k_init %u (the budget per prompt) is below the minimum per prompt, %u",
+				 mode_names[p->mode], p->k_init, V05_KNAPSACK_N_LOW);
 	return 0;
 }
 
@@ -354,7 +356,7 @@ static void estimate_group(const struct v05_params *p, const double *rewards,
 	e->weight = 1.0;
 	e->baseline = mu;
 	e->sigma = std;
-	if (p->mode == V05_MODE_DAPO && k > 1 && all_equal)
+	if (v05__mode_drops(p->mode) && k > 1 && all_equal)
 		e->action = V05_ACTION_DROP;
 	if (adv) {
 		for (uint32_t i = 0; i < k; i++)
@@ -380,7 +382,7 @@ void v05__estimate_core(const struct v05_params *p, double prior,
 		v05__estimate_ada(p, rewards, k, e, adv);
 	} else {
 		estimate_group(p, rewards, k, e, adv);
-		if (p->mode == V05_MODE_KNAPSACK_PRIOR)
+		if (v05__mode_is_knapsack(p->mode))
 			v05__knapsack_clip_u(k, adv);
 	}
 }
@@ -437,9 +439,9 @@ V05_API int v05_knapsack_plan(const double *p01, uint32_t n,
 		return v05__fail(-EINVAL, "per_prompt %u is outside [%u, n_up = %u]",
 				 per_prompt, V05_KNAPSACK_N_LOW, n_up);
 	for (uint32_t i = 0; i < n; i++)
-		if (!(p01[i] >= 0.0 && p01[i] <= 1.0)) /* NaN fails too */
-			return v05__fail(-EDOM, "p[%u] = %g is not in [0, 1]",
-					 i, p01[i]);
+		if (!(p01[i] >= 0.0 && p01[i] <= 1.0) && !isnan(p01[i]))
+			return v05__fail(-EDOM, "p[%u] = %g is not in [0, 1] "
+					 "(or NaN: no estimate)", i, p01[i]);
 	if (n > UINT32_MAX / V05_K_LIMIT)
 		return v05__fail(-ERANGE, "%u prompts: too many", n);
 	if (v05__knapsack_plan_u(p01, n, per_prompt, n_up, out))

@@ -28,6 +28,18 @@ static inline bool v05__mode_is_ada(uint32_t mode)
 	return mode == V05_MODE_ADA || mode == V05_MODE_ADA_POS;
 }
 
+/* Knapsack RL's allocation at submit, p from the prior or the history. */
+static inline bool v05__mode_is_knapsack(uint32_t mode)
+{
+	return mode == V05_MODE_KNAPSACK_PRIOR || mode == V05_MODE_KNAPSACK;
+}
+
+/* Modes that drop a zero-variance group (dapo's rule; GRESO runs it). */
+static inline bool v05__mode_drops(uint32_t mode)
+{
+	return mode == V05_MODE_DAPO || mode == V05_MODE_GRESO;
+}
+
 /* Summed in sample order: the plugin and v05ctl estimate add the same
  * values in the same order. */
 static inline double v05__mean_u(const double *r, uint32_t k)

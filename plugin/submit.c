@@ -30,13 +30,18 @@ static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
 {
 	struct v05_slot_hdr *h;
 	struct v05_prompt *e;
+	double prior = in->prior;
 	uint64_t key;
 	uint32_t slot;
 	int ret;
 
 	if (!in->uid || in->uid_len < 1 || in->uid_len > V05_UID_MAX_BYTES)
 		return -EINVAL;
-	if (!isfinite(in->prior) || in->prior < -1.0 || in->prior > 1.0)
+	/* The knapsack modes take NaN for "no estimate yet" (plan_first);
+	 * the prompt's state keeps a prior of 0, as nothing reads it. */
+	if (isnan(prior) && v05__mode_is_knapsack(p->params.mode))
+		prior = 0.0;
+	if (!isfinite(prior) || prior < -1.0 || prior > 1.0)
 		return -EDOM;
 	key = v05_key(in->uid, in->uid_len);
 	ret = v05__table_insert(&p->table, key, &e);
@@ -48,13 +53,13 @@ static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
 	}
 	h = v05__slot(&p->seg, slot);
 	h->key = key;
-	h->prior = in->prior;
+	h->prior = prior;
 	h->uid_len = in->uid_len;
 	memcpy(h->uid, in->uid, in->uid_len);
 	h->submit_ns = now;
 	h->batch_id = batch_id;
 	h->seq = 0;
-	e->prior = in->prior;
+	e->prior = prior;
 	e->gen = h->gen;
 	e->last_ts = 0;
 	e->slot = slot;
@@ -70,10 +75,12 @@ static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
 }
 
 /*
- * knapsack-prior: each prompt's one wave, planned over the whole submit
- * from the priors (rule_knapsack.c), in *plan (to free). A prior that is
- * not valid plans as a prior of 0 (its prompt is refused anyway, and its
- * share of the budget is not spent, as a refused prompt's never is). NULL plan: every prompt gets k_init.
+ * knapsack, knapsack-prior: each prompt's one wave, planned over the whole
+ * submit from the priors (rule_knapsack.c), in *plan (to free); a prompt
+ * whose prior is NaN (no estimate yet) gets k_init outside the knapsack.
+ * A prior that is not valid plans as a prior of 0 (its prompt is refused anyway,
+ * and its share of the budget is not spent, as a refused prompt's never
+ * is). NULL plan: every prompt gets k_init.
  */
 static int plan_first(struct v05_plugin *p, const struct v05_prompt_in *in,
 		      uint32_t n, uint32_t **plan)
@@ -82,7 +89,7 @@ static int plan_first(struct v05_plugin *p, const struct v05_prompt_in *in,
 	int ret;
 
 	*plan = NULL;
-	if (p->params.mode != V05_MODE_KNAPSACK_PRIOR)
+	if (!v05__mode_is_knapsack(p->params.mode))
 		return 0;
 	/* The budget, n * k_init, is a u32 (k_init <= 64). */
 	if (n > UINT32_MAX / V05_K_LIMIT)
@@ -98,7 +105,9 @@ static int plan_first(struct v05_plugin *p, const struct v05_prompt_in *in,
 	for (uint32_t i = 0; i < n; i++) {
 		double v = in[i].prior;
 
-		q[i] = isfinite(v) && v >= -1.0 && v <= 1.0 ? (1.0 + v) / 2.0 : 0.5;
+		q[i] = isnan(v) ? NAN :
+		       isfinite(v) && v >= -1.0 && v <= 1.0 ? (1.0 + v) / 2.0 :
+							      0.5;
 	}
 	ret = v05__knapsack_plan_u(q, n, p->params.k_init, p->params.k_max, *plan);
 	free(q);

@@ -206,7 +206,7 @@ static void test_knapsack_edges(void **state)
 {
 	double half[6] = { 0.5, 0.5, 0.5, 0.5, 0.5, 0.5 };
 	double solved[3] = { 1.0, 1.0, 1.0 };
-	double nan_p[1] = { NAN };
+	double nan_p[1] = { NAN }, over[1] = { 1.5 };
 	uint32_t out[6];
 
 	(void)state;
@@ -218,7 +218,10 @@ static void test_knapsack_edges(void **state)
 		assert_int_equal(out[i], 8);
 	assert_int_equal(v05_knapsack_plan(half, 2, 8, 8, out), 0);
 	assert_int_equal(out[0] + out[1], 16);
-	assert_int_equal(v05_knapsack_plan(nan_p, 1, 4, 64, out), -EDOM);
+	/* NaN: no estimate, the uniform share outside the knapsack. */
+	assert_int_equal(v05_knapsack_plan(nan_p, 1, 4, 64, out), 0);
+	assert_int_equal(out[0], 4);
+	assert_int_equal(v05_knapsack_plan(over, 1, 4, 64, out), -EDOM);
 	assert_int_equal(v05_knapsack_plan(half, 6, 1, 64, out), -EINVAL);
 	assert_int_equal(v05_knapsack_plan(half, 6, 4, 65, out), -EINVAL);
 }
@@ -389,6 +392,41 @@ static void test_knapsack_in_plugin(void **state)
 	fx_close(&f);
 }
 
+/* Mode knapsack, K4: a prompt submitted with a NaN prior (no estimate
+ * yet) gets k_init outside the knapsack; its group records a prior of 0.
+ * Other modes refuse a NaN prior. */
+static void test_knapsack_no_estimate(void **state)
+{
+	double priors[4] = { 0.0, -0.8, NAN, -1.0 }; /* p 0.5, 0.1, -, 0 */
+	uint32_t want[4] = { 7, 15, 8, 2 };
+	uint64_t keys[4];
+	struct v05_group g;
+	float r[4][64];
+	struct fx f;
+	int got;
+
+	(void)state;
+	for (uint32_t i = 0; i < 4; i++)
+		for (uint32_t s = 0; s < 64; s++)
+			r[i][s] = s % 3 ? -1.0f : 1.0f;
+	open_mode(&f, V05_MODE_KNAPSACK, V05_SCHEDULE_STREAM);
+	assert_int_equal(f.c.params.k_init, 8);
+	assert_int_equal(f.c.params.k_max, V05_K_LIMIT);
+	got = submit(&f, priors, 4, keys);
+	assert_int_equal(got, 4);
+	for (int i = 0; i < got; i++)
+		assert_int_equal(f.d[i].k, want[find(keys, 4, f.d[i].key)]);
+	assert_int_equal(drive(&f, keys, 4, r, got), 4); /* one wave */
+	assert_int_equal(v05_group(f.p, slot_of(&f, keys[2]), &g), 0);
+	assert_int_equal(g.k, 8);
+	assert_true(g.prior == 0.0);
+	fx_close(&f);
+
+	open_mode(&f, V05_MODE_V05_FIXED, V05_SCHEDULE_STREAM);
+	assert_int_equal(submit(&f, priors + 2, 1, keys), 0);
+	fx_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -401,6 +439,7 @@ int main(void)
 		cmocka_unit_test(test_ada_rounds),
 		cmocka_unit_test(test_ada_stream),
 		cmocka_unit_test(test_knapsack_in_plugin),
+		cmocka_unit_test(test_knapsack_no_estimate),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

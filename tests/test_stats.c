@@ -26,7 +26,7 @@ static struct v05_params params_for(uint32_t mode, uint32_t k_max)
 	p.k_init = 1;
 	if (mode == V05_MODE_ADA || mode == V05_MODE_ADA_POS)
 		p.k_step = 1; /* rounds of k_init */
-	if (mode == V05_MODE_KNAPSACK_PRIOR)
+	if (mode == V05_MODE_KNAPSACK_PRIOR || mode == V05_MODE_KNAPSACK)
 		p.k_init = V05_KNAPSACK_N_LOW; /* its least budget */
 	return p;
 }

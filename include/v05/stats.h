@@ -55,6 +55,10 @@ enum v05_mode {
 	V05_MODE_ADA_POS,   /* Reinforce-Ada, positive exit           */
 	V05_MODE_KNAPSACK_PRIOR, /* Knapsack RL's allocation, p from
 				  * the prior, at submit; one wave    */
+	V05_MODE_KNAPSACK,  /* the same, p from the prompt's own history
+			     * (v05/rules.h), the authors' defaults */
+	V05_MODE_GRESO,     /* dapo's groups, G = 8; the skip filter is
+			     * the trainer's (v05/rules.h)           */
 	V05_MODE_COUNT
 };
 
@@ -106,9 +110,12 @@ struct v05_params {
  * submit, a budget of k_init samples per prompt is split over the batch to
  * maximise sum_i (1 - p_i^N_i - (1 - p_i)^N_i) p_i (1 - p_i)^2 with
  * p_i = (1 + prior_i) / 2, each N_i in [V05_KNAPSACK_N_LOW, k_max]; a
- * prompt whose prior is +-1 gets N_LOW. One wave; GRPO advantages clipped
- * to +-V05_KNAPSACK_ADV_CLIP. docs/RULES.md has the fallback and the
- * worked examples.
+ * prompt whose prior is +-1 gets N_LOW, one submitted with a NaN prior (no
+ * estimate yet) gets k_init outside the knapsack. One wave; GRPO
+ * advantages clipped to +-V05_KNAPSACK_ADV_CLIP. docs/RULES.md has the
+ * fallback and the worked examples. Mode "knapsack" is the same rule with
+ * p from each prompt's own past rewards (v05_knapsack_hist_estimate,
+ * passed as its prior), as the authors run it.
  */
 #define V05_KNAPSACK_N_LOW 2u
 #define V05_KNAPSACK_ALPHA 0.9
@@ -210,9 +217,11 @@ V05_API int v05_keep(const struct v05_params *p, const double *rewards,
  * prompts with success probabilities p01[i] in [0, 1]: out[i] in
  * [V05_KNAPSACK_N_LOW, n_up], summing to the budget unless every prompt is
  * at n_up. Exactly optimal (the objective is separable and concave in
- * N_i: a greedy by marginal value). Returns 0, -EINVAL (NULL, or n_up
- * outside [N_LOW, V05_K_LIMIT], or per_prompt outside [N_LOW, n_up]),
- * -EDOM (a p01 outside [0, 1]) or -ENOMEM.
+ * N_i: a greedy by marginal value). A p01[i] of NaN is a prompt with no
+ * estimate yet: it gets per_prompt, outside the knapsack (Knapsack RL's
+ * first epoch). Returns 0, -EINVAL (NULL, or n_up outside [N_LOW,
+ * V05_K_LIMIT], or per_prompt outside [N_LOW, n_up]), -EDOM (a p01
+ * outside [0, 1]) or -ENOMEM.
  */
 V05_API int v05_knapsack_plan(const double *p01, uint32_t n,
 			      uint32_t per_prompt, uint32_t n_up,
