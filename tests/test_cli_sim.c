@@ -292,6 +292,9 @@ static void test_bad_arguments(void **state)
 		{ { "--seed", "-1" }, "--seed" },
 		{ { "--prior", "1.5", "--false-rejection" }, "--prior" },
 		{ { "--seed" }, "--seed" },
+		{ { "--epochs", "0" }, "--epochs" },
+		{ { "--p-beta", "0" }, "--p-beta" },
+		{ { "--p", "0.5", "--p-beta", "0.3" }, "--p-beta" },
 		{ { "--bogus" }, "--bogus" },
 		{ { "extra" }, "extra" },
 	};
@@ -306,6 +309,43 @@ static void test_bad_arguments(void **state)
 				 i, cases[i].names, r->status, r->out, r->err);
 		free(r);
 	}
+}
+
+/* Epochs over the same prompts: knapsack spends exactly its budget (8 per
+ * prompt and epoch) from its own estimates; greso, on success rates piled
+ * near 0 and 1, skips prompts after the first epoch and so spends less
+ * than dapo's 8 on the same prompts, and drops fewer groups; one epoch is
+ * what a run without --epochs gives. */
+static void test_epochs(void **state)
+{
+	static const char *const ks[] = { "--prompts", "512", "--batch", "128",
+		"--epochs", "4", "--mode", "knapsack", "--seed", "3", NULL };
+	static const char *const gr[] = { "--prompts", "512", "--batch", "128",
+		"--epochs", "4", "--p-beta", "0.3", "--mode", "greso", "--seed",
+		"3", NULL };
+	static const char *const da[] = { "--prompts", "512", "--batch", "128",
+		"--epochs", "4", "--p-beta", "0.3", "--mode", "dapo", "--k", "8",
+		"--seed", "3", NULL };
+	static const char *const one[] = { "--prompts", "512", "--batch", "128",
+		"--mode", "greso", "--seed", "3", NULL };
+	struct run_result *k = run_ok(ks), *g = run_ok(gr), *d = run_ok(da);
+	struct run_result *o = run_ok(one);
+
+	(void)state;
+	assert_true(json_field(k->out, "epochs") == 4);
+	assert_true(json_field(k->out, "rollouts_per_prompt") == 8.0);
+	assert_true(json_field(k->out, "max_k") > 8); /* planned, not uniform */
+	assert_true(json_field(k->out, "skipped") == 0);
+	assert_true(json_field(g->out, "skipped") > 0);
+	assert_true(json_field(g->out, "rollouts_per_prompt") < 8.0);
+	assert_true(json_field(d->out, "rollouts_per_prompt") == 8.0);
+	assert_true(json_field(g->out, "dropped") < json_field(d->out, "dropped"));
+	assert_true(json_field(o->out, "skipped") == 0);
+	assert_true(json_field(o->out, "epochs") == 1);
+	free(k);
+	free(g);
+	free(d);
+	free(o);
 }
 
 static void test_help(void **state)
@@ -334,6 +374,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_eb_two_waves),
 		cmocka_unit_test(test_advantage_bounds),
 		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_epochs),
 		cmocka_unit_test(test_help),
 	};
 

@@ -36,9 +36,10 @@ void help_estimate(FILE *f)
 		"                  v05-eb (empirical-Bayes posterior mean under a\n"
 		"                  batch's fit, see --fit), grpo (group mean/std as\n"
 		"                  verl), dapo (grpo + drop of zero-variance groups),\n"
-		"                  reinforce-ada, reinforce-ada-pos, knapsack-prior\n"
-		"                  (docs/RULES.md; their own defaults: k 8/8/32,\n"
-		"                  knapsack-prior's k_max 64)\n"
+		"                  reinforce-ada, reinforce-ada-pos, knapsack-prior,\n"
+		"                  knapsack, greso (docs/RULES.md; their own\n"
+		"                  defaults: reinforce-ada's k 8/8/32, the knapsack\n"
+		"                  modes' k_max 64, greso's G 8)\n"
 		"                  (default v05)\n"
 		"  --sigma NORM    advantage normaliser of the v05 modes: rms (default;\n"
 		"                  sigma^2 = max(1 - baseline^2, mean (r - baseline)^2),\n"
@@ -197,7 +198,7 @@ int cmd_estimate(int argc, char **argv)
 			ret = v05_mode_from_name(optarg);
 			if (ret < 0)
 				return v05ctl_usage_error("estimate",
-					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo, reinforce-ada, reinforce-ada-pos, knapsack-prior",
+					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo, reinforce-ada, reinforce-ada-pos, knapsack-prior, knapsack, greso",
 					optarg);
 			params.mode = (uint32_t)ret;
 			break;
@@ -277,9 +278,12 @@ int cmd_estimate(int argc, char **argv)
 			params.k_max = given.k_max;
 		if (k_init)
 			params.k_init = k_init;
+		if (k_init && !have_max && params.mode == V05_MODE_GRESO)
+			params.k_max = k_init; /* one group of G */
 		if (have_step)
 			params.k_step = given.k_step;
-		else if (params.mode != V05_MODE_KNAPSACK_PRIOR)
+		else if (params.mode == V05_MODE_ADA ||
+			 params.mode == V05_MODE_ADA_POS)
 			params.k_step = params.k_init; /* rounds of k_init */
 	} else {
 		/* The group's own size is the k the statistics see. */

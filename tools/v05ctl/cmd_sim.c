@@ -24,7 +24,7 @@
 
 void help_sim(FILE *f)
 {
-	fprintf(f,
+	fputs(
 		"usage: v05ctl sim --prompts N --prior-noise S --hallucination H\n"
 		"                  --mode MODE [--k K] --seed X [options]\n"
 		"       v05ctl sim --false-rejection [--prior V] [--k-max N]\n"
@@ -32,11 +32,13 @@ void help_sim(FILE *f)
 		"Runs N simulated prompts through a real v05 plugin (its own\n"
 		"segment, a producer lane, the decisions, the batch halt and the\n"
 		"padding), in batches, and prints one JSON object: mode, k, prompts,\n"
-		"prior_noise, hallucination, seed, mse (mean over prompts of\n"
-		"(baseline - mu)^2), rollouts_per_prompt, mean_k, max_k, halts,\n"
+		"prior_noise, hallucination, seed, mse (mean over groups of\n"
+		"(baseline - mu)^2), rollouts_per_prompt (per prompt and epoch),\n"
+		"mean_k, max_k, halts,\n"
 		"rounds, waves_per_batch (dispatches per batch, the first one\n"
 		"included), max_waves, dropped, nonzero_share (the share of groups\n"
-		"with a trained advantage that is not 0), saving_vs_g16 (1 - rollouts per\n"
+		"with a trained advantage that is not 0), skipped (greso: prompts\n"
+		"not rolled out), saving_vs_g16 (1 - rollouts per\n"
 		"prompt / 16), and the advantages' distribution: adv (this mode's\n"
 		"|A| p99, p99.9, max and mean A^2 over every sample) and adv_grpo\n"
 		"(the same for verl's (r - mean) / (std + 1e-6) on the same groups).\n"
@@ -45,7 +47,9 @@ void help_sim(FILE *f)
 		"(or --p); its true mean is mu = 2p - 1; its prior is\n"
 		"clip(mu + N(0, S^2), -1, 1), or, with probability H, uniform on\n"
 		"[-1, 1]; each reward is +1 with probability p, else -1.\n"
-		"\n"
+		"\n", f);
+	/* Two literals: C99 promises only 4095 characters in one. */
+	fprintf(f,
 		"options:\n"
 		"  --prompts N         prompts (default 10000)\n"
 		"  --prior-noise S     prior noise std, >= 0 (default 0.1)\n"
@@ -59,7 +63,16 @@ void help_sim(FILE *f)
 		"                      reinforce-ada, reinforce-ada-pos (rounds of\n"
 		"                      --k 8 up to --k-max 32, pad 1, no halt),\n"
 		"                      knapsack-prior (--k 8 per prompt on average,\n"
-		"                      up to --k-max 64)\n"
+		"                      up to --k-max 64, p from the prior),\n"
+		"                      knapsack (the same, p from each prompt's\n"
+		"                      own past rewards: --epochs), greso (dapo's\n"
+		"                      groups of --k 8 and its skip filter over\n"
+		"                      --epochs; each batch is a training step)\n"
+		"  --epochs E          visit the prompts E times, fresh rewards\n"
+		"                      each time (default 1); knapsack and greso\n"
+		"                      carry their history across epochs\n"
+		"  --p-beta A          each p from Beta(A, A) (A < 1 piles prompts\n"
+		"                      near 0 and 1) instead of uniform\n"
 		"  --paper             the paper's exact behaviour: mode v05, halt\n"
 		"                      0.25, --sigma paper, rounds (later options\n"
 		"                      still override)\n"
@@ -183,6 +196,8 @@ int cmd_sim(int argc, char **argv)
 		{ "false-rejection", no_argument, NULL, 'F' },
 		{ "prior", required_argument, NULL, 'V' },
 		{ "no-prior", no_argument, NULL, 'N' },
+		{ "epochs", required_argument, NULL, 'Y' },
+		{ "p-beta", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -190,7 +205,8 @@ int cmd_sim(int argc, char **argv)
 			      .noise = 0.1, .hallucination = 0.0,
 			      .cost = V05_DEFAULT_COST, .halt = 0.25,
 			      .mode = V05_MODE_V05_EB, .k_max = 16, .pad = 32,
-			      .drift_noise = -1.0, .drift_hallucination = -1.0 };
+			      .drift_noise = -1.0, .drift_hallucination = -1.0,
+			      .epochs = 1 };
 	double prior = 0.8;
 	uint64_t v;
 	int opt, fr = 0, ret, have_kmax = 0;
@@ -215,7 +231,7 @@ int cmd_sim(int argc, char **argv)
 			ret = v05_mode_from_name(optarg);
 			if (ret < 0)
 				return v05ctl_usage_error("sim",
-					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo, reinforce-ada, reinforce-ada-pos, knapsack-prior",
+					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo, reinforce-ada, reinforce-ada-pos, knapsack-prior, knapsack, greso",
 					optarg);
 			o.mode = (uint32_t)ret;
 			break;
@@ -317,6 +333,15 @@ int cmd_sim(int argc, char **argv)
 		case 'N':
 			o.no_prior = 1;
 			break;
+		case 'Y':
+			if (opt_u64("--epochs", optarg, 1, 1000, &o.epochs))
+				return EXIT_USAGE;
+			break;
+		case 'B':
+			if (opt_double("--p-beta", optarg, 0.01, 100, &o.p_beta))
+				return EXIT_USAGE;
+			o.have_beta = 1;
+			break;
 		case 'V':
 			if (opt_double("--prior", optarg, -1, 1, &prior))
 				return EXIT_USAGE;
@@ -341,6 +366,8 @@ int cmd_sim(int argc, char **argv)
 	if (!o.have_k)
 		o.k = o.mode == V05_MODE_GRPO || o.mode == V05_MODE_DAPO ? 16 :
 		      o.mode >= V05_MODE_ADA ? 8 : 4;
+	if (o.have_p && o.have_beta)
+		return v05ctl_usage_error("sim", "--p and --p-beta: give one");
 	if ((o.mode == V05_MODE_V05 || o.mode == V05_MODE_V05_EB) && o.k > o.k_max)
 		return v05ctl_usage_error("sim", "--k: %u is above --k-max %u",
 					  o.k, o.k_max);

@@ -21,6 +21,13 @@ struct sim_opts {
 	 * hallucination share (have_drift). */
 	double drift_noise, drift_hallucination;
 	int have_drift;
+	/* Epochs over the same prompts (fresh rewards each time): what the
+	 * rules with a cross-epoch state (knapsack, greso) learn from. */
+	uint64_t epochs;
+	/* Each p from Beta(p_beta, p_beta) instead of uniform (have_beta):
+	 * below 1 it piles prompts near 0 and 1, as real datasets do. */
+	double p_beta;
+	int have_beta;
 };
 
 /* |A| of every final sample, this mode's and grpo's on the same groups. */
@@ -35,6 +42,7 @@ struct sim_out {
 	uint32_t max_k, max_waves;
 	uint64_t dropped, groups, nonzero; /* nonzero: a trained advantage
 					    * that is not 0 */
+	uint64_t skipped; /* greso: candidates not rolled out */
 	struct adv_acc adv, grpo;
 };
 

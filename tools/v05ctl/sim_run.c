@@ -2,8 +2,11 @@
 /*
  * v05ctl sim's run: prompts with true success probabilities go through a
  * real plugin (segment, lane, decisions, batch halt and padding) in
- * batches; rewards are Bernoulli draws; the baseline each group ends with
- * is compared with the truth; one JSON object out.
+ * batches, once per epoch; rewards are Bernoulli draws, fresh each epoch;
+ * the baseline each group ends with is compared with the truth; one JSON
+ * object out. The rules with a cross-epoch state keep it here, as a
+ * trainer would (include/v05/rules.h): knapsack's per-prompt history gives
+ * each prompt's prior, greso's filter picks the prompts a batch rolls out.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -41,6 +44,46 @@ static double normal(uint64_t *s)
 	return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
 
+/* Gamma(a, 1) by Marsaglia and Tsang (2000); below 1 through
+ * Gamma(a + 1) U^(1/a). */
+static double gamma_draw(uint64_t *s, double a)
+{
+	double d, c;
+
+	if (a < 1.0)
+		return gamma_draw(s, a + 1.0) *
+		       pow(((double)(rng_next(s) >> 11) + 1.0) /
+				   9007199254740993.0, 1.0 / a);
+	d = a - 1.0 / 3.0;
+	c = 1.0 / sqrt(9.0 * d);
+	for (;;) {
+		double x = normal(s), v = 1.0 + c * x, u;
+
+		if (v <= 0.0)
+			continue;
+		v = v * v * v;
+		u = uniform01(s);
+		if (log(u) < 0.5 * x * x + d - d * v + d * log(v))
+			return d * v;
+	}
+}
+
+static double beta_draw(uint64_t *s, double a)
+{
+	double x = gamma_draw(s, a), y = gamma_draw(s, a);
+
+	return x + y > 0.0 ? x / (x + y) : 0.5;
+}
+
+/* The cross-epoch state a trainer would keep for the rules that have
+ * one; the epoch this batch is in. */
+struct sim_hist {
+	struct v05_knapsack_hist *kh; /* knapsack: by prompt            */
+	struct v05_greso_prompt *gx;  /* greso: by prompt                */
+	struct v05_greso g;
+	uint64_t epoch;
+};
+
 static float reward_of(uint64_t seed, uint64_t prompt, uint32_t sample, double p)
 {
 	uint64_t s = seed ^ (prompt * 0x9e3779b97f4a7c15ull) ^
@@ -56,22 +99,38 @@ int sim_fail(const char *what)
 	return EXIT_FAILED;
 }
 
+/* A final group into the rules' history (rewards in sample order). */
+static int fold_history(struct sim_hist *hs, uint64_t i,
+			const struct v05_group *g)
+{
+	double r[V05_K_LIMIT];
+
+	for (uint32_t s = 0; s < g->k; s++)
+		r[s] = g->rewards[s];
+	if (hs->kh && v05_knapsack_hist_fold(&hs->kh[i], hs->epoch, r, g->k))
+		return sim_fail("knapsack history");
+	if (hs->gx && v05_greso_fold(&hs->g, &hs->gx[i], r, g->k) < 0)
+		return sim_fail("greso fold");
+	return 0;
+}
+
 /* One decision: a SAMPLE pushes its rewards, a FINAL or DROP is scored
- * against the truth and its slot released. */
+ * against the truth, folded into the history and its slot released. */
 static int apply_decision(struct v05_plugin *pl, struct v05_producer *w,
-			  const struct sim_opts *o, uint64_t first,
+			  const struct sim_opts *o, struct sim_hist *hs,
 			  const double *p, const struct v05_decision *d,
 			  struct sim_out *out, uint32_t *finals)
 {
 	/* The prompt's index, from the uid its slot holds. */
 	char buf[24] = "";
+	uint64_t seed = o->seed ^ (hs->epoch * 0xd1342543de82ef95ull);
 	struct v05_group g;
 	double mu;
-	uint32_t i;
+	uint64_t i;
 
 	if (v05_slot_uid(pl, d->slot, buf, sizeof(buf) - 1) < 0)
 		return sim_fail("slot uid");
-	i = (uint32_t)(strtoull(buf + 1, NULL, 10) - first);
+	i = strtoull(buf + 1, NULL, 10);
 	/* Early-start samples not needed: their rewards were pushed with the
 	 * rest and are refused (the rollouts still count as issued). */
 	if (d->kind == V05_DECISION_ABORT)
@@ -81,7 +140,7 @@ static int apply_decision(struct v05_plugin *pl, struct v05_producer *w,
 			if (!(d->samples >> s & 1))
 				continue;
 			if (v05_producer_push(w, d->key, d->gen, s,
-					      reward_of(o->seed, first + i, s, p[i])))
+					      reward_of(seed, i, s, p[i])))
 				return sim_fail("push");
 		}
 		return 0;
@@ -103,15 +162,20 @@ static int apply_decision(struct v05_plugin *pl, struct v05_producer *w,
 			}
 	if (sim_adv_group(out, &g))
 		return sim_fail("advantages");
+	if (fold_history(hs, i, &g))
+		return EXIT_FAILED;
 	if (v05_release(pl, d->slot, d->gen, d->key))
 		return sim_fail("release");
 	(*finals)++;
 	return 0;
 }
 
+/* The prompts idx[0..n) (global indices) as one batch, until each is
+ * final. */
 static int run_batch(struct v05_plugin *pl, struct v05_producer *w,
-		     const struct sim_opts *o, uint64_t first, uint32_t n,
-		     const double *p, const double *prior, struct sim_out *out,
+		     const struct sim_opts *o, struct sim_hist *hs,
+		     const uint64_t *idx, uint32_t n, const double *p,
+		     const double *prior, struct sim_out *out,
 		     struct v05_decision *d)
 {
 	struct v05_prompt_in *in = calloc(n, sizeof(*in));
@@ -123,11 +187,25 @@ static int run_batch(struct v05_plugin *pl, struct v05_producer *w,
 		ret = EXIT_FAILED;
 		goto out;
 	}
+	if (n == 0)
+		goto out;
 	for (uint32_t i = 0; i < n; i++) {
-		snprintf(uids[i], 24, "s%llu", (unsigned long long)(first + i));
+		snprintf(uids[i], 24, "s%llu", (unsigned long long)idx[i]);
 		in[i].uid = uids[i];
 		in[i].uid_len = (uint32_t)strlen(uids[i]);
-		in[i].prior = prior[i];
+		in[i].prior = prior[idx[i]];
+		/* knapsack: the prompt's own estimate, NaN before it has one
+		 * (the uniform share, outside the knapsack). */
+		if (hs->kh) {
+			double q;
+			int got = v05_knapsack_hist_estimate(&hs->kh[idx[i]], &q);
+
+			if (got < 0) {
+				ret = sim_fail("knapsack estimate");
+				goto out;
+			}
+			in[i].prior = got ? 2.0 * q - 1.0 : NAN;
+		}
 	}
 	m = v05_submit(pl, in, n, d, NULL);
 	if (m != (int)n) {
@@ -136,7 +214,7 @@ static int run_batch(struct v05_plugin *pl, struct v05_producer *w,
 	}
 	while (!ret) {
 		for (int j = 0; j < m && !ret; j++)
-			ret = apply_decision(pl, w, o, first, p, &d[j], out,
+			ret = apply_decision(pl, w, o, hs, p, &d[j], out,
 					     &finals);
 		if (ret || finals == n)
 			break;
@@ -161,9 +239,12 @@ int sim_run(const struct sim_opts *o)
 	uint32_t bsz = (uint32_t)(o->batch < o->prompts ? o->batch : o->prompts);
 	double *p = calloc(o->prompts, sizeof(double));
 	double *prior = calloc(o->prompts, sizeof(double));
+	uint64_t *idx = calloc(bsz, sizeof(*idx));
 	struct v05_decision *d = calloc(2 * (size_t)bsz, sizeof(*d));
-	struct batch_row *rows = calloc(o->prompts / bsz + 1, sizeof(*rows));
+	struct batch_row *rows = calloc((o->prompts / bsz + 1) * o->epochs,
+					sizeof(*rows));
 	uint64_t rng = o->seed, counters[V05_COUNTER_SLOTS], batches = 0;
+	struct sim_hist hs = { 0 };
 	struct sim_out out;
 	struct v05_producer *w = NULL;
 	struct v05_plugin *pl = NULL;
@@ -172,7 +253,16 @@ int sim_run(const struct sim_opts *o)
 	int ret = 0;
 
 	memset(&out, 0, sizeof(out));
-	if (!p || !prior || !d || !rows)
+	if (!p || !prior || !idx || !d || !rows)
+		return EXIT_FAILED;
+	if (o->mode == V05_MODE_KNAPSACK)
+		hs.kh = calloc(o->prompts, sizeof(*hs.kh));
+	if (o->mode == V05_MODE_GRESO) {
+		hs.gx = calloc(o->prompts, sizeof(*hs.gx));
+		v05_greso_init(&hs.g, o->seed);
+	}
+	if ((o->mode == V05_MODE_KNAPSACK && !hs.kh) ||
+	    (o->mode == V05_MODE_GRESO && !hs.gx))
 		return EXIT_FAILED;
 	for (uint64_t i = 0; i < o->prompts; i++) {
 		/* The drift starts with the first batch at or after half. */
@@ -180,7 +270,8 @@ int sim_run(const struct sim_opts *o)
 		double mu, v, noise = late ? o->drift_noise : o->noise;
 		double h = late ? o->drift_hallucination : o->hallucination;
 
-		p[i] = o->have_p ? o->p_fixed : uniform01(&rng);
+		p[i] = o->have_p ? o->p_fixed :
+		       o->have_beta ? beta_draw(&rng, o->p_beta) : uniform01(&rng);
 		mu = 2.0 * p[i] - 1.0;
 		if (uniform01(&rng) < h) {
 			v = -1.0 + 2.0 * uniform01(&rng);
@@ -201,8 +292,10 @@ int sim_run(const struct sim_opts *o)
 		if (v05_config_mode(&c, o->mode))
 			return sim_fail("mode");
 		c.params.k_init = o->k;
-		if (o->mode != V05_MODE_KNAPSACK_PRIOR)
+		if (o->mode == V05_MODE_ADA || o->mode == V05_MODE_ADA_POS)
 			c.params.k_step = o->k; /* rounds of k_init */
+		if (o->mode == V05_MODE_GRESO)
+			c.params.k_max = o->k; /* one group of G */
 		if (o->have_k_max)
 			c.params.k_max = o->k_max;
 		if (o->have_halt)
@@ -238,22 +331,47 @@ int sim_run(const struct sim_opts *o)
 		ret = sim_fail("producer");
 		goto out;
 	}
+	for (uint64_t e = 0; e < o->epochs && !ret; e++)
 	for (uint64_t first = 0; first < o->prompts && !ret; first += bsz) {
-		uint32_t n = (uint32_t)(o->prompts - first < bsz ? o->prompts - first : bsz);
-
-		uint64_t before, issued;
+		uint32_t cand = (uint32_t)(o->prompts - first < bsz ? o->prompts - first : bsz);
+		uint32_t n = 0;
+		uint64_t before, issued, groups = out.groups;
 		double sq = out.sq_err;
 		struct batch_row *r = &rows[batches];
 		struct v05_eb_state st;
 		struct v05_eb_fit fit;
 
+		hs.epoch = e;
+		/* greso: each batch is a training step; its filter decides
+		 * which candidates are rolled out. */
+		for (uint32_t i = 0; i < cand; i++) {
+			int skip = hs.gx ? v05_greso_skip(&hs.g, &hs.gx[first + i],
+							  first + i, batches) : 0;
+
+			if (skip < 0) {
+				ret = sim_fail("greso skip");
+				break;
+			}
+			if (skip)
+				out.skipped++;
+			else
+				idx[n++] = first + i;
+		}
+		if (ret)
+			break;
 		v05_counters(pl, counters, V05_COUNTER_SLOTS);
 		before = counters[V05_C_ROUNDS];
 		issued = counters[V05_C_SAMPLES_ISSUED];
-		ret = run_batch(pl, w, o, first, n, p + first, prior + first, &out, d);
+		ret = run_batch(pl, w, o, &hs, idx, n, p, prior, &out, d);
 		v05_counters(pl, counters, V05_COUNTER_SLOTS);
-		r->mse = (out.sq_err - sq) / n;
-		r->rollouts = (double)(counters[V05_C_SAMPLES_ISSUED] - issued) / n;
+		/* The rates adapt after every step but the first epoch's. */
+		if (!ret && hs.gx && e && v05_greso_step_end(&hs.g))
+			ret = sim_fail("greso step end");
+		if (hs.gx && !e)
+			hs.g.total = hs.g.easy = hs.g.hard = 0;
+		r->mse = out.groups > groups ? (out.sq_err - sq) /
+						       (double)(out.groups - groups) : 0.0;
+		r->rollouts = (double)(counters[V05_C_SAMPLES_ISSUED] - issued) / cand;
 		/* The running fit after the batch (v05-eb without a barrier). */
 		r->fitted = v05_eb_state_get(pl, &st) == 0 &&
 			    v05_eb_state_fit(&st, &fit) == 0;
@@ -270,7 +388,8 @@ int sim_run(const struct sim_opts *o)
 		double rpp;
 
 		v05_counters(pl, counters, V05_COUNTER_SLOTS);
-		rpp = (double)counters[V05_C_SAMPLES_ISSUED] / (double)o->prompts;
+		rpp = (double)counters[V05_C_SAMPLES_ISSUED] /
+		      (double)(o->prompts * o->epochs);
 		printf("{\"mode\": \"%s\", \"k\": %u, \"k_max\": %u, \"prompts\": %llu, "
 		       "\"prior_noise\": ", v05_mode_name(o->mode), o->k,
 		       c.params.k_max, (unsigned long long)o->prompts);
@@ -292,11 +411,18 @@ int sim_run(const struct sim_opts *o)
 		json_num(stdout, c.halt_fraction);
 		printf(", \"pad_multiple\": %u, \"batch\": %u, \"mse\": ",
 		       c.pad_multiple, bsz);
-		json_num(stdout, out.sq_err / (double)o->prompts);
+		json_num(stdout, out.groups ? out.sq_err / (double)out.groups : 0.0);
 		printf(", \"rollouts_per_prompt\": ");
 		json_num(stdout, rpp);
 		printf(", \"mean_k\": ");
-		json_num(stdout, out.k_sum / (double)o->prompts);
+		json_num(stdout, out.groups ? out.k_sum / (double)out.groups : 0.0);
+		printf(", \"epochs\": %llu, \"skipped\": %llu, \"p_beta\": ",
+		       (unsigned long long)o->epochs,
+		       (unsigned long long)out.skipped);
+		if (o->have_beta)
+			json_num(stdout, o->p_beta);
+		else
+			fputs("null", stdout);
 		printf(", \"max_k\": %u, \"halts\": %llu, \"rounds\": %llu, "
 		       "\"waves_per_batch\": ",
 		       out.max_k, (unsigned long long)counters[V05_C_HALTS],
@@ -333,8 +459,11 @@ out:
 	v05_plugin_close(pl, V05_CLOSE_UNLINK);
 	free(p);
 	free(prior);
+	free(idx);
 	free(d);
 	free(rows);
+	free(hs.kh);
+	free(hs.gx);
 	free(out.adv.abs);
 	free(out.grpo.abs);
 	return ret;
