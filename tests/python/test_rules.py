@@ -27,8 +27,10 @@ def test_estimate_reinforce_ada_worked_example():
 
 def test_knapsack_plan_worked_example():
     assert v05.knapsack_plan([0.5, 0.1, 1.0, 0.0], 8, 16) == [7, 16, 2, 7]
+    # K4: a prompt without an estimate (None) gets the uniform 8.
+    assert v05.knapsack_plan([0.5, 0.1, None, 0.0], 8, 64) == [7, 15, 8, 2]
     with pytest.raises(v05.V05Error, match="not in"):
-        v05.knapsack_plan([float("nan")], 4)
+        v05.knapsack_plan([1.5], 4)
 
 
 def test_mode_defaults_and_refusals(segname):

@@ -81,3 +81,51 @@ def test_v05_eb_is_a_run_entry_or_skipped_with_a_reason(warm):
         assert "v05-eb" in str(e)
         return
     tr.close()
+
+
+def test_knapsack_plans_from_its_own_history(warm):
+    """knapsack-4 on a fixed training set of 32 prompts (each step of 64
+    prompts is two epochs): the first epoch has no estimate (4 each), the
+    later ones plan from each prompt's own past rewards: the same 256
+    rollouts per step, spread unevenly."""
+    state, heldout = warm
+    spec = T.mode_specs()["knapsack-4"]
+    with pytest.raises(ValueError, match="--train-set"):
+        T.Trainer(spec, 0, state, heldout)
+    tr = T.Trainer(spec, 0, state, heldout, record=True, train_set=32)
+    try:
+        asyncio.run(tr.train(3 * T.BUDGET))
+    finally:
+        tr.close()
+    first = [u for u in tr.used if u["uid"].startswith("0:")][:32]
+    assert all(u["prior"] is None and u["k"] == 4 for u in first)
+    assert all(sum(s["k"]) == T.BUDGET for s in tr.log)
+    later = [u for u in tr.used if not u["uid"].startswith("0:")]
+    assert any(u["prior"] is not None for u in later)
+    assert len({u["k"] for u in later}) > 1
+    assert len(tr.history) == 32
+    # Its estimates are the prompts' own success rates so far.
+    for pid in range(32):
+        p = tr.history.estimate(pid)
+        assert p is None or 0.0 <= p <= 1.0
+
+
+def test_greso_filters_its_training_set(warm):
+    """greso-8 on 16 prompts (a step of 32 is two epochs): every group is
+    8 samples, each skipped candidate was in a zero-variance run, and the
+    rates stay within their bounds."""
+    state, heldout = warm
+    spec = T.mode_specs()["greso-8"]
+    tr = T.Trainer(spec, 0, state, heldout, train_set=16)
+    try:
+        asyncio.run(tr.train(4 * T.BUDGET))
+    finally:
+        tr.close()
+    assert all(set(s["k"]) == {8} for s in tr.log)
+    assert all(s["prompts"] == 32 for s in tr.log)
+    runs = [tr.history.run(pid) for pid in range(16)]
+    if tr.skipped:  # only prompts with a run are ever skipped
+        assert any(z > 0 for z, _ in runs)
+    assert 0.05 <= tr.history.p_easy <= 0.95
+    assert 0.05 <= tr.history.p_hard <= 0.95
+    assert tr.log[-1]["skipped"] == tr.skipped

@@ -14,7 +14,8 @@ import struct
 
 __all__ = ["lib", "path_loaded", "V05Error", "check", "Params", "Estimate",
            "Config", "PromptIn", "Decision_", "Group_", "Support", "Reward",
-           "ObserverInfo", "LaneStat", "DECISION_ROW", "GROUP_ROW"]
+           "ObserverInfo", "LaneStat", "DECISION_ROW", "GROUP_ROW",
+           "KnapsackHist", "GresoPrompt", "Greso"]
 
 
 class V05Error(OSError):
@@ -110,6 +111,23 @@ class Group_(ctypes.Structure):
 GROUP_ROW = struct.Struct("@QQQPPPddddIIIIIQ")
 
 
+class KnapsackHist(ctypes.Structure):
+    _fields_ = [("epoch", ctypes.c_uint64), ("window", ctypes.c_uint32),
+                ("filled", ctypes.c_uint32), ("seen", ctypes.c_uint32),
+                ("last_n", ctypes.c_uint32), ("last_s", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32)]
+
+
+class GresoPrompt(ctypes.Structure):
+    _fields_ = [("z", ctypes.c_uint32), ("kind", ctypes.c_uint32)]
+
+
+class Greso(ctypes.Structure):
+    _fields_ = [("p_easy", ctypes.c_double), ("p_hard", ctypes.c_double),
+                ("seed", ctypes.c_uint64), ("total", ctypes.c_uint64),
+                ("easy", ctypes.c_uint64), ("hard", ctypes.c_uint64)]
+
+
 class Support(ctypes.Structure):
     _fields_ = [("key", ctypes.c_uint64), ("mean", ctypes.c_float),
                 ("k", ctypes.c_uint32)]
@@ -170,7 +188,8 @@ path_loaded = None  # the libv05 this process uses (set by _load)
 def _check_abi():
     expect = {Params: 32, Estimate: 64, Config: 256, EbState: 5968, PromptIn: 24,
               Decision_: 64, Group_: 112, Support: 16, Reward: 24,
-              ObserverInfo: 936, LaneStat: 80}
+              ObserverInfo: 936, LaneStat: 80, KnapsackHist: 32,
+              GresoPrompt: 8, Greso: 48}
     for struct, size in expect.items():
         if ctypes.sizeof(struct) != size:
             raise ImportError(f"v05: ctypes {struct.__name__} is "
@@ -263,6 +282,20 @@ _sig("v05_keep", _int, ctypes.POINTER(Params),
      ctypes.POINTER(ctypes.c_double), _u32, ctypes.POINTER(_u64))
 _sig("v05_knapsack_plan", _int, ctypes.POINTER(ctypes.c_double), _u32, _u32,
      _u32, ctypes.POINTER(_u32))
+_sig("v05_knapsack_hist_fold", _int, ctypes.POINTER(KnapsackHist), _u64,
+     ctypes.POINTER(ctypes.c_double), _u32)
+_sig("v05_knapsack_hist_estimate", _int, ctypes.POINTER(KnapsackHist),
+     ctypes.POINTER(ctypes.c_double))
+_sig("v05_greso_init", None, ctypes.POINTER(Greso), _u64)
+_sig("v05_greso_fold", _int, ctypes.POINTER(Greso), ctypes.POINTER(GresoPrompt),
+     ctypes.POINTER(ctypes.c_double), _u32)
+_sig("v05_greso_keep_p", _int, ctypes.POINTER(Greso),
+     ctypes.POINTER(GresoPrompt), ctypes.POINTER(ctypes.c_double))
+_sig("v05_greso_skip", _int, ctypes.POINTER(Greso), ctypes.POINTER(GresoPrompt),
+     _u64, _u64)
+_sig("v05_greso_step_end", _int, ctypes.POINTER(Greso))
+_sig("v05_greso_refill", _int, _u32, _u32, ctypes.c_double, _u32,
+     ctypes.POINTER(_u32))
 _sig("v05_eb_estimate", _int, ctypes.POINTER(Params), ctypes.POINTER(EbFit),
      ctypes.c_double, ctypes.POINTER(ctypes.c_double), _u32,
      ctypes.POINTER(Estimate), ctypes.POINTER(ctypes.c_double))

@@ -4,6 +4,7 @@
 import asyncio
 import ctypes
 import errno
+import math
 from typing import Iterable, List, Optional, Tuple, Union
 
 from . import _checks, _lib
@@ -15,7 +16,8 @@ from .eb_state import EbState
 from .group import Group, Views, live_views, track_view
 from .lru import LruMap
 from .config import make_config
-from .names import (CLOSE_KEEP_READABLE, CLOSE_UNLINK, FLAG_HALTED,
+from .stats import KNAPSACK_MODES
+from .names import (CLOSE_KEEP_READABLE, CLOSE_UNLINK, FLAG_HALTED, MODES,
                     FLAG_PADDED, FLAG_RECOVERED, KINDS, REJECT_REASONS,
                     SUPPORT_GROUPS, UID_MAX)
 from .observer import Observer, cut_lanes
@@ -82,6 +84,7 @@ class Plugin:
         # poll may write a journal; with none (known at create) it runs
         # with the GIL held, as the other short calls do (_lib._GIL_HELD).
         self._poll_holds_gil = False
+        self._mode = None  # its mode's name, once asked (_no_estimate_ok)
 
     @property
     def halt_fraction(self) -> float:
@@ -230,7 +233,7 @@ class Plugin:
             out.append(d)
         return out
 
-    def submit(self, prompts: Iterable[Tuple[Uid, float]],
+    def submit(self, prompts: Iterable[Tuple[Uid, Optional[float]]],
                on_error: str = "raise") -> List[Decision]:
         """Register a batch of (uid, prior) and return its first dispatch
         (k_init samples per prompt). A refused prompt (uid already active,
@@ -239,7 +242,10 @@ class Plugin:
         are in self.last_rejected. An item that is not a (uid, prior) with a
         str or bytes uid of 1 to 128 bytes and a finite prior in [-1, 1], or
         a uid twice in one batch, fails the whole call before anything is
-        submitted (TypeError, ValueError naming the uid)."""
+        submitted (TypeError, ValueError naming the uid). In the knapsack
+        modes a prior may be None: no estimate yet (v05.core.rules.
+        KnapsackHistory.prior), the prompt gets k_init outside the
+        knapsack."""
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
         items = list(prompts)
@@ -264,10 +270,18 @@ class Plugin:
             if not 1 <= len(b) <= UID_MAX:
                 raise ValueError(f"{where}: uid {uid!r} is {len(b)} bytes; "
                                  f"a uid has 1 to {UID_MAX}")
-            p = _checks.unit_interval(
-                f"{where}: the prior of uid {uid!r}", prior,
-                " (a value model's success probability p is the prior "
-                "2p - 1: v05.prior_from_p)")
+            if prior is None:
+                if not self._no_estimate_ok():
+                    raise TypeError(
+                        f"{where}: the prior of uid {uid!r} is None (no "
+                        "estimate yet): only in the knapsack modes, and "
+                        f"this plugin runs mode {self._mode}")
+                p = math.nan  # the uniform share, outside the knapsack
+            else:
+                p = _checks.unit_interval(
+                    f"{where}: the prior of uid {uid!r}", prior,
+                    " (a value model's success probability p is the prior "
+                    "2p - 1: v05.prior_from_p)")
             key = key_of(b)
             if key in uid_of_key:
                 other = uid_of_key[key]
@@ -296,6 +310,17 @@ class Plugin:
                               self._refused_message(where, n), decisions,
                               self.last_rejected)
         return decisions
+
+    def _no_estimate_ok(self) -> bool:
+        """Whether a prior may be None (no estimate): the knapsack modes."""
+        if self._mode is None:
+            if self.config is not None:
+                code = self.config.params.mode
+                self._mode = next(m for m, c in MODES.items() if c == code)
+            else:  # attached: the segment says
+                with Observer(self.name) as o:
+                    self._mode = o.info()["mode"]
+        return self._mode in KNAPSACK_MODES
 
     def _refused_message(self, where: str, n: int) -> str:
         bad = list(self.last_rejected.items())

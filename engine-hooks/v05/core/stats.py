@@ -65,7 +65,9 @@ def reward_from_score(score, lo: float = 0.0, hi: float = 1.0, *,
     return max(-1.0, min(1.0, 2.0 * (s - lo) / (hi - lo) - 1.0))
 
 
-RULE_MODES = ("reinforce-ada", "reinforce-ada-pos", "knapsack-prior")
+RULE_MODES = ("reinforce-ada", "reinforce-ada-pos", "knapsack-prior",
+              "knapsack", "greso")
+KNAPSACK_MODES = ("knapsack-prior", "knapsack")
 
 
 def estimate(prior: float, rewards: Sequence[float], *,
@@ -135,14 +137,16 @@ def estimate(prior: float, rewards: Sequence[float], *,
             "keep": [i for i in range(k) if keep.value >> i & 1]}
 
 
-def knapsack_plan(p: Sequence[float], per_prompt: int = 8,
+def knapsack_plan(p: Sequence[Optional[float]], per_prompt: int = 8,
                   n_up: int = 64) -> List[int]:
     """Knapsack RL's allocation (v05_knapsack_plan): per_prompt samples per
     prompt on average split over prompts of success probabilities p (each
     in [0, 1]) to maximise the expected information, each prompt's share
-    in [2, n_up] (docs/RULES.md)."""
+    in [2, n_up] (docs/RULES.md). A p of None is a prompt with no estimate
+    yet: it gets per_prompt, outside the knapsack."""
     n = len(p)
-    q = (ctypes.c_double * max(1, n))(*[float(x) for x in p])
+    q = (ctypes.c_double * max(1, n))(
+        *[math.nan if x is None else float(x) for x in p])
     out = (ctypes.c_uint32 * max(1, n))()
     check(lib.v05_knapsack_plan(q, n, _checks.u32("per_prompt", per_prompt),
                                 _checks.u32("n_up", n_up), out),
