@@ -296,6 +296,24 @@ def section(run, svg_rel):
     return lines
 
 
+def kept_sections(path, fresh):
+    """ENGINE.md's sections ("## " to the next) of runs with no JSON here
+    (bench/out is not committed: a new machine has only the runs made on
+    it), whose heading none of `fresh` has: kept as they were, each with
+    its own commit and rerun command."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return []
+    out = []
+    for part in text.split("\n## ")[1:]:
+        body = ("## " + part).rstrip("\n").split("\n")
+        if body[0] not in fresh:
+            out.append(body + [""])
+    return out
+
+
 def main():
     runs = []
     for path in sorted(glob.glob(os.path.join(ROOT, "bench", "out",
@@ -312,7 +330,9 @@ def main():
         "Written by `bench/engine_report.py` from the runs of "
         "`bench/engine` (bench/engine_run.py) listed below, on this 2-core "
         "Debian 12 VM (shared and noisy: compare the per-repetition ratios, "
-        "not the absolute seconds). Columns: *wall* is the engine time of "
+        "not the absolute seconds); a run whose JSON is not in bench/out "
+        "keeps its section as an earlier report wrote it. Columns: *wall* "
+        "is the engine time of "
         "the mode's batches summed; *tokens* the tokens of finished "
         "samples, *wasted* those of samples aborted; *busy* the mean of "
         "min(requests in flight, max_num_seqs) / max_num_seqs over the "
@@ -332,13 +352,17 @@ def main():
         "against the tiny model's exact success probability.",
         "",
     ]
+    fresh = []
     for run in runs:
         a = run["args"]
         tag = tag_of(engine_of(run), a)
         rel = f"plots/{tag}.svg"
         ok = svg(run, os.path.join(ROOT, "bench", rel))
-        lines += section(run, rel if ok else None)
-    with open(os.path.join(ROOT, "bench", "ENGINE.md"), "w") as f:
+        fresh.append(section(run, rel if ok else None))
+    md = os.path.join(ROOT, "bench", "ENGINE.md")
+    for sec in kept_sections(md, {s[0] for s in fresh}) + fresh:
+        lines += sec
+    with open(md, "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
 

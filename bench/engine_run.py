@@ -52,6 +52,12 @@ MODES = {
     # prior at fixed k=4's budget.
     "reinforce-ada": dict(mode="reinforce-ada"),
     "knapsack-prior 4/prompt": dict(mode="knapsack-prior", k_init=4),
+    # The rules that carry history across epochs, as in a later epoch
+    # (later_epoch): Knapsack RL with its own estimate at the same budget;
+    # GRESO, dapo's groups of 8 on the prompts its filter keeps.
+    "knapsack 4/prompt": dict(mode="knapsack", k_init=4,
+                              epoch_state="knapsack"),
+    "greso": dict(mode="greso", epoch_state="greso"),
 }
 DEFAULT = "v05-eb default"
 BASE = "fixed k=4"
@@ -224,6 +230,28 @@ def make_rollout(engine_kind, engine, plugin, meter, lens, score, seed):
     return Rollout(engine, plugin, {}, score=score, score_threads=2)
 
 
+def later_epoch(kind, items, truth, seed):
+    """A history rule's batch as a later epoch sees it: one past visit of
+    every prompt (8 rewards drawn from its true p, seeded) folded into the
+    trainer-side state (v05.core.rules); knapsack submits the estimate as
+    the prior, greso keeps only the prompts its filter keeps."""
+    from v05.core.rules import Greso, KnapsackHistory
+
+    rng = np.random.default_rng([seed, 28])
+    past = {uid: [1.0 if rng.random() < (truth[uid] + 1) / 2 else -1.0
+                  for _ in range(8)] for uid, _, _ in items}
+    if kind == "knapsack":
+        h = KnapsackHistory()
+        for uid, r in past.items():
+            h.fold(uid, 0, r)
+        return [(uid, p, h.prior(uid)) for uid, p, _ in items]
+    g = Greso(seed=seed)
+    for uid, r in past.items():
+        g.fold(uid, r)
+    keep = set(g.select([uid for uid, _, _ in items], step=1))
+    return [x for x in items if x[0] in keep]
+
+
 async def run_mode(a, engine, label, params, batches, trace_batch):
     """The mode's batches, one after another, through one plugin (what a
     plugin carries across batches, v05-eb's running fit, is exercised).
@@ -231,6 +259,7 @@ async def run_mode(a, engine, label, params, batches, trace_batch):
     name = f"eb-{os.getpid()}-{abs(hash(label)) % 10000}"
     cfg = dict(max_prompts=max(len(batches[0][0]), 64), lane_capacity=16384)
     cfg.update(params)
+    history = cfg.pop("epoch_state", None)
     prompt_of = {}
     for items, _truth, _lens in batches:
         for uid, p, _ in items:
@@ -245,6 +274,8 @@ async def run_mode(a, engine, label, params, batches, trace_batch):
     rows = []
     with v05.Plugin.create(name, reclaim=True, **cfg) as plugin:
         for b, (items, truth, lens) in enumerate(batches):
+            if history:
+                items = later_epoch(history, items, truth, a.seed + b)
             meter = Meter(plugin, a.max_seqs, b == trace_batch)
             ro = make_rollout(a.engine, engine, plugin, meter, lens, score,
                               a.seed + b)

@@ -6,7 +6,10 @@ prior (every prior 0), side by side in one run, each rule with its own
 defaults: rollouts per prompt, the share of groups with a non-zero
 advantage, the baseline's MSE, the largest |A|, waves per batch; and
 v05-eb's MSE at the same rollouts (v05-eb run at group sizes 2 to 16 and
-interpolated), so each rule is compared at equal rollouts. Writes
+interpolated), so each rule is compared at equal rollouts. Then the
+rules with a cross-epoch state (knapsack with its own estimate, GRESO's
+filter) over 10 epochs of the same prompts, beside the modes that need
+none, with success rates spread uniformly and piled near 0 and 1. Writes
 bench/RULES.md.
 
     python3 bench/rules.py [--v05ctl build/tools/v05ctl/v05ctl]
@@ -73,6 +76,66 @@ def at_rollouts(curve, r):
             t = (math.log(r) - math.log(r0)) / (math.log(r1) - math.log(r0))
             return math.exp(math.log(m0) + t * (math.log(m1) - math.log(m0)))
     return None
+
+
+# The epochs part: the same prompts, EPOCHS times, fresh rewards each time.
+EPOCHS, EPOCH_PROMPTS, EPOCH_BATCH = 10, 1024, 256
+EPOCH_CELLS = {
+    "success rates uniform on [0, 1]": [],
+    "success rates from Beta(0.3, 0.3) (most near 0 or 1)":
+        ["--p-beta", "0.3"],
+}
+EPOCH_MODES = {
+    "v05-eb default": ["--mode", "v05-eb"],
+    "knapsack-prior (8/prompt)": ["--mode", "knapsack-prior"],
+    "knapsack, own history (8/prompt)": ["--mode", "knapsack"],
+    "knapsack, own history (4/prompt)": ["--mode", "knapsack", "--k", "4"],
+    "GRPO G=8": ["--mode", "grpo", "--k", "8"],
+    "DAPO G=8": ["--mode", "dapo", "--k", "8"],
+    "GRESO G=8": ["--mode", "greso", "--k", "8"],
+}
+
+
+def epochs_part(v05ctl):
+    """The epochs runs' table lines."""
+    lines = [
+        "## The rules with a cross-epoch state, over epochs", "",
+        f"{EPOCH_PROMPTS} prompts seen {EPOCHS} times (`--epochs "
+        f"{EPOCHS}`, batches of {EPOCH_BATCH}, each a training step), "
+        "fresh rewards each epoch, prior noise 0.1 for the modes that use "
+        "a prior, seeds as above. `knapsack` plans each batch from each "
+        "prompt's own past rewards (no estimate in the first epoch: the "
+        "uniform share), `greso` skips prompts whose recent groups were "
+        "all-same (each batch a step; the rates adapt after the first "
+        "epoch) and drops all-same groups as DAPO does. *rollouts* per "
+        "prompt and epoch, skipped prompts counted as 0; *skipped* the "
+        "share of prompt visits GRESO's filter passed over; *MSE* and "
+        "*non-zero* over the groups rolled out.", ""]
+    for cell, cargs in EPOCH_CELLS.items():
+        lines += [f"### {cell}", "",
+                  "| mode | rollouts / prompt | MSE | non-zero | skipped | "
+                  "dropped / group |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for label, margs in EPOCH_MODES.items():
+            acc = {"r": 0.0, "mse": 0.0, "nz": 0.0, "skip": 0.0, "drop": 0.0}
+            for seed in SEEDS:
+                d = simrun.sim(v05ctl, ["--epochs", str(EPOCHS),
+                                        "--prior-noise", "0.1", "--seed",
+                                        str(seed)] + cargs + margs,
+                               EPOCH_PROMPTS, EPOCH_BATCH)
+                n = len(SEEDS)
+                visits = EPOCH_PROMPTS * EPOCHS
+                acc["r"] += d["rollouts_per_prompt"] / n
+                acc["mse"] += d["mse"] / n
+                acc["nz"] += d["nonzero_share"] / n
+                acc["skip"] += d["skipped"] / visits / n
+                acc["drop"] += d["dropped"] / (visits - d["skipped"]) / n
+            lines.append(f"| {label} | {acc['r']:.2f} | {acc['mse']:.4f} | "
+                         f"{acc['nz']:.3f} | {acc['skip']:.3f} | "
+                         f"{acc['drop']:.3f} |")
+        lines.append("")
+        print(f"epochs, {cell}: done", flush=True)
+    return lines
 
 
 def main():
@@ -166,6 +229,7 @@ def main():
                          f"{len(res)} |")
         else:
             lines.append(f"| {label} | - | - | 0 of {len(res)} |")
+    lines += [""] + epochs_part(a.v05ctl)
     with open(a.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"wrote {a.out}")

@@ -38,7 +38,7 @@ def warm_state(seed: int, steps: int, heldout) -> dict:
 
 def run_one(spec, seed, state, heldout, budget, args):
     tr = T.Trainer(spec, seed, state, heldout, lr=args.lr,
-                   eval_every=args.eval_every)
+                   eval_every=args.eval_every, train_set=args.train_set)
     try:
         asyncio.run(tr.train(budget))
         return tr.result()
@@ -62,6 +62,11 @@ def main(argv=None):
     ap.add_argument("--eval-every", type=int, default=5)
     ap.add_argument("--heldout", type=int, default=360)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--train-set", type=int, default=0,
+                    help="a fixed training set of N prompts visited in "
+                    "epochs, for every mode (default 0: fresh prompts each "
+                    "step); the modes with a cross-epoch state "
+                    "(knapsack-4/8, greso-8) need it")
     ap.add_argument("--out", default=None, help="raw results (default "
                     "bench/train/out/results.json; --quick: out/quick/results.json)")
     ap.add_argument("--no-report", action="store_true")
@@ -117,6 +122,7 @@ def main(argv=None):
         json.dump(dict(runs=runs, skipped=skipped, wall=wall, warmup_seconds=warm_s,
                        steps=steps, seeds=seeds, warmup=args.warmup, lr=args.lr,
                        heldout=args.heldout, budget_per_step=T.BUDGET, commit=commit,
+                       train_set=args.train_set,
                        params=M.n_params(M.TinyLM()),
                        command=" ".join(["bench/train/run"] + (argv or sys.argv[1:]))), f)
     print(f"done: {len(runs)} runs in {wall:.0f} s (warm-up {warm_s:.0f} s); "

@@ -14,16 +14,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PLOTS = os.path.join(HERE, "plots")
 ORDER = ["grpo-16", "dapo-16", "grpo-4", "fixed-1", "fixed-2", "fixed-4", "fixed-8",
          "v05", "v05-nohalt", "v05-eb", "reinforce-ada", "reinforce-ada-pos",
-         "knapsack-prior-4", "knapsack-prior-8"]
+         "knapsack-prior-4", "knapsack-prior-8", "knapsack-4", "knapsack-8",
+         "dapo-8", "greso-8"]
 # The published rules (issue 28, docs/RULES.md), compared with v05's modes.
 RULES = ["reinforce-ada", "reinforce-ada-pos", "knapsack-prior-4",
-         "knapsack-prior-8"]
+         "knapsack-prior-8", "knapsack-4", "knapsack-8", "greso-8"]
 COLORS = {"grpo-16": "black", "dapo-16": "grey", "grpo-4": "tab:brown",
           "fixed-1": "tab:pink",
           "fixed-2": "tab:orange", "fixed-4": "tab:green", "fixed-8": "tab:olive",
           "v05": "tab:blue", "v05-nohalt": "tab:cyan", "v05-eb": "tab:purple",
           "reinforce-ada": "tab:red", "reinforce-ada-pos": "salmon",
-          "knapsack-prior-4": "tab:gray", "knapsack-prior-8": "darkkhaki"}
+          "knapsack-prior-4": "tab:gray", "knapsack-prior-8": "darkkhaki",
+          "knapsack-4": "teal", "knapsack-8": "darkslategray",
+          "dapo-8": "silver", "greso-8": "gold"}
 
 
 def by_mode(runs):
@@ -274,7 +277,11 @@ def rule_rows(s):
             pairs.append(("v05-eb", m))
     for m, base in (("knapsack-prior-4", "grpo-4"),
                     ("knapsack-prior-8", "fixed-8"),
-                    ("reinforce-ada", "grpo-16")):
+                    ("reinforce-ada", "grpo-16"),
+                    ("knapsack-4", "grpo-4"),
+                    ("knapsack-prior-4", "knapsack-4"),
+                    ("knapsack-8", "fixed-8"),
+                    ("greso-8", "dapo-8")):
         if m in s and base in s:
             pairs.append((m, base))
     for a, b in pairs:

@@ -15,7 +15,7 @@ verifier is exact: +1 if the sampled tokens are the answer and EOS, else -1.
 """
 
 import random
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 DIGITS = 10
 SEP = 10
@@ -91,6 +91,44 @@ class PromptStream:
             if p not in self.exclude:
                 out.append(p)
         return out
+
+    def take_ids(self, n: int) -> List[Tuple[Optional[int], Prompt, int]]:
+        """(dataset index, prompt, epoch): a stream has neither."""
+        return [(None, p, 0) for p in self.take(n)]
+
+
+class EpochStream:
+    """A fixed training set of n distinct prompts (the task's distribution
+    minus the held-out set), visited epoch after epoch, each in its own
+    seeded order: what the rules with a cross-epoch state (Knapsack RL's
+    own estimate, GRESO's filter) learn from."""
+
+    def __init__(self, heldout: Sequence[Prompt], n: int, seed: int):
+        rng = random.Random(seed)
+        exclude, seen = set(heldout), set()
+        self.prompts: List[Prompt] = []
+        while len(self.prompts) < n:
+            p = random_prompt(rng)
+            if p not in exclude and p not in seen:
+                seen.add(p)
+                self.prompts.append(p)
+        self.rng = random.Random(seed + 1)
+        self.epoch, self.order = -1, []
+
+    def take_ids(self, n: int) -> List[Tuple[Optional[int], Prompt, int]]:
+        out = []
+        while len(out) < n:
+            if not self.order:
+                self.epoch += 1
+                self.order = list(range(len(self.prompts)))
+                self.rng.shuffle(self.order)
+                self.order.reverse()  # popped from the end: in order
+            i = self.order.pop()
+            out.append((i, self.prompts[i], self.epoch))
+        return out
+
+    def take(self, n: int) -> List[Prompt]:
+        return [p for _, p, _ in self.take_ids(n)]
 
 
 def features(p: Prompt) -> List[float]:

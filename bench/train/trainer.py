@@ -27,6 +27,7 @@ import torch
 
 import v05
 from v05.core.prior import ValueModelPrior
+from v05.core.rules import Greso, KnapsackHistory
 from v05.engines.driver import GroupRollout
 
 import model as M
@@ -46,6 +47,11 @@ class ModeSpec:
     # A published rule (docs/RULES.md): its own defaults (v05_config_mode),
     # only k_init given (knapsack-prior's budget per prompt).
     rule: bool = False
+    # A rule with a cross-epoch state kept here, as a trainer keeps it
+    # (v05.core.rules): "knapsack" (its own success-rate estimate is the
+    # prior; no value model) or "greso" (its skip filter picks the prompts
+    # rolled out). Both need a fixed training set (--train-set).
+    history: str = ""
 
 
 def mode_specs() -> Dict[str, ModeSpec]:
@@ -69,6 +75,15 @@ def mode_specs() -> Dict[str, ModeSpec]:
                    rule=True),
           ModeSpec("knapsack-prior-4", "knapsack-prior", 4, False, rule=True),
           ModeSpec("knapsack-prior-8", "knapsack-prior", 8, False, rule=True)]
+    # The rules with a cross-epoch state, as their authors run them:
+    # Knapsack RL with its own estimate from each prompt's past epochs,
+    # GRESO's filter over DAPO's groups of 8 (and DAPO's 8 without it).
+    s += [ModeSpec("knapsack-4", "knapsack", 4, False, rule=True,
+                   history="knapsack"),
+          ModeSpec("knapsack-8", "knapsack", 8, False, rule=True,
+                   history="knapsack"),
+          ModeSpec("dapo-8", "dapo", 8, False),
+          ModeSpec("greso-8", "greso", 8, False, rule=True, history="greso")]
     return {m.name: m for m in s}
 
 
@@ -118,7 +133,7 @@ class Trainer:
     def __init__(self, spec: ModeSpec, seed: int, init_state: dict,
                  heldout: List[task.Prompt], *, lr: float = 1e-3,
                  eval_every: int = 5, clip: float = 1.0, record: bool = False,
-                 lr_warmup: int = 10):
+                 lr_warmup: int = 10, train_set: int = 0):
         self.spec, self.seed = spec, seed
         torch.manual_seed(seed)
         self.policy = M.TinyLM()
@@ -129,7 +144,15 @@ class Trainer:
         self.sched = torch.optim.lr_scheduler.LambdaLR(
             self.opt, lambda s: min(1.0, (s + 1) / lr_warmup))
         self.heldout = heldout
-        self.stream = task.PromptStream(heldout, seed=1000 + seed)
+        if spec.history and not train_set:
+            raise ValueError(f"{spec.name} keeps a history per prompt: it "
+                             "needs a fixed training set (--train-set N)")
+        # The same training set and epoch order for every mode of a seed.
+        self.stream = task.EpochStream(heldout, train_set, seed=1000 + seed) \
+            if train_set else task.PromptStream(heldout, seed=1000 + seed)
+        self.history = KnapsackHistory() if spec.history == "knapsack" else \
+            Greso(seed=seed) if spec.history == "greso" else None
+        self.skipped = 0  # greso: candidates its filter passed over
         self.eval_every, self.clip = eval_every, clip
         self.record = record          # keep the advantages the loss used (tests)
         self.used: List[dict] = []
@@ -179,9 +202,25 @@ class Trainer:
                                acc=float(p.mean())))
         self.times["eval"] += time.perf_counter() - t
 
+    def _take(self, B: int):
+        """B prompts to roll out: (dataset index, prompt, epoch) each.
+        Under greso, candidates come in the training set's order until B
+        pass its filter (those it skips are passed over this epoch)."""
+        if not isinstance(self.history, Greso):
+            return self.stream.take_ids(B)
+        out = []
+        while len(out) < B:
+            for c in self.stream.take_ids(B - len(out)):
+                if self.history.skip(c[0], self.step_no):
+                    self.skipped += 1
+                else:
+                    out.append(c)
+        return out
+
     async def step(self) -> dict:
         B = self.batch_size()
-        ps = self.stream.take(B)
+        taken = self._take(B)
+        ps = [p for _, p, _ in taken]
         uids = [f"{self.step_no}:{i}" for i in range(B)]
         self.prompts = dict(zip(uids, ps))
         self.rewards_seen = {}
@@ -191,7 +230,15 @@ class Trainer:
         self.times["true_p"] += time.perf_counter() - t
 
         t = time.perf_counter()
-        priors = dict(self.prior.priors([(u, task.text(p)) for u, p in zip(uids, ps)]))
+        if isinstance(self.history, KnapsackHistory):
+            # Knapsack RL's own estimate (None: no estimate yet).
+            priors = {u: self.history.prior(pid)
+                      for u, (pid, _, _) in zip(uids, taken)}
+        elif self.history is not None:
+            priors = {u: 0.0 for u in uids}  # greso's groups use none
+        else:
+            priors = dict(self.prior.priors(
+                [(u, task.text(p)) for u, p in zip(uids, ps)]))
         self.times["prior"] += time.perf_counter() - t
 
         st0 = self.plugin.stats()
@@ -214,7 +261,14 @@ class Trainer:
             k = int(g.k)
             ks.append(k)
             baselines.append(float(g.baseline))
-            pri.append(priors[u])
+            pri.append(0.0 if priors[u] is None else priors[u])
+            if self.history is not None:
+                rew = [self.rewards_seen[u][s] for s in range(k)]
+                pid, _, epoch = taken[i]
+                if isinstance(self.history, KnapsackHistory):
+                    self.history.fold(pid, epoch, rew)
+                else:
+                    self.history.fold(pid, rew)
             tp.append(float(true_p[i]))
             if r.dropped:
                 dropped += 1
@@ -249,6 +303,9 @@ class Trainer:
             self.opt.step()
         self.sched.step()
         self.times["update"] += time.perf_counter() - t
+        if isinstance(self.history, Greso):
+            # The skip rates adapt after each step but the first epoch's.
+            self.history.step_end(first_epoch=taken[-1][2] == 0)
 
         self.rollouts += spent
         if self.spec.adaptive:
@@ -264,6 +321,8 @@ class Trainer:
                    halts=st1["halts"] - st0["halts"],
                    padded=st1["samples_padded"] - st0["samples_padded"],
                    grad_norm=gnorm,
+                   skipped=self.skipped,
+                   epoch=taken[-1][2],
                    entropy=(self.sampler.ent_sum - ent0) / max(1, self.sampler.ntok - ntok0),
                    reward=float(np.mean([np.mean(list(v.values())) for v in self.rewards_seen.values()])),
                    mse=float(np.mean((np.asarray(baselines) - mu) ** 2)),
