@@ -154,3 +154,117 @@ def test_bad_reward_fails_the_step_and_leaves_nothing(segname, tmp_path,
         trainer.train()  # the next step: no fault this time
         assert plugin.stats()["prompts_open"] == 0
         trainer.v05_writer.close()
+
+
+def _history_trainer(tmp_path, plugin, reward, history, max_steps, **extra):
+    """4 prompts with stable ids, 2 per generation (2 generations an
+    epoch), completions of up to 4 tokens."""
+    from tiny import llama, tokenizer
+    from trl import GRPOConfig
+
+    from v05.trainers.trl import V05GRPOTrainer
+
+    tok = tokenizer(str(tmp_path / "tok"))
+    model = llama(str(tmp_path / "model"), len(tok))
+    data = Dataset.from_dict({"prompt": [f"question {i}:" for i in range(4)],
+                              "v05_id": list(range(4))})
+    cfg = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4,
+               num_generations=2, max_completion_length=4,
+               max_steps=max_steps, report_to="none", use_cpu=True,
+               save_strategy="no", seed=0, dataloader_num_workers=0)
+    cfg.update(extra)
+    return V05GRPOTrainer(model=model, reward_funcs=reward,
+                          args=GRPOConfig(**cfg), train_dataset=data,
+                          processing_class=tok, v05_plugin=plugin,
+                          v05_history=history)
+
+
+def _by_prompt(prompts, completions, v05_id, **kw):
+    """Prompt 0 always succeeds, prompt 1 never; the others by parity."""
+    return [1.0 if i == 0 else 0.0 if i == 1 else float(len(c) % 2 == 0)
+            for i, c in zip(v05_id, completions)]
+
+
+def test_knapsack_history_gives_the_priors(segname, tmp_path, monkeypatch):
+    """Mode knapsack with a KnapsackHistory: epoch 0 has no estimates (every
+    prompt the uniform 8); each group is folded by its prompt's id; epoch 1
+    plans each generation from those estimates; a checkpoint carries the
+    history and a resume reads it back."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from v05.core.rules import KnapsackHistory
+    from v05.trainers.trl import V05GRPOTrainer
+
+    h = KnapsackHistory()
+    with v05.Plugin.create(segname, mode="knapsack", max_prompts=64,
+                           pad_multiple=1) as plugin:
+        with pytest.raises(ValueError, match="v05_prior must be None"):
+            V05GRPOTrainer(model=None, v05_plugin=plugin, v05_history=h,
+                           v05_prior=lambda x: 0.0)
+        with v05.Plugin.create(segname + "f", mode="v05-fixed") as fixed, \
+                pytest.raises(ValueError, match="needs mode knapsack"):
+            V05GRPOTrainer(model=None, v05_plugin=fixed, v05_history=h)
+        trainer = _history_trainer(tmp_path, plugin, _by_prompt, h, 4,
+                                   save_strategy="steps", save_steps=2)
+        trainer.train()
+        trainer.v05_writer.close()
+    gens = trainer.v05_groups
+    assert len(gens) == 4
+    ks = [[g["k"] for g in groups.values()] for groups in gens]
+    assert ks[0] == ks[1] == [8, 8]  # epoch 0: no estimate yet
+    # Every prompt was seen once in epoch 0 (8 outcomes: an estimate).
+    seen = {}
+    for groups in gens[:2]:
+        for g in groups.values():
+            seen.setdefault(g["prompt"], []).extend(g["rewards"][:g["k"]])
+    assert sorted(seen) == [0, 1, 2, 3]
+    # Epoch 1: each generation's plan is the knapsack of its estimates.
+    for groups in gens[2:]:
+        est = [sum(r > 0 for r in seen[g["prompt"]]) / 8
+               for g in groups.values()]
+        got = sorted(zip(est, [g["k"] for g in groups.values()]))
+        assert got == sorted(zip(est, v05.knapsack_plan(est, per_prompt=8)))
+    assert h.estimate(0) == 1.0 and h.estimate(1) == 0.0
+    # The checkpoint has the history; a resume reads it back.
+    path = tmp_path / "out" / "checkpoint-4" / "v05_history.json"
+    assert path.exists()
+    again = KnapsackHistory()
+    with v05.Plugin.create(segname + "r", mode="knapsack", max_prompts=64,
+                           pad_multiple=1) as plugin:
+        t2 = _history_trainer(tmp_path, plugin, _by_prompt, again, 4)
+        t2.train(resume_from_checkpoint=str(path.parent))
+        t2.v05_writer.close()
+    assert again.state_dict() == h.state_dict()
+
+
+def test_greso_filter_skips_before_the_plugin(segname, tmp_path, monkeypatch):
+    """Mode greso with a Greso filter over 4 epochs: each generation rolls
+    out exactly what the filter, fed the same groups, selects at that
+    step (so only a prompt with a run of all-same groups is ever skipped);
+    the always-easy or always-hard prompt gets skipped."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from v05.core.rules import Greso
+
+    with v05.Plugin.create(segname, mode="greso", max_prompts=64,
+                           pad_multiple=1) as plugin:
+        trainer = _history_trainer(tmp_path, plugin, _by_prompt, Greso(seed=1),
+                                   8)
+        trainer.train()
+        trainer.v05_writer.close()
+    log = trainer.v05_filter_log
+    assert len(log) == len(trainer.v05_groups) == 8
+    shadow = Greso(seed=1)
+    skipped = set()
+    for entry, groups in zip(log, trainer.v05_groups):
+        cands = entry["kept"] + entry["skipped"]
+        assert len(cands) == 2
+        want = shadow.select(cands, step=entry["step"]) or cands[:1]
+        assert sorted(entry["kept"]) == sorted(want)
+        assert sorted(g["prompt"] for g in groups.values()) == \
+            sorted(entry["kept"])
+        for g in groups.values():
+            assert g["k"] == 8
+            shadow.fold(g["prompt"], list(g["rewards"][:8]))
+        shadow.step_end(first_epoch=entry["epoch"] == 0)
+        skipped.update(entry["skipped"])
+    assert {0, 1} & skipped  # the always-same prompts, skipped at times
+    assert trainer.v05_history.state_dict() == shadow.state_dict()

@@ -84,7 +84,7 @@ class Plugin:
         # poll may write a journal; with none (known at create) it runs
         # with the GIL held, as the other short calls do (_lib._GIL_HELD).
         self._poll_holds_gil = False
-        self._mode = None  # its mode's name, once asked (_no_estimate_ok)
+        self._mode = None  # its mode's name, once asked (mode)
 
     @property
     def halt_fraction(self) -> float:
@@ -311,8 +311,9 @@ class Plugin:
                               self.last_rejected)
         return decisions
 
-    def _no_estimate_ok(self) -> bool:
-        """Whether a prior may be None (no estimate): the knapsack modes."""
+    @property
+    def mode(self) -> str:
+        """The mode's name ("v05-eb", "knapsack", ...: v05.MODES)."""
         if self._mode is None:
             if self.config is not None:
                 code = self.config.params.mode
@@ -320,7 +321,11 @@ class Plugin:
             else:  # attached: the segment says
                 with Observer(self.name) as o:
                     self._mode = o.info()["mode"]
-        return self._mode in KNAPSACK_MODES
+        return self._mode
+
+    def _no_estimate_ok(self) -> bool:
+        """Whether a prior may be None (no estimate): the knapsack modes."""
+        return self.mode in KNAPSACK_MODES
 
     def _refused_message(self, where: str, n: int) -> str:
         bad = list(self.last_rejected.items())

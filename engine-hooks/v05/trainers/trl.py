@@ -36,6 +36,18 @@ so every prompt counts the same whatever its k. ``self.v05_loss_log``
 keeps, per micro-batch, the uids, samples, weights and advantages the
 loss used.
 
+The rules with a cross-epoch state (docs/RULES.md) run here too, their
+state kept by the trainer (``v05_history``): a ``KnapsackHistory`` under
+mode "knapsack" gives each prompt its prior (None, the uniform budget,
+until it has 8 outcomes) and folds each finished group with the epoch
+(``int(state.epoch)``); a ``Greso`` filter drops, before the plugin sees
+them, the prompts it skips at this step (``state.global_step``; at least
+one prompt of a generation is rolled out), folds each rolled-out group
+and ends a step after each generation (adapting nothing in epoch 0). A
+prompt is known across epochs by ``v05_prompt_id(example)``, default the
+example's "v05_id" column, else its prompt's text. The state is saved in
+each checkpoint (``v05_history.json``) and read back on resume.
+
 Not supported (refused at construction): several processes, tools,
 environments, a rollout_func, multimodal prompts, vLLM importance-sampling
 correction; loss types other than the clipped ones (grpo, bnpo, dr_grpo,
@@ -43,12 +55,15 @@ dapo all get this per-prompt normalisation).
 """
 
 import itertools
-from typing import Callable, Dict, List, Optional
+import json
+import os
+from typing import Callable, Dict, Hashable, List, Optional, Union
 
 import torch
 
 from ..core.plugin import Plugin
-from ..core.stats import reward_from_score
+from ..core.rules import Greso, KnapsackHistory
+from ..core.stats import KNAPSACK_MODES, reward_from_score
 from ..core.writer import RewardWriter
 
 __all__ = ["V05GRPOTrainer", "binary_to_reward"]
@@ -71,6 +86,18 @@ def _trl():
 
 GRPOTrainer, _is_conversational, _pad = _trl()
 
+# The cross-epoch state's file in a checkpoint directory.
+HISTORY_FILE = "v05_history.json"
+
+
+def _default_prompt_id(example) -> Hashable:
+    """An example's id across epochs: its "v05_id" column, else its prompt
+    (a conversation as its JSON text)."""
+    if "v05_id" in example:
+        return example["v05_id"]
+    p = example["prompt"]
+    return p if isinstance(p, str) else json.dumps(p, sort_keys=True)
+
 _gen_ids = itertools.count()
 
 
@@ -88,12 +115,31 @@ class V05GRPOTrainer(GRPOTrainer):
     on a 0 there), and the generation's batch is cancelled in the plugin.
     ``args.num_generations`` only sets how many distinct prompts a
     generation batch has (generation_batch_size / num_generations).
+    v05_history: a KnapsackHistory (mode "knapsack": it gives the priors,
+    v05_prior must be None) or a Greso filter (any mode; "greso" is the
+    published rule), kept across epochs; v05_prompt_id: example -> a
+    stable id (default: its "v05_id" column, else its prompt's text).
     """
 
     def __init__(self, *args, v05_plugin: Plugin,
                  v05_prior: Optional[Callable[[dict], float]] = None,
                  v05_to_reward: Callable[[float], float] = binary_to_reward,
-                 v05_wait: float = 30.0, **kwargs):
+                 v05_wait: float = 30.0,
+                 v05_history: Optional[Union[KnapsackHistory, Greso]] = None,
+                 v05_prompt_id: Optional[Callable[[dict], Hashable]] = None,
+                 **kwargs):
+        if isinstance(v05_history, KnapsackHistory):
+            if v05_prior is not None:
+                raise ValueError("V05GRPOTrainer: a KnapsackHistory gives "
+                                 "the priors; v05_prior must be None")
+            if v05_plugin.mode not in KNAPSACK_MODES:
+                raise ValueError(f"V05GRPOTrainer: a KnapsackHistory needs "
+                                 f"mode knapsack; the plugin runs "
+                                 f"{v05_plugin.mode}")
+        elif v05_history is not None and not isinstance(v05_history, Greso):
+            raise TypeError(f"V05GRPOTrainer: v05_history is "
+                            f"{type(v05_history).__name__}, not a "
+                            "KnapsackHistory or a Greso")
         super().__init__(*args, **kwargs)
         if self.accelerator.num_processes != 1:
             raise NotImplementedError("V05GRPOTrainer: one process only")
@@ -112,17 +158,81 @@ class V05GRPOTrainer(GRPOTrainer):
         self.v05_to_reward = v05_to_reward
         self.v05_wait = v05_wait
         self.v05_writer = RewardWriter.attach(v05_plugin.name)
-        # Per generation: uid -> {"k", "advantages", "rewards", "dropped"}.
+        # Per generation: uid -> {"k", "kept", "advantages", "rewards",
+        # "dropped", "prompt" (v05_prompt_id)}.
         self.v05_groups: List[Dict[str, dict]] = []
         self.v05_loss_log: List[dict] = []
+        self.v05_history = v05_history
+        self.v05_prompt_id = v05_prompt_id or _default_prompt_id
+        # Per generation, under a Greso filter: its step and epoch, the
+        # prompt ids rolled out and those skipped.
+        self.v05_filter_log: List[dict] = []
 
     # ---- generation ----------------------------------------------------
 
     def _prior_of(self, example):
         """Checked by Plugin.submit, which names the prompt of a bad one."""
+        if isinstance(self.v05_history, KnapsackHistory):
+            return self.v05_history.prior(self.v05_prompt_id(example))
         if self.v05_prior is not None:
             return self.v05_prior(example)
         return example.get("v05_prior", 0.0)
+
+    def _v05_select(self, examples):
+        """A Greso filter's choice among the generation's prompts (at least
+        one is kept: a generation of none would have nothing to train)."""
+        if not isinstance(self.v05_history, Greso):
+            return examples
+        step = self.state.global_step
+        kept, skipped = [], []
+        for x in examples:
+            pid = self.v05_prompt_id(x)
+            (skipped if self.v05_history.skip(pid, step) else kept).append(
+                (pid, x))
+        if not kept:
+            kept.append(skipped.pop(0))
+        self.v05_filter_log.append({
+            "step": step, "epoch": int(self.state.epoch or 0),
+            "kept": [pid for pid, _ in kept],
+            "skipped": [pid for pid, _ in skipped]})
+        self._metrics["train"]["v05/skipped"].append(float(len(skipped)))
+        return [x for _, x in kept]
+
+    def _v05_fold(self, examples, uids, groups):
+        """Each finished group into the cross-epoch state."""
+        h = self.v05_history
+        if h is None:
+            return
+        epoch = int(self.state.epoch or 0)
+        for x, uid in zip(examples, uids):
+            g = groups[uid]
+            rewards = [float(r) for r in g["rewards"][:g["k"]]]
+            if isinstance(h, KnapsackHistory):
+                h.fold(g["prompt"], epoch, rewards)
+            else:
+                h.fold(g["prompt"], rewards)
+        if isinstance(h, Greso):
+            h.step_end(first_epoch=epoch == 0)
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.v05_history is not None:
+            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+            d = os.path.join(self._get_output_dir(trial=trial),
+                             f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            with open(os.path.join(d, HISTORY_FILE), "w") as f:
+                json.dump(self.v05_history.state_dict(), f)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        path = os.path.join(resume_from_checkpoint, HISTORY_FILE)
+        if self.v05_history is not None:
+            if not os.path.exists(path):
+                raise FileNotFoundError(
+                    f"v05: {path}: the checkpoint has no v05 history; "
+                    "resuming would start the rule's state over")
+            with open(path) as f:
+                self.v05_history.load_state_dict(json.load(f))
 
     def _distinct_prompts(self, inputs):
         """The generation batch repeats each prompt num_generations times
@@ -240,13 +350,16 @@ class V05GRPOTrainer(GRPOTrainer):
             # Evaluation keeps TRL's fixed-G path (no plugin).
             return super()._generate_and_score_completions(inputs)
         device = self.accelerator.device
-        examples = self._distinct_prompts(inputs)
+        examples = self._v05_select(self._distinct_prompts(inputs))
         prompt_ids, images, _ = self._tokenize_prompts(
             [x["prompt"] for x in examples])
         if images is not None:
             raise NotImplementedError("v05: multimodal prompts")
         uids, groups, completions = self._run_plugin(examples, prompt_ids)
+        for x, uid in zip(examples, uids):
+            groups[uid]["prompt"] = self.v05_prompt_id(x)
         self.v05_groups.append(groups)
+        self._v05_fold(examples, uids, groups)
 
         # Rows: every sample of every group trained on (all k but under
         # reinforce-ada, which keeps n of them), weighted 1/(P n).
