@@ -472,3 +472,115 @@ def test_manager_tq_rows_into_transfer_queue(env):
         if manager is not None:
             manager.v05_close()
         tq.close()
+
+
+# ---- the rules with a cross-epoch state (algorithm.v05_history) -------------
+
+def history_manager(env, tmp_path, rule, mode, **plugin):
+    """The legacy manager with +algorithm.v05_history={rule, path, seed: 1}
+    and the plugin in `mode`."""
+    from omegaconf import open_dict
+
+    cfg = config(env["dir"])
+    with open_dict(cfg):
+        cfg.algorithm.v05_plugin = dict(PLUGIN, mode=mode, **plugin)
+        cfg.algorithm.v05_history = {"rule": rule, "seed": 1,
+                                     "path": str(tmp_path / "history.json")}
+    return vverl.V05AgentLoopManager.create(
+        config=cfg, llm_client=client(env), teacher_client=None,
+        reward_loop_worker_handles=[env["reward"]])
+
+
+def step_prompts(n, tag, step, with_prior=False):
+    data = prompts(n, tag)
+    if not with_prior:
+        del data.non_tensor_batch["v05_prior"]
+    data.meta_info["global_steps"] = step
+    return data
+
+
+def groups_of(out):
+    """index -> the group's rewards by sample, from the rows."""
+    nt = out.non_tensor_batch
+    pad = nt[vverl.PAD_FIELD].astype(bool)
+    by = collections.defaultdict(dict)
+    for i in np.flatnonzero(~pad):
+        by[int(nt["index"][i])][int(nt["v05_sample"][i])] = \
+            float(nt["v05_reward"][i])
+    return {p: [r[s] for s in sorted(r)] for p, r in by.items()}
+
+
+def test_history_greso_skips_and_persists(env, tmp_path):
+    """Greso under verl: the saved state (prompts 0-4 with runs of 5
+    all-success groups) is loaded; a step rolls out exactly the prompts the
+    filter, from that state, keeps (the others have no rows); the next step
+    ends the first (the rates adapt) and filters again; the file saved at
+    the end holds what the library, fed the same groups, holds."""
+    import json
+
+    from v05.core.rules import Greso
+
+    shadow = Greso(seed=1)
+    for _ in range(5):
+        for pid in range(5):
+            shadow.fold(pid, [1.0] * 8)
+    (tmp_path / "history.json").write_text(json.dumps({
+        "rule": "greso", "step": 6, "first_epoch": False,
+        "state": shadow.state_dict()}))
+    manager = history_manager(env, tmp_path, "greso", "greso", k_init=8,
+                              k_max=8)
+    try:
+        out = manager.generate_sequences(step_prompts(10, "g", 7))
+        got = groups_of(out)
+        shadow.step_end()  # the file's step 6 ends as step 7 begins
+        want = shadow.select(range(10), step=7)
+        assert sorted(got) == want and len(want) < 10  # some were skipped
+        assert set(range(5, 10)) <= set(want)  # no run: never skipped
+        for pid in want:
+            assert len(got[pid]) == 8
+            shadow.fold(pid, got[pid])
+        shadow.step_end()  # step 8's first chunk ends step 7
+        got = groups_of(manager.generate_sequences(step_prompts(10, "h", 8)))
+        assert sorted(got) == shadow.select(range(10), step=8)
+        for pid, r in got.items():
+            shadow.fold(pid, r)
+    finally:
+        manager.v05_close()
+    # Saved at close: both steps' groups folded as the library folds them.
+    saved = json.loads((tmp_path / "history.json").read_text())
+    assert saved["step"] == 8 and saved["first_epoch"] is False
+    assert saved["state"] == json.loads(json.dumps(shadow.state_dict()))
+
+
+def test_history_knapsack_plans_from_the_estimates(env, tmp_path):
+    """Knapsack under verl: prompts with 8 past outcomes each (0 to 8
+    successes, from a saved history) get the knapsack of their estimates
+    at 4 per prompt; their groups are folded at the step; a data column
+    v05_prior next to the history is refused."""
+    import json
+
+    from v05.core.rules import KnapsackHistory
+
+    h = KnapsackHistory()
+    est = {}
+    for pid in range(9):
+        h.fold(pid, 0, [1.0] * pid + [-1.0] * (8 - pid))
+        est[pid] = pid / 8
+    (tmp_path / "history.json").write_text(json.dumps({
+        "rule": "knapsack", "step": 0, "first_epoch": False,
+        "state": h.state_dict()}))
+    manager = history_manager(env, tmp_path, "knapsack", "knapsack",
+                              k_init=4, k_max=64)
+    try:
+        out = manager.generate_sequences(step_prompts(9, "k", 1))
+        got = groups_of(out)
+        plan = v05.knapsack_plan([est[p] for p in range(9)], per_prompt=4)
+        assert {p: len(r) for p, r in got.items()} == dict(enumerate(plan))
+        with pytest.raises(ValueError, match="v05_prior column"):
+            manager.generate_sequences(step_prompts(9, "j", 2, with_prior=True))
+    finally:
+        manager.v05_close()
+    saved = json.loads((tmp_path / "history.json").read_text())
+    for pid, r in got.items():
+        h.fold(pid, 1, r)
+    assert saved["state"] == json.loads(json.dumps(h.state_dict()))

@@ -133,6 +133,10 @@ class Greso:
         x = self._x.get(pid)
         return (0, "mixed") if x is None else (x.z, KINDS[x.kind])
 
+    def seen(self, pid: PromptId) -> bool:
+        """Whether a group of the prompt was ever folded."""
+        return pid in self._x
+
     def keep_p(self, pid: PromptId) -> float:
         x = self._x.get(pid)
         if x is None:

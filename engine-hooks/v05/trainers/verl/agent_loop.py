@@ -64,6 +64,7 @@ from typing import Any, Dict, List, Optional
 from ...core.plugin import Plugin
 from ...engines.driver import GroupRollout
 from .config import cfg_get, score_range, score_to_reward
+from .history import RuleHistory, history_config, prompt_id
 
 __all__ = ["V05Core", "row_multiple", "plugin_params", "PLUGIN_KEYS",
            "actor_base", "sampling_params", "row_fields", "lazy_classes"]
@@ -147,19 +148,59 @@ class V05Core:
             os.environ.get("V05_SEGMENT") or "v05"
         self._v05_params = plugin_params(self.config)
         self._v05_score_range = score_range(algo)
+        self._v05_history_cfg = history_config(algo, self._v05_params)
+        self._v05_history = None  # the run's RuleHistory actor, on first use
         self.v05_plugin: Optional[Plugin] = None
         self._v05_driver: Optional[GroupRollout] = None
         self._v05_lock: Optional[asyncio.Lock] = None
 
-    async def _v05_run(self, items):
-        """One chunk through the plugin. A plugin has one driver, which runs
-        one batch at a time: a chunk that comes while another runs (Ray
-        runs an async actor's calls concurrently; the v1 trainer submits
-        without waiting) waits for it."""
+    async def _v05_run(self, items, step):
+        """One chunk through the plugin, at training step `step`. A plugin
+        has one driver, which runs one batch at a time: a chunk that comes
+        while another runs (Ray runs an async actor's calls concurrently;
+        the v1 trainer submits without waiting) waits for it. Under
+        algorithm.v05_history the run's RuleHistory gives the priors
+        (knapsack) or skips prompts (greso: they have no result, and so
+        no rows), and gets every finished group."""
         if self._v05_lock is None:
             self._v05_lock = asyncio.Lock()
         async with self._v05_lock:
-            return await self._v05_rollout().run(items)
+            if self._v05_history_cfg is None:
+                return await self._v05_rollout().run(items)
+            if int(step) < 0:
+                raise ValueError("v05: algorithm.v05_history needs the "
+                                 "training step (meta_info global_steps)")
+            pids = [prompt_id(kw) for _, (_, _, kw), _ in items]
+            if len(set(pids)) != len(pids):
+                raise ValueError("v05: algorithm.v05_history: two prompts of "
+                                 "a chunk share a dataset index; the index "
+                                 "must name one prompt")
+            hist = self._v05_history_actor()
+            plan = await hist.plan.remote(int(step), pids)
+            if self._v05_history_cfg["rule"] == "knapsack":
+                items = [(u, x, p) for (u, x, _), p in zip(items, plan)]
+            else:
+                keep = [i for i, k in enumerate(plan) if k] or [0]
+                items = [items[i] for i in keep]  # a chunk keeps one at least
+                pids = [pids[i] for i in keep]
+            results = await self._v05_rollout().run(items)
+            await hist.fold.remote(int(step), [
+                (pid, [float(r) for r in results[u].group.rewards[
+                    :results[u].group.k]])
+                for pid, (u, _, _) in zip(pids, items)])
+            return results
+
+    def _v05_history_actor(self):
+        """The run's RuleHistory: one named actor per segment prefix and
+        rule, made by the first worker that asks."""
+        if self._v05_history is None:
+            import ray
+            h = self._v05_history_cfg
+            self._v05_history = ray.remote(RuleHistory).options(
+                name=f"v05-history-{self._v05_prefix}-{h['rule']}",
+                get_if_exists=True, num_cpus=0).remote(
+                    h["rule"], h["seed"], h["path"])
+        return self._v05_history
 
     def _v05_rollout(self) -> GroupRollout:
         if self._v05_driver is None:
@@ -191,6 +232,11 @@ class V05Core:
         items, seen = [], set()
         for kwargs, traj in zip(prompts, trajectories):
             kwargs = dict(kwargs)
+            if "v05_prior" in kwargs and self._v05_history_cfg is not None \
+                    and self._v05_history_cfg["rule"] == "knapsack":
+                raise ValueError("v05: algorithm.v05_history.rule=knapsack "
+                                 "gives the priors; the data has a "
+                                 "v05_prior column too")
             prior = kwargs.pop("v05_prior", 0.0)  # checked by submit
             kwargs.pop("__rollout_n__", None)
             kwargs.pop("__do_sample__", None)
@@ -206,6 +252,14 @@ class V05Core:
         return items
 
     def v05_close(self):
+        if self._v05_history is not None:
+            import ray
+            try:  # the run's end: the file has every finished step
+                ray.get(self._v05_history.save.remote())
+                ray.kill(self._v05_history)
+            except Exception:  # another worker closed it first
+                pass
+            self._v05_history = None
         if self._v05_driver is not None:
             self._v05_driver.close()
             self._v05_driver = None

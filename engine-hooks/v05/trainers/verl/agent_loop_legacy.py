@@ -43,7 +43,8 @@ def _worker_cls():
                        for i in range(len(batch))]
             items = self._v05_items(prompts, sampling_params(self.rollout_config),
                                     trajectories)
-            results = await self._v05_run(items)
+            results = await self._v05_run(
+                items, batch.meta_info.get("global_steps", -1))
             return self._v05_batch(items, results, batch.meta_info)
 
         def _v05_batch(self, items, results, meta_info):
@@ -52,8 +53,10 @@ def _worker_cls():
             prompt's fields and the group's numbers."""
             outputs, cols = [], {}
             for uid, (_, _, kwargs), _ in items:
-                res = results[uid]
-                if res.dropped:  # no signal (mode dapo): no rows
+                res = results.get(uid)
+                # Skipped (v05_history greso) or no signal (mode dapo): no
+                # rows.
+                if res is None or res.dropped:
                     continue
                 for s in res.group.kept:
                     outputs.append(res.outputs[s])

@@ -59,7 +59,9 @@ def _worker_tq_cls():
             items = self._v05_items(
                 prompts, sampling_params(self.config.actor_rollout_ref.rollout),
                 trajectories)
-            task = asyncio.create_task(self._v05_chunk(items))
+            step = batch["global_steps"]
+            task = asyncio.create_task(self._v05_chunk(
+                items, int(getattr(step, "data", step))))
             self.background_tasks.add(task)
             task.add_done_callback(self.background_tasks.discard)
 
@@ -70,7 +72,7 @@ def _worker_tq_cls():
                 await asyncio.gather(*list(self.background_tasks),
                                      return_exceptions=True)
 
-        async def _v05_chunk(self, items):
+        async def _v05_chunk(self, items, step):
             import transfer_queue as tq
 
             uids = [uid for uid, _, _ in items]
@@ -79,10 +81,10 @@ def _worker_tq_cls():
                                       tag={"status": "running"})
             self._v05_live.update(uids)
             try:
-                results = await self._v05_run(items)
+                results = await self._v05_run(items, step)
                 for uid, (_, _, kwargs), _ in items:
-                    res = results[uid]
-                    if not res.dropped:
+                    res = results.get(uid)  # None: skipped (greso)
+                    if res is not None and not res.dropped:
                         for s in res.group.kept:  # samples trained on
                             f = row_fields(res, s)
                             tagged = V05Uid(uid, *(f[k] for k in ROW_FIELDS))
