@@ -419,14 +419,17 @@ def main(argv=None):
         L.append("|---|---|---|---|---|")
         L += rules
         L.append("")
-    L.append("## The paper's claims at this scale\n")
-    L.append("Paired by seed (every mode of a seed starts from the same warm-up weights "
-             "and is evaluated on the same held-out prompts). \"holds\" means in every seed.\n")
-    L.append("| claim | measured | verdict |")
-    L.append("|---|---|---|")
-    for c, m, v in verdicts(s):
-        L.append(f"| {c} | {m} | {v} |")
-    L.append("")
+    claims = verdicts(s)
+    if claims:  # a run without the modes the claims compare has none
+        L.append("## The paper's claims at this scale\n")
+        L.append("Paired by seed (every mode of a seed starts from the same warm-up "
+                 "weights and is evaluated on the same held-out prompts). \"holds\" "
+                 "means in every seed.\n")
+        L.append("| claim | measured | verdict |")
+        L.append("|---|---|---|")
+        for c, m, v in claims:
+            L.append(f"| {c} | {m} | {v} |")
+        L.append("")
     reading = os.path.join(HERE, "READING.md")
     if os.path.exists(reading) and os.path.abspath(dest) == os.path.join(HERE, "RESULTS.md"):
         L.append("## Reading\n")
