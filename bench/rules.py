@@ -109,15 +109,17 @@ def epochs_part(v05ctl):
         "all-same (each batch a step; the rates adapt after the first "
         "epoch) and drops all-same groups as DAPO does. *rollouts* per "
         "prompt and epoch, skipped prompts counted as 0; *skipped* the "
-        "share of prompt visits GRESO's filter passed over; *MSE* and "
-        "*non-zero* over the groups rolled out.", ""]
+        "share of prompt visits GRESO's filter passed over; *MSE*, "
+        "*non-zero* and *largest abs(A)* over the groups rolled out (the "
+        "largest over the seeds, as *waves / batch*).", ""]
     for cell, cargs in EPOCH_CELLS.items():
         lines += [f"### {cell}", "",
                   "| mode | rollouts / prompt | MSE | non-zero | skipped | "
-                  "dropped / group |",
-                  "|---|---:|---:|---:|---:|---:|"]
+                  "dropped / group | largest abs(A) | waves / batch |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for label, margs in EPOCH_MODES.items():
-            acc = {"r": 0.0, "mse": 0.0, "nz": 0.0, "skip": 0.0, "drop": 0.0}
+            acc = {"r": 0.0, "mse": 0.0, "nz": 0.0, "skip": 0.0, "drop": 0.0,
+                   "max_a": 0.0, "waves": 0.0}
             for seed in SEEDS:
                 d = simrun.sim(v05ctl, ["--epochs", str(EPOCHS),
                                         "--prior-noise", "0.1", "--seed",
@@ -130,9 +132,12 @@ def epochs_part(v05ctl):
                 acc["nz"] += d["nonzero_share"] / n
                 acc["skip"] += d["skipped"] / visits / n
                 acc["drop"] += d["dropped"] / (visits - d["skipped"]) / n
+                acc["max_a"] = max(acc["max_a"], d["adv"]["max"])
+                acc["waves"] = max(acc["waves"], d["waves_per_batch"])
             lines.append(f"| {label} | {acc['r']:.2f} | {acc['mse']:.4f} | "
                          f"{acc['nz']:.3f} | {acc['skip']:.3f} | "
-                         f"{acc['drop']:.3f} |")
+                         f"{acc['drop']:.3f} | {acc['max_a']:.2f} | "
+                         f"{acc['waves']:.2f} |")
         lines.append("")
         print(f"epochs, {cell}: done", flush=True)
     return lines
