@@ -32,7 +32,7 @@ extern "C" {
  * its last epoch's outcomes if that epoch had V05_KNAPSACK_WINDOW or more,
  * else of its V05_KNAPSACK_WINDOW most recent outcomes across epochs (later
  * epochs first, within an epoch higher sample indices first). Before that
- * it has none: submit it with V05_PROMPT_NO_ESTIMATE, and it gets the
+ * it has none: submit it with a NaN prior (struct v05_prompt_in), and it gets the
  * uniform budget, outside the knapsack (the authors' first epoch).
  */
 #define V05_KNAPSACK_WINDOW 16u
