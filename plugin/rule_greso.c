@@ -44,6 +44,18 @@ static int check_prompt(const struct v05_greso_prompt *x)
 	return 0;
 }
 
+/* A rate state and a prompt record, both as this file writes them. */
+static int check_pair(const struct v05_greso *g,
+		      const struct v05_greso_prompt *x)
+{
+	int ret;
+
+	if (!g || !x)
+		return v05__fail(-EINVAL, "greso: NULL argument");
+	ret = check_rates(g);
+	return ret ? ret : check_prompt(x);
+}
+
 V05_API void v05_greso_init(struct v05_greso *g, uint64_t seed)
 {
 	if (!g)
@@ -61,16 +73,14 @@ V05_API int v05_greso_fold(struct v05_greso *g, struct v05_greso_prompt *x,
 	int ret;
 
 	v05__clear_error();
-	if (!g || !x || !rewards)
+	ret = check_pair(g, x);
+	if (ret)
+		return ret;
+	if (!rewards)
 		return v05__fail(-EINVAL, "greso: NULL argument");
 	if (k == 0 || k > V05_K_LIMIT)
 		return v05__fail(-EINVAL, "greso: k = %u is not in [1, %u]", k,
 				 V05_K_LIMIT);
-	ret = check_rates(g);
-	if (ret == 0)
-		ret = check_prompt(x);
-	if (ret)
-		return ret;
 	for (uint32_t i = 0; i < k; i++) {
 		if (!(rewards[i] >= -1.0 && rewards[i] <= 1.0))
 			return v05__fail(-EDOM, "greso: reward %u = %g is not in [-1, 1]",
@@ -111,13 +121,11 @@ V05_API int v05_greso_keep_p(const struct v05_greso *g,
 	int ret;
 
 	v05__clear_error();
-	if (!g || !x || !keep)
-		return v05__fail(-EINVAL, "greso: NULL argument");
-	ret = check_rates(g);
-	if (ret == 0)
-		ret = check_prompt(x);
+	ret = check_pair(g, x);
 	if (ret)
 		return ret;
+	if (!keep)
+		return v05__fail(-EINVAL, "greso: NULL argument");
 	*keep = keep_p(g, x);
 	return 0;
 }
@@ -131,11 +139,7 @@ V05_API int v05_greso_skip(const struct v05_greso *g,
 	int ret;
 
 	v05__clear_error();
-	if (!g || !x)
-		return v05__fail(-EINVAL, "greso: NULL argument");
-	ret = check_rates(g);
-	if (ret == 0)
-		ret = check_prompt(x);
+	ret = check_pair(g, x);
 	if (ret)
 		return ret;
 	if (x->z == 0)
