@@ -198,13 +198,13 @@ class V05GRPOTrainer(GRPOTrainer):
         self._metrics["train"]["v05/skipped"].append(float(len(skipped)))
         return [x for _, x in kept]
 
-    def _v05_fold(self, examples, uids, groups):
+    def _v05_fold(self, uids, groups):
         """Each finished group into the cross-epoch state."""
         h = self.v05_history
         if h is None:
             return
         epoch = int(self.state.epoch or 0)
-        for x, uid in zip(examples, uids):
+        for uid in uids:
             g = groups[uid]
             rewards = [float(r) for r in g["rewards"][:g["k"]]]
             if isinstance(h, KnapsackHistory):
@@ -359,7 +359,7 @@ class V05GRPOTrainer(GRPOTrainer):
         for x, uid in zip(examples, uids):
             groups[uid]["prompt"] = self.v05_prompt_id(x)
         self.v05_groups.append(groups)
-        self._v05_fold(examples, uids, groups)
+        self._v05_fold(uids, groups)
 
         # Rows: every sample of every group trained on (all k but under
         # reinforce-ada, which keeps n of them), weighted 1/(P n).
