@@ -584,3 +584,68 @@ def test_history_knapsack_plans_from_the_estimates(env, tmp_path):
     for pid, r in got.items():
         h.fold(pid, 1, r)
     assert saved["state"] == json.loads(json.dumps(h.state_dict()))
+
+
+def test_history_greso_through_transfer_queue(env, tmp_path):
+    """The default trainer's manager with +algorithm.v05_history (greso's
+    filter, here over mode grpo's groups):
+    the prompts the filter skips are tagged finished with no rows in
+    TransferQueue, the others have their rows; the filter's choice is the
+    library's from the saved state."""
+    import json
+
+    import transfer_queue as tq
+    from omegaconf import open_dict
+    from tensordict import NonTensorData, NonTensorStack, TensorDict
+
+    from v05.core.rules import Greso
+
+    shadow = Greso(seed=1)
+    for pid in range(4):
+        shadow.fold(pid, [1.0] * 8)
+    (tmp_path / "history.json").write_text(json.dumps({
+        "rule": "greso", "step": 2, "first_epoch": False,
+        "state": shadow.state_dict()}))
+    cfg = config(env["dir"], manager="v05.trainers.verl.V05AgentLoopManagerTQ")
+    with open_dict(cfg):
+        # GRESO's filter over GRPO's groups (any mode takes the filter;
+        # grpo drops no group, so every kept prompt has its 8 rows).
+        cfg.algorithm.v05_plugin = dict(PLUGIN, mode="grpo", k_init=8,
+                                        k_max=8)
+        cfg.algorithm.v05_history = {"rule": "greso", "seed": 1,
+                                     "path": str(tmp_path / "history.json")}
+    tq.init()
+    manager = None
+    try:
+        manager = vverl.V05AgentLoopManagerTQ.create(
+            config=cfg, llm_client=client(env), teacher_client=None,
+            reward_loop_worker_handles=[env["reward"]])
+        (worker,) = manager.agent_loop_workers
+        P = 8
+        src = prompts(P, "q").non_tensor_batch
+        uids = [str(u) for u in src["uid"]]
+        batch = TensorDict({
+            "raw_prompt": NonTensorStack(*[NonTensorData(list(m)) for m in src["raw_prompt"]]),
+            "uid": NonTensorStack(*[NonTensorData(u) for u in uids]),
+            "data_source": NonTensorStack(*[NonTensorData("tiny") for _ in uids]),
+            "reward_model": NonTensorStack(*[NonTensorData({"ground_truth": "x"}) for _ in uids]),
+            "index": NonTensorStack(*[NonTensorData(i) for i in range(P)]),
+        }, batch_size=P)
+        batch["global_steps"] = NonTensorData(3)
+        tq.kv_batch_put(keys=uids, partition_id="train",
+                        tags=[{"is_prompt": True, "status": "pending", "global_steps": 3}] * P)
+        manager.generate_sequences(batch)
+        ray.get(worker.v05_drain.remote())
+        shadow.step_end()  # the file's step 2 ends as step 3 begins
+        want = shadow.select(range(P), step=3)
+        assert 0 < len(want) < P
+        listing = tq.kv_list()["train"]
+        assert all(listing[u]["status"] == "finished" for u in uids)
+        rows = collections.Counter(k.split("_")[0] for k in listing
+                                   if k.split("_")[0] in uids and k not in uids)
+        assert sorted(rows) == sorted(uids[i] for i in want)
+        assert set(rows.values()) == {8}
+    finally:
+        if manager is not None:
+            manager.v05_close()
+        tq.close()
