@@ -527,7 +527,10 @@ def test_history_greso_skips_and_persists(env, tmp_path):
     (tmp_path / "history.json").write_text(json.dumps({
         "rule": "greso", "step": 6, "first_epoch": False,
         "state": shadow.state_dict()}))
-    manager = history_manager(env, tmp_path, "greso", "greso", k_init=8,
+    # The filter over mode grpo's groups: grpo drops none, so every prompt
+    # rolled out has its rows (mode greso would drop an all-same group,
+    # and the rows could not tell it from a skip).
+    manager = history_manager(env, tmp_path, "greso", "grpo", k_init=8,
                               k_max=8)
     try:
         out = manager.generate_sequences(step_prompts(10, "g", 7))
