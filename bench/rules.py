@@ -175,7 +175,7 @@ def main():
         "",
         f"Written by `bench/rules.py` on {datetime.date.today()}, "
         f"{platform.machine()} ({os.cpu_count()} cores); rerun: "
-        "`python3 bench/rules.py` after `ninja -C build` (a minute). "
+        "`python3 bench/rules.py` after `ninja -C build` (about 5 minutes). "
         f"{PROMPTS} prompts per run in batches of {BATCH}, seeds "
         f"{', '.join(map(str, SEEDS))} averaged per cell (the largest |A| "
         "and waves: the largest over the seeds). Each prompt's true "
