@@ -37,9 +37,10 @@ static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
 
 	if (!in->uid || in->uid_len < 1 || in->uid_len > V05_UID_MAX_BYTES)
 		return -EINVAL;
-	/* The knapsack modes take NaN for "no estimate yet" (plan_first);
-	 * the prompt's state keeps a prior of 0, as nothing reads it. */
-	if (isnan(prior) && v05__mode_is_knapsack(p->params.mode))
+	/* Mode knapsack takes NaN for "no estimate yet" (plan_first); the
+	 * prompt's state keeps a prior of 0, as nothing reads it. Under
+	 * knapsack-prior a NaN is a value model that failed: refused. */
+	if (isnan(prior) && p->params.mode == V05_MODE_KNAPSACK)
 		prior = 0.0;
 	if (!isfinite(prior) || prior < -1.0 || prior > 1.0)
 		return -EDOM;
@@ -77,7 +78,8 @@ static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
 /*
  * knapsack, knapsack-prior: each prompt's one wave, planned over the whole
  * submit from the priors (rule_knapsack.c), in *plan (to free); a prompt
- * whose prior is NaN (no estimate yet) gets k_init outside the knapsack.
+ * whose prior is NaN (mode knapsack: no estimate yet) gets k_init outside
+ * the knapsack.
  * A prior that is not valid plans as a prior of 0 (its prompt is refused anyway,
  * and its share of the budget is not spent, as a refused prompt's never
  * is). NULL plan: every prompt gets k_init.

@@ -394,7 +394,7 @@ static void test_knapsack_in_plugin(void **state)
 
 /* Mode knapsack, K4: a prompt submitted with a NaN prior (no estimate
  * yet) gets k_init outside the knapsack; its group records a prior of 0.
- * Other modes refuse a NaN prior. */
+ * Other modes, knapsack-prior too, refuse a NaN prior. */
 static void test_knapsack_no_estimate(void **state)
 {
 	double priors[4] = { 0.0, -0.8, NAN, -1.0 }; /* p 0.5, 0.1, -, 0 */
@@ -423,6 +423,10 @@ static void test_knapsack_no_estimate(void **state)
 	fx_close(&f);
 
 	open_mode(&f, V05_MODE_V05_FIXED, V05_SCHEDULE_STREAM);
+	assert_int_equal(submit(&f, priors + 2, 1, keys), 0);
+	fx_close(&f);
+	/* knapsack-prior's prior is a value model's: NaN is refused. */
+	open_mode(&f, V05_MODE_KNAPSACK_PRIOR, V05_SCHEDULE_STREAM);
 	assert_int_equal(submit(&f, priors + 2, 1, keys), 0);
 	fx_close(&f);
 }

@@ -179,10 +179,10 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags);
 struct v05_prompt_in {
 	const void *uid;  /* the prompt's uid bytes (e.g. verl's uuid)    */
 	uint32_t uid_len; /* 1..V05_UID_MAX_BYTES                         */
-	double prior;     /* value-model prior on [-1, 1]; in the knapsack
-			   * modes NaN too: no estimate yet (the prompt
-			   * gets k_init, outside the knapsack; its group
-			   * records a prior of 0)                      */
+	double prior;     /* value-model prior on [-1, 1]; in mode
+			   * knapsack NaN too: no estimate yet (the
+			   * prompt gets k_init, outside the knapsack;
+			   * its group records a prior of 0)            */
 };
 
 enum v05_decision_kind {

@@ -110,8 +110,8 @@ struct v05_params {
  * submit, a budget of k_init samples per prompt is split over the batch to
  * maximise sum_i (1 - p_i^N_i - (1 - p_i)^N_i) p_i (1 - p_i)^2 with
  * p_i = (1 + prior_i) / 2, each N_i in [V05_KNAPSACK_N_LOW, k_max]; a
- * prompt whose prior is +-1 gets N_LOW, one submitted with a NaN prior (no
- * estimate yet) gets k_init outside the knapsack. One wave; GRPO
+ * prompt whose prior is +-1 gets N_LOW; under mode "knapsack" one submitted
+ * with a NaN prior (no estimate yet) gets k_init outside the knapsack. One wave; GRPO
  * advantages clipped to +-V05_KNAPSACK_ADV_CLIP. docs/RULES.md has the
  * fallback and the worked examples. Mode "knapsack" is the same rule with
  * p from each prompt's own past rewards (v05_knapsack_hist_estimate,

@@ -48,8 +48,20 @@ def test_knapsack_mode_takes_the_history(segname):
         assert {d.uid: d.k for d in ds} == {"a": 7, "b": 15, "c": 8, "d": 2}
         p.cancel(ds[0].batch)
     with v05.Plugin.create(segname, mode="v05-fixed") as p, \
-            pytest.raises(TypeError, match="only in the knapsack modes"):
+            pytest.raises(TypeError, match="only in mode knapsack"):
         p.submit([("c", None)])
+    # Under knapsack-prior the prior is a value model's: None is refused.
+    with v05.Plugin.create(segname, mode="knapsack-prior") as p, \
+            pytest.raises(TypeError, match="runs mode knapsack-prior"):
+        p.submit([("c", None)])
+
+
+def test_knapsack_plan_none_not_nan():
+    """knapsack_plan: None is a prompt with no estimate; a float NaN (a
+    value model that failed) is refused, not taken for one."""
+    assert v05.knapsack_plan([0.5, None], per_prompt=4)[1] == 4
+    with pytest.raises(ValueError, match="p\\[1\\] is nan"):
+        v05.knapsack_plan([0.5, float("nan")], per_prompt=4)
 
 
 def test_greso_filter_and_state():

@@ -16,7 +16,6 @@ from .eb_state import EbState
 from .group import Group, Views, live_views, track_view
 from .lru import LruMap
 from .config import make_config
-from .stats import KNAPSACK_MODES
 from .names import (CLOSE_KEEP_READABLE, CLOSE_UNLINK, FLAG_HALTED, MODES,
                     FLAG_PADDED, FLAG_RECOVERED, KINDS, REJECT_REASONS,
                     SUPPORT_GROUPS, UID_MAX)
@@ -242,8 +241,8 @@ class Plugin:
         are in self.last_rejected. An item that is not a (uid, prior) with a
         str or bytes uid of 1 to 128 bytes and a finite prior in [-1, 1], or
         a uid twice in one batch, fails the whole call before anything is
-        submitted (TypeError, ValueError naming the uid). In the knapsack
-        modes a prior may be None: no estimate yet (v05.core.rules.
+        submitted (TypeError, ValueError naming the uid). In mode knapsack
+        a prior may be None: no estimate yet (v05.core.rules.
         KnapsackHistory.prior), the prompt gets k_init outside the
         knapsack."""
         if on_error not in ("raise", "skip"):
@@ -274,7 +273,7 @@ class Plugin:
                 if not self._no_estimate_ok():
                     raise TypeError(
                         f"{where}: the prior of uid {uid!r} is None (no "
-                        "estimate yet): only in the knapsack modes, and "
+                        "estimate yet): only in mode knapsack, and "
                         f"this plugin runs mode {self._mode}")
                 p = math.nan  # the uniform share, outside the knapsack
             else:
@@ -324,8 +323,10 @@ class Plugin:
         return self._mode
 
     def _no_estimate_ok(self) -> bool:
-        """Whether a prior may be None (no estimate): the knapsack modes."""
-        return self.mode in KNAPSACK_MODES
+        """Whether a prior may be None (no estimate): mode knapsack only
+        (under knapsack-prior the prior is a value model's, which has one
+        for every prompt)."""
+        return self.mode == "knapsack"
 
     def _refused_message(self, where: str, n: int) -> str:
         bad = list(self.last_rejected.items())

@@ -67,7 +67,6 @@ def reward_from_score(score, lo: float = 0.0, hi: float = 1.0, *,
 
 RULE_MODES = ("reinforce-ada", "reinforce-ada-pos", "knapsack-prior",
               "knapsack", "greso")
-KNAPSACK_MODES = ("knapsack-prior", "knapsack")
 
 
 def estimate(prior: float, rewards: Sequence[float], *,
@@ -147,6 +146,10 @@ def knapsack_plan(p: Sequence[Optional[float]], per_prompt: int = 8,
     n = len(p)
     q = (ctypes.c_double * max(1, n))(
         *[math.nan if x is None else float(x) for x in p])
+    for i, x in enumerate(q[:n]):  # the C call reads NaN as "no estimate"
+        if math.isnan(x) and p[i] is not None:
+            raise ValueError(f"knapsack_plan: p[{i}] is nan; a prompt with "
+                             "no estimate is None")
     out = (ctypes.c_uint32 * max(1, n))()
     check(lib.v05_knapsack_plan(q, n, _checks.u32("per_prompt", per_prompt),
                                 _checks.u32("n_up", n_up), out),

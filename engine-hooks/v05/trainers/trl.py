@@ -63,7 +63,7 @@ import torch
 
 from ..core.plugin import Plugin
 from ..core.rules import Greso, KnapsackHistory
-from ..core.stats import KNAPSACK_MODES, reward_from_score
+from ..core.stats import reward_from_score
 from ..core.writer import RewardWriter
 
 __all__ = ["V05GRPOTrainer", "binary_to_reward"]
@@ -132,7 +132,7 @@ class V05GRPOTrainer(GRPOTrainer):
             if v05_prior is not None:
                 raise ValueError("V05GRPOTrainer: a KnapsackHistory gives "
                                  "the priors; v05_prior must be None")
-            if v05_plugin.mode not in KNAPSACK_MODES:
+            if v05_plugin.mode != "knapsack":
                 raise ValueError(f"V05GRPOTrainer: a KnapsackHistory needs "
                                  f"mode knapsack; the plugin runs "
                                  f"{v05_plugin.mode}")

@@ -20,7 +20,6 @@ import os
 from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from ...core.rules import Greso, KnapsackHistory
-from ...core.stats import KNAPSACK_MODES
 from .config import cfg_get
 
 __all__ = ["RuleHistory", "history_config", "prompt_id", "RULES"]
@@ -43,7 +42,7 @@ def history_config(algo, plugin_params: Dict[str, Any]
         raise ValueError(f"v05: algorithm.v05_history.rule={h.get('rule')!r}"
                          f"; known: {RULES}")
     mode = plugin_params.get("mode", "v05-eb")
-    if h["rule"] == "knapsack" and mode not in KNAPSACK_MODES:
+    if h["rule"] == "knapsack" and mode != "knapsack":
         raise ValueError("v05: algorithm.v05_history.rule=knapsack gives "
                          "the priors of mode knapsack; algorithm.v05_plugin"
                          f".mode is {mode}")
@@ -59,8 +58,12 @@ def prompt_id(kwargs: Dict[str, Any]) -> Hashable:
                          "dataset index (the row's 'index', verl's "
                          "extra_info.index)")
     x = kwargs["index"]
-    x = x.item() if hasattr(x, "item") else x
-    return int(x) if isinstance(x, (int, float)) and x == int(x) else str(x)
+    x = x.item() if hasattr(x, "item") else x  # numpy and torch scalars
+    if isinstance(x, int):
+        return x
+    if isinstance(x, float) and x.is_integer():  # NaN and inf are not
+        return int(x)
+    return str(x)
 
 
 class RuleHistory:
