@@ -75,6 +75,16 @@ static void test_knapsack_window_order(void **state)
 	assert_int_equal(h.last_n, 16);
 	assert_int_equal(v05_knapsack_hist_estimate(&h, &p), 1);
 	assert_true(p == 0.75);
+	/* Which 16 the window keeps: epoch 1's 4 successes come first, its
+	 * 12 failures after; epoch 2 adds 4 failures. The 16 most recent
+	 * hold no success (the 16 oldest would hold 4). */
+	memset(&h, 0, sizeof(h));
+	fill(r, 16, 4);
+	assert_int_equal(v05_knapsack_hist_fold(&h, 1, r, 16), 0);
+	fill(r, 4, 0);
+	assert_int_equal(v05_knapsack_hist_fold(&h, 2, r, 4), 0);
+	assert_int_equal(v05_knapsack_hist_estimate(&h, &p), 1);
+	assert_true(p == 0.0);
 	/* A reward of 0 is a failure; rewards inside (0, 1] successes. */
 	memset(&h, 0, sizeof(h));
 	for (uint32_t i = 0; i < 8; i++)

@@ -373,6 +373,32 @@ def test_manager_against_real_vllm(env, tmp_path):
 
 # ---- the default (v1) trainer's manager: rows into TransferQueue -------------
 
+def tq_prompts(n, tag, step, with_prior=True):
+    """A training chunk as the v1 trainer hands it to the rollout (a
+    TensorDict of the prompts' fields at `step`), its uids put into
+    TransferQueue as pending prompts. Returns (uids, batch)."""
+    import transfer_queue as tq
+    from tensordict import NonTensorData, NonTensorStack, TensorDict
+
+    src = prompts(n, tag).non_tensor_batch
+    uids = [str(u) for u in src["uid"]]
+    fields = {
+        "raw_prompt": NonTensorStack(*[NonTensorData(list(m)) for m in src["raw_prompt"]]),
+        "uid": NonTensorStack(*[NonTensorData(u) for u in uids]),
+        "data_source": NonTensorStack(*[NonTensorData("tiny") for _ in uids]),
+        "reward_model": NonTensorStack(*[NonTensorData({"ground_truth": "x"}) for _ in uids]),
+        "index": NonTensorStack(*[NonTensorData(i) for i in range(n)]),
+    }
+    if with_prior:
+        fields["v05_prior"] = NonTensorStack(
+            *[NonTensorData(float(p)) for p in src["v05_prior"]])
+    batch = TensorDict(fields, batch_size=n)
+    batch["global_steps"] = NonTensorData(step)
+    tq.kv_batch_put(keys=uids, partition_id="train",
+                    tags=[{"is_prompt": True, "status": "pending", "global_steps": step}] * n)
+    return uids, batch
+
+
 def test_manager_tq_rows_into_transfer_queue(env):
     """V05AgentLoopManagerTQ: the v1 trainer's submit (prompt keys tagged
     pending), generate_sequences (returns at once), then every uid is
@@ -381,7 +407,7 @@ def test_manager_tq_rows_into_transfer_queue(env):
     DataProto conversion, compute_advantage_for_multi_trajectories with
     adv_estimator v05) gives each row the plugin's advantage."""
     import transfer_queue as tq
-    from tensordict import NonTensorData, NonTensorStack, TensorDict
+    from tensordict import NonTensorData, NonTensorStack
     from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
     from verl.utils.import_utils import load_class_from_fqn
 
@@ -398,19 +424,7 @@ def test_manager_tq_rows_into_transfer_queue(env):
                              reward_loop_worker_handles=[env["reward"]])
         (worker,) = manager.agent_loop_workers
         P = 8
-        src = prompts(P, "t").non_tensor_batch
-        uids = [str(u) for u in src["uid"]]
-        batch = TensorDict({
-            "raw_prompt": NonTensorStack(*[NonTensorData(list(m)) for m in src["raw_prompt"]]),
-            "uid": NonTensorStack(*[NonTensorData(u) for u in uids]),
-            "data_source": NonTensorStack(*[NonTensorData("tiny") for _ in uids]),
-            "reward_model": NonTensorStack(*[NonTensorData({"ground_truth": "x"}) for _ in uids]),
-            "index": NonTensorStack(*[NonTensorData(i) for i in range(P)]),
-            "v05_prior": NonTensorStack(*[NonTensorData(float(p)) for p in src["v05_prior"]]),
-        }, batch_size=P)
-        batch["global_steps"] = NonTensorData(1)
-        tq.kv_batch_put(keys=uids, partition_id="train",
-                        tags=[{"is_prompt": True, "status": "pending", "global_steps": 1}] * P)
+        uids, batch = tq_prompts(P, "t", 1)
         # Two submissions before either is done (as the v1 trainer may):
         # the worker runs them one after the other.
         manager.generate_sequences(batch[:5])
@@ -599,7 +613,6 @@ def test_history_greso_through_transfer_queue(env, tmp_path):
 
     import transfer_queue as tq
     from omegaconf import open_dict
-    from tensordict import NonTensorData, NonTensorStack, TensorDict
 
     from v05.core.rules import Greso
 
@@ -625,18 +638,7 @@ def test_history_greso_through_transfer_queue(env, tmp_path):
             reward_loop_worker_handles=[env["reward"]])
         (worker,) = manager.agent_loop_workers
         P = 8
-        src = prompts(P, "q").non_tensor_batch
-        uids = [str(u) for u in src["uid"]]
-        batch = TensorDict({
-            "raw_prompt": NonTensorStack(*[NonTensorData(list(m)) for m in src["raw_prompt"]]),
-            "uid": NonTensorStack(*[NonTensorData(u) for u in uids]),
-            "data_source": NonTensorStack(*[NonTensorData("tiny") for _ in uids]),
-            "reward_model": NonTensorStack(*[NonTensorData({"ground_truth": "x"}) for _ in uids]),
-            "index": NonTensorStack(*[NonTensorData(i) for i in range(P)]),
-        }, batch_size=P)
-        batch["global_steps"] = NonTensorData(3)
-        tq.kv_batch_put(keys=uids, partition_id="train",
-                        tags=[{"is_prompt": True, "status": "pending", "global_steps": 3}] * P)
+        uids, batch = tq_prompts(P, "q", 3, with_prior=False)
         manager.generate_sequences(batch)
         ray.get(worker.v05_drain.remote())
         shadow.step_end()  # the file's step 2 ends as step 3 begins
