@@ -34,15 +34,19 @@ bool v05__eb_warm(const struct v05_plugin *p)
 	return p->fit->own.folded + p->fit->remote.folded >= p->cfg.eb_cold;
 }
 
-bool v05__eb_running_fit(const struct v05_plugin *p, struct v05_eb_fit *fit)
+bool v05__eb_running_fit(struct v05_plugin *p, struct v05_eb_fit *fit)
 {
 	if (!(weight(p) > 0.0))
 		return false;
-	v05__eb_argmax_u(&p->fit->own, &p->fit->remote, fit);
+	if (!p->fit_memo_ok) {
+		v05__eb_argmax_u(&p->fit->own, &p->fit->remote, &p->fit_memo);
+		p->fit_memo_ok = true;
+	}
+	*fit = p->fit_memo;
 	return true;
 }
 
-bool v05__eb_warm_fit(const struct v05_plugin *p, struct v05_eb_fit *fit)
+bool v05__eb_warm_fit(struct v05_plugin *p, struct v05_eb_fit *fit)
 {
 	return v05__eb_warm(p) && v05__eb_running_fit(p, fit);
 }
@@ -60,7 +64,7 @@ uint32_t v05__eb_early(struct v05_plugin *p, struct v05_prompt *e,
 	return p->params.k_step;
 }
 
-bool v05__eb_fit_of(const struct v05_plugin *p, uint32_t b,
+bool v05__eb_fit_of(struct v05_plugin *p, uint32_t b,
 		    struct v05_eb_fit *fit)
 {
 	/* No barrier: the running fit. */

@@ -59,6 +59,7 @@ V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
 				return v05__fail(-EDOM,
 						 "eb_state_set_remote: log-likelihood [%u][%u] is %g",
 						 j, l, others->ll[j][l]);
+	p->fit_memo_ok = false;
 	memcpy(&p->fit->remote, others, sizeof(*others));
 	p->fit->remote_sets++;
 	/* Undecided prompts of a cold start may be warm now. */

@@ -116,6 +116,12 @@ struct v05_plugin {
 	struct v05_params params;
 	struct v05_plugin_state *st; /* in the owner-only state region */
 	struct v05_fit_store *fit;   /* v05-eb's running fit, there too  */
+	/* Its best grid point, kept here (process-local) between the two
+	 * writes of the fit (a fold, the other engines' part): a prompt's
+	 * decision and its finalization each ask for it, and the argmax
+	 * over the grid was a sixth of v05_poll's time per first wave. */
+	struct v05_eb_fit fit_memo;
+	bool fit_memo_ok;
 	struct v05_batch_rec *batch_recs;
 	struct batch_local *batches;
 	struct v05_lanes lanes;

@@ -85,11 +85,11 @@ struct v05_eb_fit;
 double v05__prompt_successes(struct v05_plugin *p, const struct v05_prompt *e,
 			     uint32_t k);
 /* The running fit (no barrier): own part + the others'; false if empty. */
-bool v05__eb_running_fit(const struct v05_plugin *p, struct v05_eb_fit *fit);
+bool v05__eb_running_fit(struct v05_plugin *p, struct v05_eb_fit *fit);
 /* eb_cold first waves folded in (own and handed in): a run is warm once. */
 bool v05__eb_warm(const struct v05_plugin *p);
 /* The running fit once warm; false before. */
-bool v05__eb_warm_fit(const struct v05_plugin *p, struct v05_eb_fit *fit);
+bool v05__eb_warm_fit(struct v05_plugin *p, struct v05_eb_fit *fit);
 /* At submit: k_step samples more with the first wave if the fit says
  * the prompt likely needs them (eb_early); returns how many (0 or k_step). */
 uint32_t v05__eb_early(struct v05_plugin *p, struct v05_prompt *e,
@@ -98,7 +98,7 @@ uint32_t v05__eb_early(struct v05_plugin *p, struct v05_prompt *e,
  * a barrier, else the one stored in the batch record if the grid can give
  * it (the record is in the segment: after a takeover it is checked, not
  * trusted). */
-bool v05__eb_fit_of(const struct v05_plugin *p, uint32_t b,
+bool v05__eb_fit_of(struct v05_plugin *p, uint32_t b,
 		    struct v05_eb_fit *fit);
 
 #endif

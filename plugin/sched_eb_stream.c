@@ -197,6 +197,7 @@ static void eb_first_wave(struct v05_plugin *p, struct v05_prompt *e)
 	double keep = p->cfg.eb_window ? 1.0 - 1.0 / (double)p->cfg.eb_window :
 					 1.0;
 
+	p->fit_memo_ok = false;
 	v05__eb_fold_u(&p->fit->own, keep, e->prior, k,
 		       v05__prompt_successes(p, e, k));
 	/* Undecided: no plan, no planned samples (k_planned stays what was
