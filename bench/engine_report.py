@@ -16,6 +16,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT, BASE, GRPO = "v05-eb default", "fixed k=4", "GRPO G=16"
 EARLY, BARRIER = "v05-eb early start", "v05-eb barrier"
+DOORBELL = "v05-eb doorbell wait"
 
 
 def per_rep(rows, mode):
@@ -61,6 +62,34 @@ def overhead(S):
     Runs before CPU time was recorded give the calls' wall-clock time."""
     calls = S["cpu_s"] if S["cpu_s"] is not None else S["overhead_s"]
     return (calls + S["handoff_s"]) / S["wall_s"]
+
+
+def per_prompt_us(rows, mode, prompts):
+    """CPU microseconds per prompt of each part of the decision path,
+    every batch of the mode together, the clocks' own cost taken out
+    (a call's share of it: the timers are read once per call)."""
+    mine = [r for r in rows if r["mode"] == mode]
+    if not mine or "wait_calls" not in mine[0]:
+        return None
+    n = sum(r.get("prompts", prompts) for r in mine)
+    calls, cpu = {}, {}
+    for r in mine:
+        for name, (c, s) in r["calls"].items():
+            calls[name] = calls.get(name, 0) + c
+            cpu[name] = cpu.get(name, 0.0) + s
+    ncalls = sum(calls.values()) + sum(r["wait_calls"] for r in mine)
+    timer = sum(r["timer_cpu_s"] for r in mine) / max(ncalls, 1)
+    out = {name: 1e6 * (cpu[name] - timer * calls[name]) / n
+           for name in ("poll", "group", "release", "submit") if name in cpu}
+    out["wait"] = 1e6 * sum(r["wait_cpu_s"] - timer * r["wait_calls"]
+                            for r in mine) / n
+    out["hand-off"] = 1e6 * sum(r["handoff_s"] - r.get("handoff_timer_s", 0)
+                                for r in mine) / n
+    out["polls"] = calls.get("poll", 0) / n
+    if all("loop_cpu_s" in r for r in mine):
+        out["loop"] = 1e6 * sum(r["loop_cpu_s"] for r in mine) / n
+        out["process"] = 1e6 * sum(r["proc_cpu_s"] for r in mine) / n
+    return out
 
 
 def padded(R, ks):
@@ -254,7 +283,7 @@ def section(run, svg_rel):
             ("busy fraction within 5 points of fixed k=4's",
              spread(busy, "%+.3f"), abs(med(busy)) <= 0.05, busier),
             ("decision overhead (CPU time in plugin calls, the driver's "
-             "wait arming and the reward hand-off on pool threads) under 1% "
+             "wait arming and the reward hand-off) under 1% "
              "of wall" if all(D[k]["cpu_s"] is not None for k in D) else
              "decision overhead (wall-clock time in plugin calls, CPU time "
              "of the reward hand-off) under 1% of wall",
@@ -288,6 +317,42 @@ def section(run, svg_rel):
     if BARRIER in reps and DEFAULT in reps:
         wall = ratios(reps[DEFAULT], reps[BARRIER], "wall_s")
         lines += ["", f"No barrier against the barrier: wall {spread(wall)}."]
+    if DOORBELL in reps and DEFAULT in reps:
+        D, B = reps[DEFAULT], reps[DOORBELL]
+        ks = [k for k in D if k in B]
+        lines += ["", "The driver's two waits, side by side: the default "
+                  "waits for its own scores (v05.engines.driver), the "
+                  f"`{DOORBELL}` row pushes each reward from a scoring "
+                  "thread and waits on the plugin's doorbell. Decision "
+                  f"overhead {spread([100 * overhead(D[k]) for k in ks], '%.2f')}"
+                  f" % against {spread([100 * overhead(B[k]) for k in ks], '%.2f')}"
+                  " %, per repetition "
+                  f"{spread([overhead(D[k]) / overhead(B[k]) for k in ks])}"
+                  " times."]
+        parts = [(m, per_prompt_us(rows, m, run["args"]["prompts"]))
+                 for m in (BASE, DEFAULT, DOORBELL) if m in reps]
+        if all(x is not None for _, x in parts):
+            names = ["poll", "group", "release", "wait", "hand-off"]
+            lines += ["", "Where it goes, CPU microseconds per prompt (every "
+                      "batch; the clocks' own cost taken out). *loop* and "
+                      "*process*: all the CPU the driver's thread and its "
+                      "process (not the engine's own processes) spent per "
+                      "prompt, vLLM's output handling included: a check that "
+                      "does not depend on what is timed.", "",
+                      "| mode | polls per prompt | " + " | ".join(names) +
+                      " | sum | loop | process |",
+                      "|---|---:|" + "---:|" * (len(names) + 3)]
+            for m, x in parts:
+                total = sum(x[n] for n in names if n in x)
+                lines.append(
+                    f"| {m} | {x['polls']:.2f} | " +
+                    " | ".join(f"{x.get(n, 0):.1f}" for n in names) +
+                    f" | {total:.1f} | "
+                    f"{x['loop']:.0f} | {x['process']:.0f} |"
+                    if "loop" in x else
+                    f"| {m} | {x['polls']:.2f} | " +
+                    " | ".join(f"{x.get(n, 0):.1f}" for n in names) +
+                    f" | {total:.1f} | - | - |")
     if svg_rel:
         lines += ["", f"![running sequences]({svg_rel})", "",
                   f"Running sequences over time, the last batch of the first "

@@ -45,6 +45,11 @@ MODES = {
     "v05-eb barrier": dict(mode="v05-eb", schedule="rounds", k_init=4,
                            k_step=2, k_max=16),
     "v05-eb default": dict(mode="v05-eb", k_init=4, k_step=2, k_max=16),
+    # The same with the driver waiting on the plugin's doorbell, as it did
+    # before it waited for its own pushes (v05.engines.driver): the
+    # decision overhead of the two waits side by side.
+    "v05-eb doorbell wait": dict(mode="v05-eb", k_init=4, k_step=2,
+                                 k_max=16, wait_on="doorbell"),
     # eb_early is set from --eb-early.
     "v05-eb early start": dict(mode="v05-eb", k_init=4, k_step=2, k_max=16),
     # The published rules (docs/RULES.md): Reinforce-Ada with its authors'
@@ -178,7 +183,8 @@ class Meter:
             self.wasted += ntok
 
 
-def make_rollout(engine_kind, engine, plugin, meter, lens, score, seed):
+def make_rollout(engine_kind, engine, plugin, meter, lens, score, seed,
+                 wait):
     """The project's rollout class for the engine, its per-sample request
     given the drawn length; the meter sees every request."""
     if engine_kind == "vllm":
@@ -206,7 +212,8 @@ def make_rollout(engine_kind, engine, plugin, meter, lens, score, seed):
                 finally:
                     meter.stop(n if n else lens[uid][sample], n > 0)
 
-        return Rollout(engine, plugin, sp, score=score, score_threads=2)
+        return Rollout(engine, plugin, sp, score=score, score_threads=2,
+                       wait_on=wait)
 
     from v05.engines.sglang import SGLangRollout
 
@@ -227,7 +234,8 @@ def make_rollout(engine_kind, engine, plugin, meter, lens, score, seed):
                 meter.stop(len(out["output_ids"]) if out
                            else lens[uid][sample], out is not None)
 
-    return Rollout(engine, plugin, {}, score=score, score_threads=2)
+    return Rollout(engine, plugin, {}, score=score, score_threads=2,
+                   wait_on=wait)
 
 
 def later_epoch(kind, items, truth, seed):
@@ -260,6 +268,7 @@ async def run_mode(a, engine, label, params, batches, trace_batch):
     cfg = dict(max_prompts=max(len(batches[0][0]), 64), lane_capacity=16384)
     cfg.update(params)
     history = cfg.pop("epoch_state", None)
+    wait = cfg.pop("wait_on", "auto")  # the driver's, not the plugin's
     prompt_of = {}
     for items, _truth, _lens in batches:
         for uid, p, _ in items:
@@ -278,28 +287,47 @@ async def run_mode(a, engine, label, params, batches, trace_batch):
                 items = later_epoch(history, items, truth, a.seed + b)
             meter = Meter(plugin, a.max_seqs, b == trace_batch)
             ro = make_rollout(a.engine, engine, plugin, meter, lens, score,
-                              a.seed + b)
+                              a.seed + b, wait)
             drv = ro._driver  # the shared driver (v05.engines.driver)
-            hand_off = drv._push
+            # Its own wait's set-up and wake-ups, counted as the doorbell
+            # wait's arming is (Meter._c).
+            drv._arm_scores = meter._cpu(drv._arm_scores)
+            drv._kick = meter._cpu(drv._kick)
 
-            def timed_push(*x, _m=meter, _f=hand_off):
-                # CPU time of the pool thread: its wall time would count
-                # the waits for the GIL the engine's loop holds.
-                t = time.thread_time()
-                try:
-                    return _f(*x)
-                finally:
-                    _m.handoff_s += time.thread_time() - t
-                    z = time.thread_time()  # the clocks' own cost
-                    _m.handoff_timer_s += time.thread_time() - z
-            drv._push = timed_push
+            def handoff(fn, _m=meter):
+                # CPU time of the calling thread: a pool thread's wall
+                # time would count its waits for the GIL the engine's
+                # loop holds.
+                def timed(*x):
+                    t = time.thread_time()
+                    try:
+                        return fn(*x)
+                    finally:
+                        _m.handoff_s += time.thread_time() - t
+                        z = time.thread_time()  # the clocks' own cost
+                        _m.handoff_timer_s += time.thread_time() - z
+                return timed
+            # The reward hand-off: pushed by a pool thread (wait
+            # "doorbell"), or, with wait_on "scores", a scoring job's rewards
+            # taken back, checked and staged on the loop (_take_scores,
+            # with _stage inside) and published before each poll. Handing
+            # samples to scoring is not counted in either (a
+            # run_in_executor per sample, or per job of several).
+            for name in ("_push", "_take_scores", "_publish"):
+                setattr(drv, name, handoff(getattr(drv, name)))
             before = plugin.stats()
             t0 = time.perf_counter()
+            # Everything the loop thread and the whole process (but the
+            # engine's own processes) spent on the batch: a check on the
+            # timed calls that does not depend on what is timed.
+            c0, p0 = time.thread_time(), time.process_time()
             try:
                 res = await ro.generate(items)
             finally:
                 ro.close()
             wall = time.perf_counter() - t0
+            loop_cpu = time.thread_time() - c0
+            proc_cpu = time.process_time() - p0
             err, ks = [], []
             for uid, r in sorted(res.items()):
                 err.append((r.group.baseline - truth[uid]) ** 2)
@@ -310,7 +338,8 @@ async def run_mode(a, engine, label, params, batches, trace_batch):
             after = plugin.stats()
             lat = [meter.final[u] - meter.first[u] for u in meter.final
                    if u in meter.first]
-            row = {"mode": label, "batch": b, "wall_s": wall,
+            row = {"mode": label, "batch": b, "prompts": len(items),
+                   "wall_s": wall,
                    "tokens": meter.tokens, "wasted_tokens": meter.wasted,
                    "samples": ro.generate_calls,
                    "aborted": ro._driver.aborted,
@@ -321,10 +350,12 @@ async def run_mode(a, engine, label, params, batches, trace_batch):
                    "handoff_s": meter.handoff_s,
                    "overhead_cpu_s": meter.overhead_cpu_s,
                    "wait_cpu_s": meter.wait_cpu_s,
+                   "wait_calls": meter.wait_calls,
                    # the CPU the timers' own reads count, measured beside
                    # every timed call (loop thread; pool threads)
                    "timer_cpu_s": meter.timer_cpu_s,
                    "handoff_timer_s": meter.handoff_timer_s,
+                   "loop_cpu_s": loop_cpu, "proc_cpu_s": proc_cpu,
                    # per plugin call: [calls, CPU seconds]
                    "calls": meter.calls,
                    "mse": float(np.mean(err)),

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The wait API: a pollable fd for an event loop (v05_fd, v05_arm), a
- * blocking wait, and whether there is work. Arming follows the doorbell's
+ * blocking wait, whether there is work, and, for a caller that knows when
+ * its own rewards arrive, when work comes without one (v05_next_deadline). Arming follows the doorbell's
  * protocol (shm/doorbell.h): announce sleeping, check the lanes again, then
  * wait, so no producer's publish is missed.
  */
@@ -87,6 +88,19 @@ V05_API int v05_pending(struct v05_plugin *p)
 	return p->qlen || p->journal_error_pending || p->queue_error ||
 	       v05__lanes_pending(&p->lanes) ||
 	       v05__schedule_next_deadline_ns(p, v05__now_ns()) == 0;
+}
+
+V05_API int v05_next_deadline(struct v05_plugin *p, int64_t *ns)
+{
+	if (!p || !ns)
+		return v05__fail(-EINVAL, "next_deadline: NULL argument");
+	/* The same conditions as v05_pending but the lanes: the caller
+	 * knows its own pushes. */
+	if (p->qlen || p->journal_error_pending || p->queue_error)
+		*ns = 0;
+	else
+		*ns = v05__schedule_next_deadline_ns(p, v05__now_ns());
+	return 0;
 }
 
 V05_API const char *v05_wait_path(const struct v05_plugin *p)

@@ -236,13 +236,16 @@ static uint64_t padded_samples(struct v05_plugin *p)
  * pad 32, deadline 1 ms: a prompt decided "more" while the others collect
  * is held to pad; at the deadline (v05_wait returns for it) it goes with
  * its own plan and nothing more: no padding sample, no PADDED flag (a
- * padded release would have filled its room up to k_max).
+ * padded release would have filled its room up to k_max). While it is
+ * held, v05_next_deadline says how long; once due, 0; with nothing held,
+ * -1.
  */
 static void test_deadline_unpadded(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
 	struct v05_eb_state ref;
 	const double keep = 1.0 - 1.0 / 40.0;
+	int64_t ns;
 	int held = 0;
 
 	(void)state;
@@ -272,7 +275,12 @@ static void test_deadline_unpadded(void **state)
 		}
 		assert_true(want < 32);
 		assert_int_equal(m, 0); /* held to pad */
+		/* A caller that pushes its own rewards sleeps until then. */
+		assert_int_equal(v05_next_deadline(f->p, &ns), 0);
+		assert_true(ns > 0 && ns <= 1000000);
 		assert_int_equal(v05_wait(f->p, 60000), 1);
+		assert_int_equal(v05_next_deadline(f->p, &ns), 0);
+		assert_int_equal(ns, 0); /* due: poll now */
 		m = v05_poll(f->p, f->d, MAXD);
 		assert_int_equal(m, 1);
 		assert_int_equal(f->d[0].kind, V05_DECISION_SAMPLE);
@@ -285,6 +293,11 @@ static void test_deadline_unpadded(void **state)
 	}
 	assert_true(held);
 	assert_int_equal(padded_samples(f->p), 0);
+	/* Nothing held: no deadline. */
+	assert_int_equal(v05_next_deadline(f->p, &ns), 0);
+	assert_int_equal(ns, -1);
+	assert_int_equal(v05_next_deadline(f->p, NULL), -EINVAL);
+	assert_int_equal(v05_next_deadline(NULL, &ns), -EINVAL);
 	close_fx(f);
 	free(f);
 }

@@ -301,6 +301,13 @@ V05_API int v05_wait(struct v05_plugin *p, int timeout_ms);
 /* 1 if v05_poll has something to do now (queued decisions, rewards in
  * the lanes, a stream deadline due), else 0. */
 V05_API int v05_pending(struct v05_plugin *p);
+/* For a caller that knows when rewards arrive because it pushes them
+ * itself (the Python driver scoring in-process) and so waits without the
+ * doorbell: *ns = 0 when v05_poll has work now without a new reward
+ * (queued decisions, an error to report, a stream deadline due), the
+ * nanoseconds until the next stream deadline, or -1 when none is set.
+ * 0, or -EINVAL. Rewards pushed by anyone else are not looked at. */
+V05_API int v05_next_deadline(struct v05_plugin *p, int64_t *ns);
 /* "io_uring" or "thread", and why. */
 V05_API const char *v05_wait_path(const struct v05_plugin *p);
 V05_API const char *v05_wait_reason(const struct v05_plugin *p);

@@ -327,10 +327,13 @@ def test_sglang_score_error_aborts_requests(segname):
         assert plugin.stats()["prompts_open"] == 0
 
 
-def test_full_lane_does_not_stall_the_loop(segname):
-    """Pushes wait for lane space in the scoring thread; the loop keeps
-    polling, so a lane far smaller than a batch's rewards cannot stall it
-    (a push on the loop would wait for a drain that never comes)."""
+@pytest.mark.parametrize("wait", ["auto", "doorbell"])
+def test_full_lane_does_not_stall_the_loop(segname, wait):
+    """A lane far smaller than a batch's rewards cannot stall the loop (a
+    push on the loop that waited for room would wait for a drain that
+    never comes). auto: the loop publishes what fits of its staged
+    rewards, polls, and publishes the rest; doorbell: pushes wait for room
+    in the scoring thread while the loop keeps polling."""
     from v05.engines.vllm import VLLMRollout
 
     engine = AsyncLLM()
@@ -340,7 +343,7 @@ def test_full_lane_does_not_stall_the_loop(segname):
                            k_max=8) as plugin:
         with VLLMRollout(engine, plugin, SamplingParams(),
                          score=lambda u, s, o: outcome(u, s),
-                         release=True) as ro:
+                         release=True, wait_on=wait) as ro:
             res = asyncio.run(ro.generate(items))
         assert len(res) == 64 and all(r.group.k == 8 for r in res.values())
         assert plugin.stats()["rewards_applied"] == 64 * 8

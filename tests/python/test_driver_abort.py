@@ -6,6 +6,8 @@ the group finalizes on its first wave, and nothing is left behind."""
 import asyncio
 import random
 
+import pytest
+
 import v05
 from v05.engines.driver import GroupRollout
 
@@ -23,7 +25,8 @@ def batch(step, rng):
     return out
 
 
-def test_abort_cancels_the_early_samples(segname):
+@pytest.mark.parametrize("wait", ["auto", "doorbell"])
+def test_abort_cancels_the_early_samples(segname, wait):
     rng = random.Random(3)
     started, cancelled = set(), set()
 
@@ -48,13 +51,25 @@ def test_abort_cancels_the_early_samples(segname):
     pushed, aborted_uids = set(), set()
 
     async def main(plugin):
-        drv = GroupRollout(plugin, generate, score=score, release=True)
-        push = drv._push
+        drv = GroupRollout(plugin, generate, score=score, release=True,
+                           wait_on=wait)
+        # The driver's hand-off: rewards staged on the loop are published
+        # right before the next poll (wait "local"); a pool thread's push
+        # is in the lane when it returns (doorbell).
+        if drv.wait_on == "scores":
+            stage = drv._stage
 
-        def recording_push(d, sample, reward):
-            push(d, sample, reward)
-            pushed.add((d.uid, sample))
-        drv._push = recording_push
+            def recording_stage(scored):
+                stage(scored)
+                pushed.update((d.uid, s) for d, s, _ in scored)
+            drv._stage = recording_stage
+        else:
+            push = drv._push
+
+            def recording_push(d, sample, reward):
+                push(d, sample, reward)
+                pushed.add((d.uid, sample))
+            drv._push = recording_push
         poll = plugin.poll
 
         def watching_poll(*a):

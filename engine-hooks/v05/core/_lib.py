@@ -15,6 +15,7 @@ import struct
 __all__ = ["lib", "path_loaded", "V05Error", "check", "Params", "Estimate",
            "Config", "PromptIn", "Decision_", "Group_", "Support", "Reward",
            "ObserverInfo", "LaneStat", "DECISION_ROW", "GROUP_ROW",
+           "REWARD_ROW",
            "KnapsackHist", "GresoPrompt", "Greso"]
 
 
@@ -139,6 +140,10 @@ class Reward(ctypes.Structure):
                 ("reserved", ctypes.c_uint32)]
 
 
+# struct v05_reward as bytes (RewardWriter.stage packs records with it).
+REWARD_ROW = struct.Struct("=QIIfI")
+
+
 class ObserverInfo(ctypes.Structure):
     _fields_ = [("size_bytes", ctypes.c_uint64), ("created_ns", ctypes.c_uint64),
                 ("heartbeat_age_ns", ctypes.c_uint64),
@@ -202,7 +207,8 @@ def _check_abi():
         raise ImportError("v05: ctypes layout drifted from the C ABI")
     # The struct rows read the same bytes as the ctypes mirrors, field
     # for field (each field set to a value no other field has).
-    for ct, row in ((Decision_, DECISION_ROW), (Group_, GROUP_ROW)):
+    for ct, row in ((Decision_, DECISION_ROW), (Group_, GROUP_ROW),
+                    (Reward, REWARD_ROW)):
         x = ct()
         want = []
         for i, (name, typ) in enumerate(ct._fields_):
@@ -333,6 +339,7 @@ _sig("v05_fd", _int, _P)
 _sig("v05_arm", _int, _P, _int)
 _sig("v05_wait", _int, _P, _int)
 _sig("v05_pending", _int, _P)
+_sig("v05_next_deadline", _int, _P, ctypes.POINTER(ctypes.c_int64))
 _sig("v05_wait_path", ctypes.c_char_p, _P)
 _sig("v05_wait_reason", ctypes.c_char_p, _P)
 _sig("v05_group", _int, _P, _u32, ctypes.POINTER(Group_))
@@ -381,8 +388,10 @@ _sig("v05_constant", _int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64))
 # per poll. Calls that may block (v05_wait, v05_producer_push_wait, create,
 # attach, close) still give it up. v05_poll may write the journal, so it
 # is here as `gil.v05_poll` for Plugin.poll to use when there is none.
-_GIL_HELD = ("v05_key", "v05_producer_push", "v05_group", "v05_release",
-             "v05_slot_uid", "v05_arm", "v05_pending", "v05_poll")
+_GIL_HELD = ("v05_key", "v05_producer_push", "v05_producer_push_batch",
+             "v05_group", "v05_release",
+             "v05_slot_uid", "v05_arm", "v05_pending", "v05_next_deadline",
+             "v05_poll")
 gil = ctypes.PyDLL(path_loaded)
 for _name in _GIL_HELD:
     _f, _src = getattr(gil, _name), getattr(lib, _name)

@@ -78,6 +78,7 @@ class Plugin:
         self._wait_fut = None  # the future wait() is parked on
         self._views = Views()  # slot buffers with views alive
         self._buf = (_lib.Decision_ * 4096)()
+        self._deadline_ns = ctypes.c_int64()  # next_deadline's out
         self.last_rejected = {}
         self.config = None  # the v05_config it was created with (create)
         # poll may write a journal; with none (known at create) it runs
@@ -340,11 +341,15 @@ class Plugin:
     def poll(self, max_decisions: int = 4096) -> List[Decision]:
         """Drain rewards, decide, return new decisions (at most
         max_decisions; the rest wait for the next call)."""
-        max_decisions = min(_checks.u32("max_decisions", max_decisions),
-                            len(self._buf))
+        if type(max_decisions) is not int or \
+                not 0 <= max_decisions <= _checks.U32_MAX:
+            max_decisions = _checks.u32("max_decisions", max_decisions)
+        buf = self._buf
         poll = _lib.gil.v05_poll if self._poll_holds_gil else lib.v05_poll
-        n = check(poll(self._handle(), self._buf, max_decisions), "poll")
-        return self._decisions(self._buf, n)
+        n = poll(self._handle(), buf, min(max_decisions, len(buf)))
+        if n < 0:
+            check(n, "poll")
+        return self._decisions(buf, n)
 
     def recover(self) -> List[Decision]:
         """After attach: everything the previous owner handed out and may
@@ -506,6 +511,17 @@ class Plugin:
             if timer is not None:
                 timer.cancel()
         return check(lib.v05_pending(self._handle()), "pending") == 1
+
+    def next_deadline(self) -> Optional[float]:
+        """For a caller that pushes its own rewards, and so knows when
+        they arrive without the doorbell (the driver scoring in-process):
+        0.0 when poll() has work now without a new reward (a stream
+        deadline due, queued decisions, an error to report), the seconds
+        until the next stream deadline, or None when none is set. Rewards
+        pushed by anyone else are not looked at (pending() and wait() do)."""
+        ns = self._deadline_ns
+        check(lib.v05_next_deadline(self._handle(), ns), "next_deadline")
+        return None if ns.value < 0 else ns.value * 1e-9
 
     def wake(self) -> None:
         """End a wait() in progress at once (it returns whether there is

@@ -46,6 +46,9 @@ class RewardWriter:
         self.name = name
         self.timeout = timeout
         self._keys = LruMap(KEY_CACHE)
+        self._staged = []  # (key, gen, sample, reward, 0): stage()
+        self._stage_buf = None  # a Reward array publish_staged packs into
+        self._stage_mv = None  # its bytes
 
     @classmethod
     def attach(cls, name: str, *, defer: bool = False, timeout: float = 30.0,
@@ -124,6 +127,67 @@ class RewardWriter:
         if r < 0:  # the message is built only when it is needed
             check(r, f"push the reward of uid {uid!r} sample {sample} to "
                   f"segment {self.name}")
+
+    def stage(self, d: Decision, sample: int, reward: float) -> None:
+        """Hold the reward of sample `sample` of the prompt decision `d`
+        issued, checked as push() checks it (ValueError naming the uid,
+        the sample and the value; nothing is held), until publish_staged().
+        For a caller on the plugin's own thread that polls right after (the
+        driver scoring in-process): one push per poll instead of one per
+        reward."""
+        if type(sample) is not int or not 0 <= sample <= _checks.U32_MAX:
+            sample = _checks.u32("sample", sample)
+        if type(reward) is not float or not -1.0 <= reward <= 1.0:  # NaN too
+            reward = self._reward(d.uid, sample, reward)
+        self._staged.append((d.key, d.gen, sample, reward, 0))
+
+    @property
+    def staged(self) -> int:
+        """Rewards stage() holds, not yet published."""
+        return len(self._staged)
+
+    def publish_staged(self) -> int:
+        """Publish what stage() holds, in order, with one store when the
+        lane has room for all of it; else as many as fit (the plugin must
+        drain the lane before the rest can go: poll, then call again).
+        Never waits. Returns how many are still held."""
+        staged = self._staged
+        n = len(staged)
+        if not n:
+            return 0
+        p = self._handle()
+        buf, mv = self._stage_buf, self._stage_mv
+        if buf is None or len(buf) < n:
+            buf = self._stage_buf = (_lib.Reward * max(64, 2 * n))()
+            mv = self._stage_mv = memoryview(buf).cast("B")
+        size, pack = _lib.REWARD_ROW.size, _lib.REWARD_ROW.pack_into
+        for i, rec in enumerate(staged):
+            pack(mv, i * size, *rec)
+        r = lib.v05_producer_push_batch(p, buf, n)
+        if r == -_lib.EAGAIN or r == -errno.EINVAL:
+            # Fewer than n fit, or n is more than the lane holds: push
+            # those that fit.
+            r = 0
+            while r < n:
+                e = lib.v05_producer_push(p, *staged[r][:4])
+                if e == -_lib.EAGAIN:
+                    break
+                if e < 0:
+                    r = e
+                    break
+                r += 1
+        if r < 0:
+            staged.clear()  # the batch fails; nothing of it is kept
+            check(r, f"push {n} rewards to segment {self.name}")
+        del staged[:r]
+        return len(staged)
+
+    def discard_staged(self) -> int:
+        """Forget what stage() holds (its batch was given up); returns how
+        many."""
+        n = len(self._staged)
+        self._staged.clear()
+        return n
 
     def push_many(self, uids: Sequence, samples, rewards,
                   gens: Optional[Sequence[int]] = None) -> None:

@@ -31,12 +31,29 @@ Where it runs, and why it is shaped this way:
   finals already collected are released, and the error is raised; a
   cancellation always ends in ``CancelledError``. The next batch then runs
   as if nothing happened.
+- When it scores in-process, the rewards come back to the loop, which
+  needs no doorbell for them. Finished samples queue for scoring, and the
+  queue goes to a free scoring thread as one job once the loop has run
+  what is ready (the engine finishes samples in bursts, a step at a time:
+  here 2.8 samples per job on vLLM); the loop checks the job's scores (the
+  same errors as a push) and stages them in its own lane; right before
+  each poll it publishes everything staged with one store, then waits for
+  the next scores or the plugin's next stream deadline. Against a push
+  per reward from a scoring thread and a wait on the doorbell, that saves
+  per burst all but one trip through the pool and back, and per wait an
+  io_uring futex wait armed (a membarrier on the way) and a reader added
+  to and removed from the loop (bench/ENGINE.md). Rewards pushed into the
+  segment by anyone else are then seen at the next scores or within
+  ``poll_timeout``; ``wait_on="doorbell"`` scores and pushes per sample in
+  the pool and waits on the doorbell, as the driver always does when
+  reward workers elsewhere push (``on_output``).
 """
 
 import asyncio
 import concurrent.futures
 import dataclasses
 import errno
+import functools
 import hashlib
 import inspect
 import threading
@@ -96,6 +113,11 @@ class GroupRollout:
 
     release: release slots after collecting the results (advantages are
     then copied out); False keeps the zero-copy views, the caller releases.
+
+    wait_on: "auto" waits for its own scores when it scores (``score``),
+    on the plugin's doorbell otherwise; "doorbell" always waits there (for
+    a segment that other reward workers push into as well: see the
+    module's text). ``.wait_on`` says which: "scores" or "doorbell".
     """
 
     def __init__(self, plugin: Plugin, generate: GenerateFn, *,
@@ -103,12 +125,15 @@ class GroupRollout:
                  on_output: Optional[Callable[[Uid, int, int, Any], None]] = None,
                  on_barrier: Optional[BarrierFn] = None,
                  release: bool = False, poll_timeout: float = 0.05,
-                 score_threads: int = 1):
+                 score_threads: int = 1, wait_on: str = "auto"):
         if score is None and on_output is None:
             raise ValueError("give score (rewards computed here) or "
                              "on_output (reward workers push them)")
         if not 1 <= score_threads <= 64:
             raise ValueError("score_threads must be in 1..64")
+        if wait_on not in ("auto", "doorbell"):
+            raise ValueError(f"wait_on must be 'auto' or 'doorbell', not "
+                             f"{wait_on!r}")
         self.plugin, self.generate = plugin, generate
         self.score, self.on_output = score, on_output
         self._score_async = score is not None and \
@@ -116,6 +141,20 @@ class GroupRollout:
         self.on_barrier = on_barrier
         self.release = release
         self.poll_timeout = poll_timeout
+        # "scores": woken by its own scores (see the module's text).
+        self.wait_on = "scores" if score is not None and wait_on == "auto" \
+            else "doorbell"
+        self._kicked = False  # staged rewards (or a failure) since the last poll
+        self._stager = None  # the loop's RewardWriter (wait_on "scores")
+        self._kick_fut = None  # the future a wait for scores is parked on
+        # wait_on "scores": outputs waiting for a scoring thread, jobs out,
+        # and the run they are for (a job of a run given up is ignored).
+        self._score_threads = score_threads
+        self._to_score: List[Tuple[Decision, int, Any]] = []
+        self._scoring = 0
+        self._dispatch_due = False
+        self._run_id = 0
+        self._errors: List[BaseException] = []
         self.generate_calls = 0
         self.aborted = 0  # samples aborted on an "abort" decision
         self._loop = None
@@ -134,10 +173,88 @@ class GroupRollout:
             self._pool = None
         with self._writers_lock:
             writers, self._writers = self._writers, []
+            self._stager = None
         for w in writers:
             w.close()
 
     # ---- scoring, off the event loop ------------------------------------
+
+    def _loop_writer(self) -> RewardWriter:
+        """The lane the loop stages rewards in (wait_on "scores")."""
+        w = self._stager
+        if w is None:
+            w = self._stager = RewardWriter.attach(self.plugin.name)
+            with self._writers_lock:
+                self._writers.append(w)
+        return w
+
+    def _queue_score(self, d: Decision, sample, out):
+        """On the loop: a finished sample waits for a scoring thread. The
+        job starts once the loop has run everything ready now: the other
+        samples of the engine step that finished this one join it."""
+        self._to_score.append((d, sample, out))
+        if not self._dispatch_due:
+            self._dispatch_due = True
+            self._loop.call_soon(self._dispatch_scoring)
+
+    def _dispatch_scoring(self):
+        """Everything waiting goes to a free scoring thread as one job."""
+        self._dispatch_due = False
+        if not self._to_score or self._scoring >= self._score_threads:
+            return  # a job that ends dispatches again
+        q, self._to_score = self._to_score, []
+        self._scoring += 1
+        self._loop.run_in_executor(self._pool, self._score_many, q) \
+            .add_done_callback(functools.partial(self._scored, self._run_id))
+
+    def _score_many(self, items):
+        """In a scoring thread."""
+        score = self.score
+        return [(d, s, score(d.uid, s, out)) for d, s, out in items]
+
+    def _scored(self, run, fut):
+        """On the loop, when a scoring job ends: its rewards, then what
+        waits for scoring meanwhile."""
+        self._scoring -= 1
+        if run == self._run_id and not fut.cancelled():
+            self._take_scores(fut)
+        self._dispatch_scoring()
+
+    def _take_scores(self, fut):
+        """Stage a scoring job's rewards, or fail the run with its error."""
+        exc = fut.exception()
+        if exc is None:
+            try:
+                self._stage(fut.result())
+                return
+            except Exception as e:  # a bad score: as a failed sample
+                exc = e
+        self._fail(exc)
+
+    def _stage(self, scored):
+        """On the loop: check and hold (decision, sample, reward) for
+        _publish, and wake the driver for them (as _kick)."""
+        w = self._stager or self._loop_writer()
+        for d, sample, reward in scored:
+            w.stage(d, sample, float(reward))
+        self._kicked = True
+        f = self._kick_fut
+        if f is not None and not f.done():
+            f.set_result(None)
+
+    def _fail(self, exc):
+        """On the loop: a sample's generate or score failed; run() raises
+        it and stops waiting for rewards now."""
+        self._errors.append(exc)
+        self._kick()
+        self.plugin.wake()
+
+    def _publish(self) -> bool:
+        """On the loop, before each poll: publish the staged rewards.
+        True when some are still held (the lane was full: poll drains it,
+        and the loop comes back without waiting)."""
+        w = self._stager
+        return w is not None and w.staged > 0 and w.publish_staged() > 0
 
     def _writer(self) -> RewardWriter:
         w = getattr(self._local, "writer", None)
@@ -160,6 +277,12 @@ class GroupRollout:
         loop = asyncio.get_running_loop()
         if self.score is None:
             self.on_output(d.uid, sample, d.gen, out)
+        elif self.wait_on == "scores":
+            if self._score_async:
+                self._stage(((d, sample, await self.score(d.uid, sample,
+                                                          out)),))
+            else:
+                self._queue_score(d, sample, out)
         elif self._score_async:
             r = await self.score(d.uid, sample, out)
             await loop.run_in_executor(self._pool, self._push, d, sample, r)
@@ -167,7 +290,7 @@ class GroupRollout:
             await loop.run_in_executor(self._pool, self._score_and_push,
                                        d, sample, out)
 
-    async def _one(self, prompt, d: Decision, sample, outputs, errors):
+    async def _one(self, prompt, d: Decision, sample, outputs):
         try:
             self.generate_calls += 1
             out = await self.generate(prompt, d.uid, sample, d.batch)
@@ -176,8 +299,46 @@ class GroupRollout:
         except asyncio.CancelledError:
             raise
         except Exception as e:  # surfaced by run(), not lost in a task
-            errors.append(e)
-            self.plugin.wake()  # run() stops waiting for rewards now
+            self._fail(e)
+
+    # ---- waiting for its own scores ----------------------------------------
+
+    def _kick(self):
+        """On the loop, after a staged reward (or a failed sample): poll."""
+        self._kicked = True
+        f = self._kick_fut
+        if f is not None and not f.done():
+            f.set_result(None)
+
+    def _arm_scores(self):
+        """The wait for scores, set up (timed apart by bench/engine_run.py
+        as the doorbell's arming is): None when there is work now, else
+        the future to await and its timer."""
+        if self._kicked:
+            return None
+        dl = self.plugin.next_deadline()
+        if dl == 0.0:
+            return None
+        t = self.poll_timeout if dl is None else min(dl, self.poll_timeout)
+        fut = self._loop.create_future()
+        self._kick_fut = fut
+        return fut, self._loop.call_later(t, _resolve, fut)
+
+    async def _wait(self):
+        if self.wait_on == "doorbell":
+            await self.plugin.wait(self.poll_timeout)
+            return
+        armed = self._arm_scores()
+        if armed is None:
+            return
+        fut, timer = armed
+        # A task awaiting a plain future is always cancelled by a
+        # cancellation (see Plugin.wait, where wait_for was not).
+        try:
+            await fut
+        finally:
+            self._kick_fut = None
+            timer.cancel()
 
     # ---- one batch --------------------------------------------------------
 
@@ -215,7 +376,11 @@ class GroupRollout:
         # calls spread between the engine's work on the event loop (its
         # caches cold each time; bench/ENGINE.md, decision overhead).
         finals: Dict[Uid, Decision] = {}
+        # Failed samples (generate or score), raised by this run; a new
+        # run id, so a scoring job of an earlier run stages nothing here.
         errors: List[BaseException] = []
+        self._errors = errors
+        self._run_id += 1
         tasks = set()
         by_sample = {}  # (uid, sample) -> its task, for "abort"
         batch = 0
@@ -223,19 +388,24 @@ class GroupRollout:
         def spawn(d: Decision):
             for s in d.samples:
                 t = asyncio.ensure_future(self._one(
-                    prompts[d.uid], d, s, outputs, errors))
+                    prompts[d.uid], d, s, outputs))
                 tasks.add(t)
                 by_sample[(d.uid, s)] = t
                 t.add_done_callback(tasks.discard)
 
         def abort(d: Decision):
             # The engine aborts a request when its task is cancelled (its
-            # generator closes); a reward already pushed is refused.
+            # generator closes); a reward already pushed is refused, and
+            # one still waiting to be scored is not scored.
             for s in d.samples:
                 t = by_sample.pop((d.uid, s), None)
                 if t is not None and not t.done():
                     t.cancel()
                     self.aborted += 1
+            if self._to_score:
+                gone = set(d.samples)
+                self._to_score = [x for x in self._to_score
+                                  if x[0].key != d.key or x[1] not in gone]
 
         try:
             try:
@@ -255,6 +425,10 @@ class GroupRollout:
                 # brings is raised: a final handed out and not kept would
                 # hold its slot for good.
                 fault = None
+                # Cleared before the poll: a reward staged after it sets
+                # it again, so none is left unpolled; one still held (a
+                # full lane) sets it too.
+                self._kicked = self.wait_on == "scores" and self._publish()
                 for d in self.plugin.poll():
                     if d.kind == "sample":
                         if fault is None:
@@ -284,7 +458,7 @@ class GroupRollout:
                 if fault is not None:
                     raise fault
                 if len(finals) < len(items):
-                    await self.plugin.wait(self.poll_timeout)
+                    await self._wait()
             # Every group is final: its samples' tasks have finished too
             # (the reward is pushed last); wait for the bookkeeping.
             if tasks:
@@ -304,6 +478,12 @@ class GroupRollout:
             raise
         finally:
             self._running = False
+            # What is left is not this batch's to push: the scores and
+            # rewards of samples aborted (or of a batch given up).
+            self._run_id += 1
+            self._to_score = []
+            if self._stager is not None:
+                self._stager.discard_staged()
 
     def _result(self, d: Decision, outputs) -> GroupResult:
         g = self.plugin.group(d)
@@ -355,11 +535,12 @@ class EngineRollout:
 
     def __init__(self, plugin: Plugin, *, score: Optional[ScoreFn] = None,
                  on_output=None, on_barrier: Optional[BarrierFn] = None,
-                 release: bool = False, score_threads: int = 1):
+                 release: bool = False, score_threads: int = 1,
+                 wait_on: str = "auto"):
         self._driver = GroupRollout(plugin, self._generate_one, score=score,
                                     on_output=on_output, on_barrier=on_barrier,
                                     release=release,
-                                    score_threads=score_threads)
+                                    score_threads=score_threads, wait_on=wait_on)
 
     async def _generate_one(self, prompt, uid: Uid, sample: int, batch: int):
         raise NotImplementedError
@@ -393,6 +574,11 @@ class _Detached:
         self.kept = g.kept
         self.rewards = g.rewards.copy()
         self.advantages = g.advantages.copy()
+
+
+def _resolve(fut) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def _note(exc: BaseException, text: str) -> None:

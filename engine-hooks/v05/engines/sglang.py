@@ -40,12 +40,12 @@ class SGLangRollout(EngineRollout):
     def __init__(self, engine, plugin: Plugin, sampling_params: dict, *,
                  score: Optional[ScoreFn] = None, on_output=None,
                  on_barrier=None, release: bool = False,
-                 score_threads: int = 1):
+                 score_threads: int = 1, wait_on: str = "auto"):
         self.engine = engine
         self.sampling_params = dict(sampling_params or {})
         super().__init__(plugin, score=score, on_output=on_output,
                          on_barrier=on_barrier, release=release,
-                         score_threads=score_threads)
+                         score_threads=score_threads, wait_on=wait_on)
 
     def _abort(self, rid: str) -> None:
         tm = getattr(self.engine, "tokenizer_manager", None)

@@ -85,12 +85,12 @@ class VLLMRollout(EngineRollout):
     def __init__(self, engine, plugin: Plugin, sampling_params, *,
                  score: Optional[ScoreFn] = None, on_output=None,
                  on_barrier=None, release: bool = False,
-                 score_threads: int = 1):
+                 score_threads: int = 1, wait_on: str = "auto"):
         self.engine = engine
         self.sampling_params = sampling_params
         super().__init__(plugin, score=score, on_output=on_output,
                          on_barrier=on_barrier, release=release,
-                         score_threads=score_threads)
+                         score_threads=score_threads, wait_on=wait_on)
 
     async def generate(self, items):
         """items: (uid, prompt, prior); uid -> GroupResult when all final."""
