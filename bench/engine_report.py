@@ -329,6 +329,28 @@ def section(run, svg_rel):
                   " %, per repetition "
                   f"{spread([overhead(D[k]) / overhead(B[k]) for k in ks])}"
                   " times."]
+        cpu = {}
+        for r in rows:
+            if r["mode"] in (DEFAULT, DOORBELL) and "loop_cpu_s" in r:
+                c = cpu.setdefault((r["mode"], r["rep"]), [0.0, 0.0])
+                c[0] += r["loop_cpu_s"]
+                c[1] += r["proc_cpu_s"]
+        both = [k for k in ks if (DEFAULT, k) in cpu and (DOORBELL, k) in cpu]
+        if both:
+            def vs(i):
+                q = [cpu[(DEFAULT, k)][i] / cpu[(DOORBELL, k)][i] for k in both]
+                return (f"{spread(q)} ({sum(x < 1 for x in q)} of {len(q)} "
+                        "repetitions lower)")
+            wall = [D[k]["wall_s"] / B[k]["wall_s"] for k in both]
+            lines[-1] += (
+                " The timed calls cost about the same; the loop's work "
+                "around them, which they do not count, differs: all the CPU "
+                "the driver's thread spent, the default against the "
+                f"doorbell wait, {vs(0)}; the whole process's {vs(1)}; "
+                f"wall {spread(wall)}. (Not attributed call by call; the "
+                "doorbell wait has, per wait, a reader added to and removed "
+                "from the loop and a wake-up through the doorbell beside the "
+                "scoring pool's own, and a task step per sample.)")
         parts = [(m, per_prompt_us(rows, m, run["args"]["prompts"]))
                  for m in (BASE, DEFAULT, DOORBELL) if m in reps]
         if all(x is not None for _, x in parts):

@@ -118,6 +118,8 @@ def test_staged_rewards(segname):
             w.stage(first[0], 1, float("nan"))
         with pytest.raises(ValueError, match="outside"):
             w.stage(first[0], 1, 1.5)
+        with pytest.raises(TypeError, match="the Decision that issued"):
+            w.stage("s0", 1, 1.0)
         assert w.staged == 0
         for d in first:
             for s in d.samples:

@@ -135,6 +135,9 @@ class RewardWriter:
         For a caller on the plugin's own thread that polls right after (the
         driver scoring in-process): one push per poll instead of one per
         reward."""
+        if type(d) is not Decision:
+            raise TypeError(f"stage takes the Decision that issued the "
+                            f"sample, not {type(d).__name__}")
         if type(sample) is not int or not 0 <= sample <= _checks.U32_MAX:
             sample = _checks.u32("sample", sample)
         if type(reward) is not float or not -1.0 <= reward <= 1.0:  # NaN too
