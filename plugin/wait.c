@@ -2,9 +2,10 @@
 /*
  * The wait API: a pollable fd for an event loop (v05_fd, v05_arm), a
  * blocking wait, whether there is work, and, for a caller that knows when
- * its own rewards arrive, when work comes without one (v05_next_deadline). Arming follows the doorbell's
- * protocol (shm/doorbell.h): announce sleeping, check the lanes again, then
- * wait, so no producer's publish is missed.
+ * its own rewards arrive, when work comes without one (v05_next_deadline).
+ * Arming follows the doorbell's protocol (shm/doorbell.h): announce
+ * sleeping, check the lanes again, then wait, so no producer's publish is
+ * missed.
  */
 #include <errno.h>
 #include <string.h>

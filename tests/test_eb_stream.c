@@ -275,9 +275,10 @@ static void test_deadline_unpadded(void **state)
 		}
 		assert_true(want < 32);
 		assert_int_equal(m, 0); /* held to pad */
-		/* A caller that pushes its own rewards sleeps until then. */
+		/* A caller that pushes its own rewards sleeps until then (or
+		 * not at all: a slow run may be past it already). */
 		assert_int_equal(v05_next_deadline(f->p, &ns), 0);
-		assert_true(ns > 0 && ns <= 1000000);
+		assert_true(ns >= 0 && ns <= 1000000);
 		assert_int_equal(v05_wait(f->p, 60000), 1);
 		assert_int_equal(v05_next_deadline(f->p, &ns), 0);
 		assert_int_equal(ns, 0); /* due: poll now */

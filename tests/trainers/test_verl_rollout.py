@@ -223,7 +223,14 @@ def test_manager_rows_k_padding_advantages(env):
     (worker,) = manager.agent_loop_workers
     calls0 = ray.get(env["server"].num_calls.remote())
     P = 10
-    out = manager.generate_sequences(prompts(P, "m"))
+    # The server's samples depend on how many calls came before (its seed
+    # is its call count), so the rewards are whatever they are here. The
+    # paper's rule at k_init 2 stops a prompt of prior 0.6 unless both of
+    # its rewards are 0 (1 in 9 here: a reward is 1 for 2 texts in 3), and
+    # asks more of one of prior -0.9 unless both are 0: five of each give
+    # different k's but with odds of 3 in 10^5 (at +-0.6 alone, 3 in 100).
+    out = manager.generate_sequences(
+        prompts(P, "m", priors=[0.6 if i % 2 else -0.9 for i in range(P)]))
     rows, pad, ks = check_rows(out, env["tok"], P)
     st = ray.get(worker.v05_stats.remote())
     # Every issued sample is one row, generated once, its reward pushed once
