@@ -147,10 +147,11 @@ def test_staged_rewards(segname):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_scores_go_in_shares(segname, threads):
-    """Samples that finish together are scored in shares, not one trip
-    through the pool each: 32 samples ending in one step take fewer jobs
-    than samples, and every sample is scored exactly once."""
+def test_scores_go_in_jobs(segname, threads):
+    """Samples that finish together are scored together, not one trip
+    through the pool each: the 32 samples here all end in one turn of the
+    loop (each generate yields once), and go to scoring as one job once
+    that turn is over; every sample is scored exactly once."""
     import collections
     import threading
 
@@ -174,7 +175,7 @@ def test_scores_go_in_shares(segname, threads):
             return many(items)
         drv._score_many = counted
         finish(plugin, drv)
-    assert sum(jobs) == 4 * P and len(jobs) < 4 * P, jobs
+    assert jobs == [4 * P], jobs
     assert sorted(scored) == sorted((f"q{i}", s) for i in range(P)
                                     for s in range(4))
     assert set(scored.values()) == {1}
