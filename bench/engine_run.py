@@ -46,8 +46,8 @@ MODES = {
                            k_step=2, k_max=16),
     "v05-eb default": dict(mode="v05-eb", k_init=4, k_step=2, k_max=16),
     # The same with the driver waiting on the plugin's doorbell, as it did
-    # before it waited for its own pushes (v05.engines.driver): the
-    # decision overhead of the two waits side by side.
+    # before it waited for its own scores (v05.engines.driver): the two
+    # waits side by side.
     "v05-eb doorbell wait": dict(mode="v05-eb", k_init=4, k_step=2,
                                  k_max=16, wait_on="doorbell"),
     # eb_early is set from --eb-early.
@@ -307,10 +307,10 @@ async def run_mode(a, engine, label, params, batches, trace_batch):
                         z = time.thread_time()  # the clocks' own cost
                         _m.handoff_timer_s += time.thread_time() - z
                 return timed
-            # The reward hand-off: pushed by a pool thread (wait
-            # "doorbell"), or, with wait_on "scores", a scoring job's rewards
-            # taken back, checked and staged on the loop (_take_scores,
-            # with _stage inside) and published before each poll. Handing
+            # The reward hand-off: pushed by a pool thread (wait_on
+            # "doorbell"), or a scoring job's rewards taken back, checked
+            # and staged on the loop (_take_scores, with _stage inside)
+            # and published before each poll (wait_on "scores"). Handing
             # samples to scoring is not counted in either (a
             # run_in_executor per sample, or per job of several).
             for name in ("_push", "_take_scores", "_publish"):
