@@ -304,7 +304,7 @@ class GroupRollout:
     # ---- waiting for its own scores ----------------------------------------
 
     def _kick(self):
-        """On the loop, after a staged reward (or a failed sample): poll."""
+        """On the loop: poll now (a sample failed; _stage does the same)."""
         self._kicked = True
         f = self._kick_fut
         if f is not None and not f.done():
