@@ -128,15 +128,25 @@ class Meter:
         z = time.thread_time()
         self.timer_cpu_s += time.thread_time() - z
 
-    def _cpu(self, fn):
+    def _cpu(self, fn, handoff=False):
+        """fn, timed in the calling thread's CPU time (a pool thread's wall
+        time would count its waits for the GIL the engine's loop holds):
+        the driver's wait (arming it), or the reward hand-off."""
         def timed(*a):
             c = time.thread_time()
             try:
                 return fn(*a)
             finally:
-                self.wait_cpu_s += time.thread_time() - c
-                self.wait_calls += 1
-                self.timer_cost()
+                cpu = time.thread_time() - c
+                z = time.thread_time()  # the clocks' own cost
+                clock = time.thread_time() - z
+                if handoff:
+                    self.handoff_s += cpu
+                    self.handoff_timer_s += clock
+                else:
+                    self.wait_cpu_s += cpu
+                    self.wait_calls += 1
+                    self.timer_cpu_s += clock
         return timed
 
     def _timed(self, fn, is_poll):
@@ -289,24 +299,9 @@ async def run_mode(a, engine, label, params, batches, trace_batch):
             ro = make_rollout(a.engine, engine, plugin, meter, lens, score,
                               a.seed + b, wait)
             drv = ro._driver  # the shared driver (v05.engines.driver)
-            # Its own wait's set-up and wake-ups, counted as the doorbell
-            # wait's arming is (Meter._c).
+            # Its own wait's set-up, counted as the doorbell wait's arming
+            # is (Meter._c); the wake-up is in the hand-off (_stage).
             drv._arm_scores = meter._cpu(drv._arm_scores)
-            drv._kick = meter._cpu(drv._kick)
-
-            def handoff(fn, _m=meter):
-                # CPU time of the calling thread: a pool thread's wall
-                # time would count its waits for the GIL the engine's
-                # loop holds.
-                def timed(*x):
-                    t = time.thread_time()
-                    try:
-                        return fn(*x)
-                    finally:
-                        _m.handoff_s += time.thread_time() - t
-                        z = time.thread_time()  # the clocks' own cost
-                        _m.handoff_timer_s += time.thread_time() - z
-                return timed
             # The reward hand-off: pushed by a pool thread (wait_on
             # "doorbell"), or a scoring job's rewards taken back, checked
             # and staged on the loop (_take_scores, with _stage inside)
@@ -314,7 +309,7 @@ async def run_mode(a, engine, label, params, batches, trace_batch):
             # samples to scoring is not counted in either (a
             # run_in_executor per sample, or per job of several).
             for name in ("_push", "_take_scores", "_publish"):
-                setattr(drv, name, handoff(getattr(drv, name)))
+                setattr(drv, name, meter._cpu(getattr(drv, name), True))
             before = plugin.stats()
             t0 = time.perf_counter()
             # Everything the loop thread and the whole process (but the

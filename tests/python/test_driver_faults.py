@@ -72,6 +72,26 @@ def test_bad_score_fails_the_batch(segname, bad, words):
         drv.close()
 
 
+@pytest.mark.parametrize("wait_on", ["auto", "doorbell"])
+@pytest.mark.parametrize("bad", [True, "0.5", None])
+def test_score_that_is_not_a_number_fails_the_batch(segname, bad, wait_on):
+    """A scorer returning a bool, a string or None fails the batch with a
+    TypeError naming the value, under both waits: nothing turns it into a
+    number first (True would be a success, "0.5" a half)."""
+    def score(uid, sample, out):
+        if uid == "b0-q2" and sample == 1:
+            return bad
+        return 1.0 if sample % 2 else -1.0
+
+    with v05.Plugin.create(segname, mode="grpo", k_init=K, k_max=K,
+                           pad_multiple=1, max_prompts=4 * P) as plugin:
+        drv = GroupRollout(plugin, generate, score=score, release=True,
+                           wait_on=wait_on)
+        run_then_next(plugin, drv, (TypeError, [
+            f"the reward of uid 'b0-q2' sample 1 is {bad!r}", "not a number"]))
+        drv.close()
+
+
 def test_bad_reward_from_elsewhere_is_reported(segname):
     """Reward workers elsewhere (on_output) push through the C call, past
     RewardWriter's check: the plugin refuses the value and says so, and

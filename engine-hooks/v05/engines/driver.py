@@ -233,14 +233,11 @@ class GroupRollout:
 
     def _stage(self, scored):
         """On the loop: check and hold (decision, sample, reward) for
-        _publish, and wake the driver for them (as _kick)."""
+        _publish, and wake the driver for them."""
         w = self._stager or self._loop_writer()
         for d, sample, reward in scored:
-            w.stage(d, sample, float(reward))
-        self._kicked = True
-        f = self._kick_fut
-        if f is not None and not f.done():
-            f.set_result(None)
+            w.stage(d, sample, reward)
+        self._kick()
 
     def _fail(self, exc):
         """On the loop: a sample's generate or score failed; run() raises
@@ -268,7 +265,9 @@ class GroupRollout:
     def _push(self, d: Decision, sample, reward):
         # d: the decision that issued the sample; its key and gen name the
         # prompt's instance, so the push hashes nothing.
-        self._writer().push(d, sample, float(reward))
+        # Not float(reward) first: the push's check refuses a bool or a
+        # string, which float() would have turned into a number.
+        self._writer().push(d, sample, reward)
 
     def _score_and_push(self, d: Decision, sample, out):
         self._push(d, sample, self.score(d.uid, sample, out))
@@ -304,11 +303,10 @@ class GroupRollout:
     # ---- waiting for its own scores ----------------------------------------
 
     def _kick(self):
-        """On the loop: poll now (a sample failed; _stage does the same)."""
+        """On the loop: poll now (rewards staged, or a sample failed)."""
         self._kicked = True
-        f = self._kick_fut
-        if f is not None and not f.done():
-            f.set_result(None)
+        if self._kick_fut is not None:
+            _resolve(self._kick_fut)
 
     def _arm_scores(self):
         """The wait for scores, set up (timed apart by bench/engine_run.py
@@ -376,11 +374,9 @@ class GroupRollout:
         # calls spread between the engine's work on the event loop (its
         # caches cold each time; bench/ENGINE.md, decision overhead).
         finals: Dict[Uid, Decision] = {}
-        # Failed samples (generate or score), raised by this run; a new
-        # run id, so a scoring job of an earlier run stages nothing here.
+        # Failed samples (generate or score), raised by this run.
         errors: List[BaseException] = []
         self._errors = errors
-        self._run_id += 1
         tasks = set()
         by_sample = {}  # (uid, sample) -> its task, for "abort"
         batch = 0
@@ -479,7 +475,8 @@ class GroupRollout:
         finally:
             self._running = False
             # What is left is not this batch's to push: the scores and
-            # rewards of samples aborted (or of a batch given up).
+            # rewards of samples aborted (or of a batch given up). A new
+            # run id: a scoring job still out stages nothing later.
             self._run_id += 1
             self._to_score = []
             if self._stager is not None:
