@@ -221,6 +221,8 @@ V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
 		ret = v05__plugin_open_journal(p);
 	if (!ret)
 		ret = v05__plugin_start_broker(p);
+	if (!ret)
+		v05__segment_own(&p->seg, true);
 	if (ret) {
 		if (p->journal)
 			v05__journal_close(p->journal);
@@ -245,8 +247,8 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 	if (flags & ~(V05_CLOSE_UNLINK | V05_CLOSE_KEEP_READABLE))
 		return v05__fail(-EINVAL, "unknown close flags 0x%x", flags);
 	/* First: the broker's thread uses the mapping and the descriptors. */
-	v05__broker_stop(p->broker);
-	p->broker = NULL;
+	v05__plugin_stop_broker(p);
+	v05__segment_own(&p->seg, false);
 	if (p->armed)
 		v05__waiter_disarm(&p->waiter);
 	if (p->journal) {

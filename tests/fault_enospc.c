@@ -122,7 +122,7 @@ static int child(const char *dir)
 	ret = v05_plugin_create("lanes", &c, &big);
 	if (ret != -ENOSPC)
 		return fail("lanes larger than the tmpfs are not -ENOSPC");
-	if (!strstr(v05_errmsg(), ":lane."))
+	if (!strstr(v05_errmsg(), ":side/lane."))
 		return fail("the message does not name the lane's file");
 	if (entries(dir) != 0)
 		return fail("a create failing at a lane left a file behind");
@@ -132,9 +132,15 @@ static int child(const char *dir)
 	config(&c, 64);
 	if (v05_plugin_create("small", &c, &small))
 		return fail("a segment that fits is refused");
-	/* The segment's file, its two lanes' and its doorbell's. */
-	if (entries(dir) != 4)
-		return fail("the small segment is not four files");
+	/* The segment's file and its side directory, with its two lanes'
+	 * files and its doorbell's. */
+	{
+		char side[600];
+
+		snprintf(side, sizeof(side), "%s/v05-small:side", dir);
+		if (entries(dir) != 2 || entries(side) != 3)
+			return fail("the small segment is not a file and a directory of three");
+	}
 
 	/* Fill the rest of the filesystem, then ask for one more: -ENOSPC
 	 * again, now with the space taken by someone else. */
@@ -152,7 +158,7 @@ static int child(const char *dir)
 	ret = v05_plugin_create("third", &c, &big);
 	if (ret != -ENOSPC)
 		return fail("create on a full tmpfs is not -ENOSPC");
-	if (entries(dir) != 5)
+	if (entries(dir) != 3)
 		return fail("a failed create on a full tmpfs left a file");
 
 	/* The segment created before still works end to end. */

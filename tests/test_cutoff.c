@@ -102,7 +102,7 @@ static int flood(const char *name, int lane, uint32_t n)
 
 	if (v05__segment_path(name, seg, sizeof(seg)))
 		return -EINVAL;
-	snprintf(path, sizeof(path), "%s:lane.%d", seg, lane);
+	snprintf(path, sizeof(path), "%s:side/lane.%d", seg, lane);
 	fd = open(path, O_RDWR);
 	if (fd < 0)
 		return -errno;
@@ -484,13 +484,18 @@ static void test_wrong_gens_cut_off(void **state)
 	assert_int_equal(rejected(p), 64);
 	assert_int_equal(ctr(p, V05_C_LANES_CUT_OFF), 1);
 
-	/* It closes: its lane is dropped unread and free again (at the
-	 * owner's next look at the lanes, forced here). */
+	/* It closes: its lane is dropped unread and free again once its
+	 * uid's backoff is over (at the owner's next look at the lanes,
+	 * forced here), not before. */
 	rep = kid_do(&hk, OP_CLOSE, NULL, 0);
 	assert_int_equal(rep.ret, 0);
 	kid_reap(&hk);
 	assert_int_equal(v05_load_relaxed(&v05__lane(&p->seg, lane)->quit),
 			 p->seg.lane_own[lane].cut_owner);
+	assert_true(p->seg.lane_own[lane].cut_until_ns > v05__now_ns());
+	v05__lanes_reclaim(&p->lanes, true, v05__apply_lane, p);
+	assert_int_equal(p->seg.lane_own[lane].cut, 1);
+	p->seg.lane_own[lane].cut_until_ns = 0; /* the backoff is over */
 	v05__lanes_reclaim(&p->lanes, true, v05__apply_lane, p);
 	assert_int_equal(v05_load_relaxed(&v05__lane(&p->seg, lane)->owner), 0);
 	assert_int_equal(p->seg.lane_own[lane].cut_owner, 0);
@@ -568,6 +573,7 @@ static void test_cut_kept_then_freed_at_death(void **state)
 		full_write(hk.to, &cmd, sizeof(cmd));
 	}
 	kid_reap(&hk);
+	p->seg.lane_own[lane].cut_until_ns = 0; /* the backoff is over */
 	v05__lanes_reclaim(&p->lanes, true, v05__apply_lane, p);
 	assert_int_equal(p->seg.lane_own[lane].cut_owner, 0);
 	assert_int_equal(v05_load_relaxed(&v05__lane(&p->seg, lane)->owner), 0);

@@ -49,13 +49,22 @@ enum v05_journal_sync {
 /*
  * Let reward workers of other uids in (v05_producer_open with
  * V05_PRODUCER_ANY_UID): the plugin runs a broker thread that hands each
- * one its lane's file and the doorbell's over a unix socket, never the
- * segment's (docs/SHM.md, "The broker"). Without it, only processes of the
- * plugin's uid can produce. The broker admits only the users the config
- * names (broker_uids, broker_gids; at least one is required) and the
- * plugin's own uid; it refuses everyone else.
+ * one a lane and a doorbell of its own over a unix socket, as sealed
+ * memfds no one can resize, never a file of the segment (docs/SHM.md, "The
+ * broker"). Without it, only processes of the plugin's uid can produce.
+ * The broker admits only the users the config names (broker_uids,
+ * broker_gids; at least one is required) and the plugin's own uid; it
+ * refuses everyone else.
  */
 #define V05_CONFIG_PRODUCER_BROKER (1u << 2)
+/*
+ * The kernel's overflow uid and gid (65534: /proc/sys/kernel/overflowuid)
+ * are what every user of another user namespace that this one does not map
+ * looks like, so a broker refuses a peer with either, and the config may
+ * not list them, unless this flag says the owner knows: then they are ids
+ * like any other (a listed overflow uid admits every unmapped user).
+ */
+#define V05_CONFIG_BROKER_OVERFLOW_IDS (1u << 3)
 
 /* Most uids, and most gids, a broker's allow-list holds. */
 #define V05_BROKER_ALLOW_MAX 16u
