@@ -249,6 +249,9 @@ int v05__plugin_open_journal(struct v05_plugin *p);
  * config asks for it (create, attach); the lanes' record function and
  * event handler, which account each lane's records and cut a lane off. */
 int v05__plugin_start_broker(struct v05_plugin *p);
+/* plugin.c: create segment file_name's files for a plugin called name. */
+int v05__plugin_create_at(const char *file_name, const char *name,
+			  const struct v05_config *c, struct v05_plugin **out);
 /* Stop it, and unmap its doorbell. */
 void v05__plugin_stop_broker(struct v05_plugin *p);
 void v05__apply_lane(void *ctx, const struct v05_record *recs, uint32_t n,

@@ -170,6 +170,19 @@ V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
 V05_API int v05_plugin_attach(const char *name, unsigned flags,
 			      struct v05_plugin **out);
 
+/*
+ * Create segment NAME in place of one whose owner is gone, never removing
+ * what cannot be replaced: the old segment is claimed (no one can take it
+ * over meanwhile), the new one made whole under a name of its own and
+ * swapped in with atomic exchanges (at no moment is NAME free for another
+ * process to take); the old one is removed only then. On any failure the
+ * old segment is as it was. What is left of a name whose segment file is
+ * gone (its side files) is removed and the segment created. -EBUSY if the
+ * owner lives; v05_plugin_attach keeps a dead owner's groups instead.
+ */
+V05_API int v05_plugin_replace(const char *name, const struct v05_config *c,
+			       struct v05_plugin **out);
+
 #define V05_CLOSE_UNLINK (1u << 0)
 /*
  * Leave the segment's address range readable after close: the mapping is
