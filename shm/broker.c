@@ -63,7 +63,7 @@ int v05__broker_admit(const struct v05_broker_allow *a, uint32_t owner_uid,
 	if (!a->overflow_ok &&
 	    (peer->uid == a->overflow_uid || peer->gid == a->overflow_gid)) {
 		snprintf(why, len,
-			 "uid %u (gid %u) is the kernel's overflow id, which every user of another user namespace that this one does not map looks like; the owner admits such peers only by listing the id with V05_CONFIG_BROKER_OVERFLOW_IDS (Python: broker_overflow_ids=True)",
+			 "uid %u (gid %u) is the kernel's overflow id (any user this user namespace does not map); refused unless listed with V05_CONFIG_BROKER_OVERFLOW_IDS (Python: broker_overflow_ids=True)",
 			 peer->uid, peer->gid);
 		return -EPERM;
 	}

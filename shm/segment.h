@@ -97,6 +97,8 @@ void v05__segment_blank(struct v05_segment *seg);
  * messages; the files are opened relative to seg->dir_fd. */
 int v05__segment_file(const struct v05_segment *seg, enum v05_seg_file kind,
 		      uint32_t lane, char *path, size_t len);
+/* Segment seg_path's side directory's path. */
+int v05__side_path(const char *seg_path, char *path, size_t len);
 /* The name of a side file within the side directory. */
 void v05__side_name(enum v05_seg_file kind, uint32_t lane, char *name,
 		    size_t len);

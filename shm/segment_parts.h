@@ -22,8 +22,6 @@ int v05__segment_file_path(const char *seg_path, enum v05_seg_file kind,
 /* Reserve [off, off + len) of fd's file (its size already set): ENOSPC
  * now rather than SIGBUS at a later page fault on tmpfs. */
 int v05__file_reserve(int fd, uint64_t off, uint64_t len, const char *path);
-/* Segment seg_path's side directory's path. */
-int v05__side_path(const char *seg_path, char *path, size_t len);
 /* Make segment seg_path's side directory (0700) and open it; -EEXIST with a
  * message saying whose it is when the name is taken (a leftover of this
  * uid's, or a name another user planted). */
