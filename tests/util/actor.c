@@ -49,8 +49,10 @@ void actor_recv(int fd, void *buf, size_t len)
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
+		if (n <= 0) {
+			fprintf(stderr, "actor: the other side is gone (it died)\n");
 			_exit(94);
+		}
 		b += n;
 		len -= (size_t)n;
 	}
