@@ -49,6 +49,7 @@
 #include <cmocka.h>
 
 #include "util/actor.h"
+#include "util/rawgrant.h"
 #include "util/seg.h"
 #include "v05-internal/plugin.h"
 #include "v05-internal/shm.h"
@@ -299,44 +300,6 @@ static int honest_do(struct actor *a, char op, int lo, int hi)
 	return ret;
 }
 
-/* ---- the attacker's raw broker client -------------------------------------- */
-
-/* Connect to segment name's broker and take its grant's descriptors, as a
- * process ignoring the library would. 0, or -errno (the refusal). */
-static int raw_grant(const char *name, int *lane_fd, int *bell_fd, int *conn,
-		     struct v05_broker_grant *g)
-{
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { g, sizeof(*g) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	struct sockaddr_un sa;
-	struct cmsghdr *cm;
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/v05-%s:side/broker",
-		 v05__shm_dir(), name);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    recvmsg(fd, &mh, 0) != (ssize_t)sizeof(*g))
-		return -errno;
-	if (g->error) {
-		close(fd);
-		return g->error;
-	}
-	cm = CMSG_FIRSTHDR(&mh);
-	if (!cm || cm->cmsg_len != CMSG_LEN(2 * sizeof(int)))
-		return -EPROTO;
-	memcpy(lane_fd, CMSG_DATA(cm), sizeof(int));
-	memcpy(bell_fd, CMSG_DATA(cm) + sizeof(int), sizeof(int));
-	*conn = fd;
-	return 0;
-}
-
 /* What each attack on a handed descriptor did: 0 if refused as it must
  * be, else a bit per one that went through. */
 enum {
@@ -389,27 +352,26 @@ struct attack_args {
 static int attacker_main(void *arg, int in, int out)
 {
 	struct attack_args *a = arg;
-	struct v05_broker_grant g;
-	int lane = -1, bell = -1, conn = -1, r[2];
+	struct raw_grant g;
+	int r[2];
 	char cmd;
 
-	r[0] = raw_grant(a->name, &lane, &bell, &conn, &g);
-	if (r[0]) {
+	if (raw_grant(a->name, &g)) {
 		r[0] = A_NOGRANT;
 		r[1] = 0;
 		actor_send(out, r, sizeof(r));
 		return 0;
 	}
-	r[0] = fd_attacks(lane, v05__lane_stride(g.lane_capacity));
-	r[1] = fd_attacks(bell, V05_PAGE);
+	r[0] = fd_attacks(g.lane_fd, v05__lane_stride(g.g.lane_capacity));
+	r[1] = fd_attacks(g.bell_fd, V05_PAGE);
 	actor_send(out, r, sizeof(r));
 	actor_recv(in, &cmd, 1);
 	/* After the owner's death: the old descriptors, again. */
-	r[0] = fd_attacks(lane, v05__lane_stride(g.lane_capacity));
-	r[1] = fd_attacks(bell, V05_PAGE);
+	r[0] = fd_attacks(g.lane_fd, v05__lane_stride(g.g.lane_capacity));
+	r[1] = fd_attacks(g.bell_fd, V05_PAGE);
 	actor_send(out, r, sizeof(r));
 	actor_recv(in, &cmd, 1);
-	close(conn);
+	raw_grant_close(&g);
 	return 0;
 }
 
