@@ -106,6 +106,12 @@ struct v05_broker {
 	int conn[V05_LANES_MAX];
 	uint32_t conn_grant[V05_LANES_MAX];
 	uint64_t granted_ns[V05_LANES_MAX];
+	/* The broker's own mappings: each lane's file (its owner word and
+	 * tail), and the current grant's memfd (its owner word). The view
+	 * is the consumer's to remap; the broker never reads through it. */
+	struct v05_ring_hdr *file[V05_LANES_MAX];
+	struct v05_ring_hdr *mem[V05_LANES_MAX];
+	size_t stride;
 	struct v05_broker *next; /* the process's list (fork, below) */
 };
 
@@ -132,6 +138,8 @@ static void brokers_parent(void)
 	pthread_mutex_unlock(&brokers_mu);
 }
 
+static void unmap_files(struct v05_broker *b);
+
 static void brokers_child(void)
 {
 	for (struct v05_broker *b = brokers; b; b = b->next) {
@@ -141,6 +149,8 @@ static void brokers_child(void)
 		for (uint32_t i = 0; i < V05_LANES_MAX; i++)
 			if (b->conn[i] >= 0)
 				close(b->conn[i]);
+		/* Nor its mappings of the lanes' files. */
+		unmap_files(b);
 	}
 	pthread_mutex_unlock(&brokers_mu);
 }
@@ -177,7 +187,7 @@ static int reserve_lane(struct v05_broker *b)
 
 	for (uint32_t i = 0; i < seg->hdr.geo.lane_count; i++) {
 		struct v05_lane_own *own = &seg->lane_own[i];
-		struct v05_ring_hdr *r = v05__lane(seg, i);
+		struct v05_ring_hdr *r = b->file[i];
 		uint64_t zero = 0, me = b->me;
 
 		if (v05__lane_granted(own) || b->conn[i] >= 0)
@@ -203,63 +213,66 @@ static int reserve_lane(struct v05_broker *b)
 /*
  * Lane i, reserved (its file's owner word is ours), becomes a new sealed
  * memfd: its ring resumes at the consumer's head, its owner word is the
- * token the producer claims with, and it is mapped over the lane's pages
- * of the owner's view in place of the file (one mmap MAP_FIXED: the
- * consumer, polling meanwhile, reads either the file or the memfd, both
- * empty at the same head). The file's owner word says MOVED, so same-uid
- * producers leave it alone until the lane comes back. Returns the memfd.
+ * token the producer claims with. The file's owner word says MOVED, so
+ * same-uid producers leave it alone until the lane comes back. The memfd
+ * goes to the consumer, which maps it over the lane's pages of the view
+ * in place of the file at its next poll, wait or look at the lanes (only
+ * its thread ever remaps the view; until then it reads the file, empty at
+ * the same head, and the producer's records wait in the memfd). Returns
+ * the memfd (ours to send and close).
  */
 static int grant_lane(struct v05_broker *b, uint32_t i, const struct v05_peer *peer)
 {
 	struct v05_segment *seg = b->seg;
 	struct v05_lane_own *own = &seg->lane_own[i];
-	struct v05_ring_hdr *file = v05__lane(seg, i), *r;
-	uint64_t stride = v05__lane_stride(seg->hdr.geo.lane_capacity);
+	struct v05_ring_hdr *r;
 	uint64_t me = b->me;
 	/* Relaxed: the consumer's, drained at reserve_lane; it moves only
 	 * with records, and the lane has no producer until the grant. */
 	uint32_t head = v05_load_relaxed(&own->head), g;
 	void *m;
-	int fd = v05__memfd_sealed("v05-lane", stride);
+	int fd = v05__memfd_sealed("v05-lane", b->stride), mine;
 
 	if (fd < 0)
 		return fd;
-	m = mmap(NULL, stride, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (m == MAP_FAILED) {
-		close(fd);
-		return v05__fail(-errno, "mmap a lane memfd: %s", v05__errstr(errno));
-	}
-	r = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
-	/* Nobody else holds it yet: plain stores, published by the mmap
-	 * below (the consumer reads it through the same pages). */
-	r->owner = me;
-	r->tail = head;
-	r->head = head;
-	munmap(m, stride);
-	/* Acquire-release: the file stays ours (reserved) until it says
-	 * MOVED; no same-uid producer could claim in between. */
-	if (!v05_cas_acq_rel(&file->owner, &me, V05_OWNER_MOVED)) {
-		close(fd);
-		return v05__fail(-EBUSY, "lane %u was taken while granted", i);
-	}
-	if (mmap(seg->base + v05__lane_offset(seg, i), stride,
-		 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
-	    MAP_FAILED) {
+	m = mmap(NULL, b->stride, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	mine = dup(fd);
+	if (m == MAP_FAILED || mine < 0) {
 		int err = -errno;
 
-		/* The file is still there; give it back. Release: R3. */
-		v05_store_release(&file->owner, 0);
+		if (m != MAP_FAILED)
+			munmap(m, b->stride);
 		close(fd);
 		return v05__fail(err, "map a lane memfd: %s", v05__errstr(-err));
 	}
+	r = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
+	/* Nobody else holds it yet: plain stores, published to the
+	 * consumer by the mailbox's release below, to the producer by the
+	 * send. */
+	r->owner = me;
+	r->tail = head;
+	r->head = head;
+	/* Acquire-release: the file stays ours (reserved) until it says
+	 * MOVED; no same-uid producer could claim in between. */
+	if (!v05_cas_acq_rel(&b->file[i]->owner, &me, V05_OWNER_MOVED)) {
+		munmap(m, b->stride);
+		close(mine);
+		close(fd);
+		return v05__fail(-EBUSY, "lane %u was taken while granted", i);
+	}
+	b->mem[i] = r; /* kept: the grant's owner word, for its expiry */
 	/* Relaxed: ours alone, read by observers as a snapshot. */
 	v05_store_relaxed(&own->grant_uid, peer->uid);
 	v05_store_relaxed(&own->grant_gid, peer->gid);
 	v05_store_relaxed(&own->grant_pid, (uint32_t)peer->pid);
 	g = v05_load_relaxed(&own->grant) + 1;
-	/* Release: the memfd mapped, the peer recorded, before the consumer
-	 * treats the lane as granted (its acquire in lanes.c). */
+	/* Release: the peer recorded before the consumer treats the lane as
+	 * granted (its acquire, lanes.c). */
 	v05_store_release(&own->grant, g);
+	/* Release: the memfd's header before the consumer maps it (its
+	 * acquire of the mailbox, lanes.c). */
+	v05_store_release(&seg->grant_fd[i], mine + 1);
+	v05_fetch_add_release(&seg->grants_pending, 1u);
 	b->conn_grant[i] = g;
 	b->granted_ns[i] = v05__now_ns();
 	return fd;
@@ -274,6 +287,10 @@ static void end_grant(struct v05_broker *b, uint32_t i)
 	if (b->conn[i] >= 0)
 		close(b->conn[i]);
 	b->conn[i] = -1;
+	if (b->mem[i])
+		munmap((void *)((uintptr_t)b->mem[i] & ~(uintptr_t)(V05_PAGE - 1)),
+		       b->stride);
+	b->mem[i] = NULL;
 	v05_store_release(&b->seg->lane_own[i].grant_end, b->conn_grant[i]);
 }
 
@@ -292,7 +309,7 @@ static void expire(struct v05_broker *b, bool all)
 		    v05_load_acquire(&own->reverted) == b->conn_grant[i] ||
 		    (now - b->granted_ns[i] > V05_BROKER_HOLD_NS &&
 		     /* Relaxed: only compared (the producer's claim). */
-		     v05_load_relaxed(&v05__lane(b->seg, i)->owner) == b->me))
+		     v05_load_relaxed(&b->mem[i]->owner) == b->me))
 			end_grant(b, i);
 	}
 }
@@ -387,7 +404,7 @@ static bool serve(struct v05_broker *b, int cfd)
 	fds[0] = grant_lane(b, (uint32_t)lane, &peer);
 	if (fds[0] < 0) {
 		/* Release: R3, the reservation back. */
-		v05_store_release(&v05__lane(seg, (uint32_t)lane)->owner, 0);
+		v05_store_release(&b->file[lane]->owner, 0);
 		refuse(cfd, -ENOMEM, v05_errmsg());
 		return false;
 	}
@@ -486,6 +503,19 @@ static socklen_t broker_addr(int dirfd, struct sockaddr_un *sa)
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
 }
 
+static void unmap_files(struct v05_broker *b)
+{
+	for (uint32_t i = 0; i < V05_LANES_MAX; i++) {
+		if (b->file[i])
+			munmap((void *)((uintptr_t)b->file[i] &
+					~(uintptr_t)(V05_PAGE - 1)), b->stride);
+		if (b->mem[i])
+			munmap((void *)((uintptr_t)b->mem[i] &
+					~(uintptr_t)(V05_PAGE - 1)), b->stride);
+		b->file[i] = b->mem[i] = NULL;
+	}
+}
+
 int v05__broker_start(struct v05_segment *seg,
 		      const struct v05_broker_allow *allow, int bell_fd,
 		      struct v05_broker **out)
@@ -504,8 +534,21 @@ int v05__broker_start(struct v05_segment *seg,
 	b->bell_fd = bell_fd;
 	b->me = v05_load_relaxed(&seg->ctl->owner);
 	b->uid = seg->st_uid;
+	b->stride = v05__lane_stride(seg->hdr.geo.lane_capacity);
+	b->lfd = b->stop_fd = -1;
 	for (uint32_t i = 0; i < V05_LANES_MAX; i++)
 		b->conn[i] = -1;
+	for (uint32_t i = 0; i < seg->nlane_fd; i++) {
+		void *m = mmap(NULL, b->stride, PROT_READ | PROT_WRITE, MAP_SHARED,
+			       seg->lane_fd[i], 0);
+
+		if (m == MAP_FAILED) {
+			ret = v05__fail(-errno, "broker: map lane %u: %s", i,
+					v05__errstr(errno));
+			goto fail;
+		}
+		b->file[i] = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
+	}
 	sl = broker_addr(seg->dir_fd, &sa);
 	v05__segment_file(seg, V05_FILE_BROKER, 0, path, sizeof(path));
 	b->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -551,6 +594,7 @@ fail:
 		close(b->lfd);
 	if (b->stop_fd >= 0)
 		close(b->stop_fd);
+	unmap_files(b);
 	free(b);
 	return ret;
 }
@@ -581,6 +625,7 @@ void v05__broker_stop(struct v05_broker *b)
 	unlinkat(b->seg->dir_fd, "broker", 0);
 	close(b->lfd);
 	close(b->stop_fd);
+	unmap_files(b);
 	free(b);
 }
 

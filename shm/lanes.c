@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "proc.h"
@@ -63,6 +64,52 @@ int v05__lanes_init(struct v05_lanes *l, struct v05_segment *seg)
 			park(l, i);
 	}
 	return 0;
+}
+
+/*
+ * Map the memfds the broker granted since the last look over their lanes'
+ * pages, in place of the files (the consumer's thread alone remaps the
+ * view, between drains: nothing reads the lane meanwhile). The file it
+ * replaces is empty at the same head (the broker took only a drained
+ * lane), so nothing is lost; the producer's records, pushed meanwhile
+ * into the memfd, are read from now on. One relaxed load when none is
+ * waiting: called before every drain, pending check and look.
+ */
+static __attribute__((noinline)) void install_grants(struct v05_lanes *l)
+{
+	struct v05_segment *seg = l->seg;
+	uint64_t stride = v05__lane_stride(seg->hdr.geo.lane_capacity);
+
+	for (uint32_t i = 0; i < l->n; i++) {
+		/* Acquire: pairs with the broker's release of the mailbox,
+		 * after it wrote the memfd's header. */
+		int fd = v05_exchange_acq_rel(&seg->grant_fd[i], 0) - 1;
+
+		if (fd < 0)
+			continue;
+		v05_fetch_add_relaxed(&seg->grants_pending, (uint32_t)-1);
+		/* A grant already over and given back (reverted) has
+		 * nothing to map. */
+		if (v05__lane_granted(&seg->lane_own[i]) &&
+		    mmap(seg->base + v05__lane_offset(seg, i), stride,
+			 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+			    MAP_FAILED) {
+			/* Cannot be mapped (out of memory): the grant ends,
+			 * as if its producer had left; its records are in
+			 * the memfd, which the producer pushes again to a
+			 * later grant. */
+			v05_store_release(&seg->lane_own[i].grant_end,
+					  v05_load_acquire(&seg->lane_own[i].grant));
+		}
+		close(fd);
+	}
+}
+
+static inline void install(struct v05_lanes *l)
+{
+	/* Relaxed: a hint; the exchange in install_grants decides. */
+	if (__builtin_expect(v05_load_relaxed(&l->seg->grants_pending) != 0, 0))
+		install_grants(l);
 }
 
 /*
@@ -373,6 +420,7 @@ uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
 
 	if (budget == 0)
 		return 0;
+	install(l);
 	l->rr = start + 1 < n ? start + 1 : 0;
 	for (uint32_t i = start; i < n; i++)
 		if (lane_avail(&c[i]))
@@ -387,6 +435,7 @@ uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
 
 bool v05__lanes_pending(struct v05_lanes *l)
 {
+	install(l);
 	for (uint32_t i = 0; i < l->n; i++) {
 		struct v05_ring_cons *c = &l->cons[i];
 
@@ -495,6 +544,7 @@ uint32_t v05__lanes_reclaim_at(struct v05_lanes *l, uint64_t now,
 	if (now < l->next_reclaim_ns)
 		return 0;
 	l->next_reclaim_ns = now + V05_RECLAIM_INTERVAL_NS;
+	install(l);
 	for (uint32_t i = 0; i < l->n; i++) {
 		struct v05_ring_hdr *r = v05__lane(l->seg, i);
 		struct v05_lane_own *own = &l->seg->lane_own[i];

@@ -71,6 +71,13 @@ struct v05_segment {
 	 * only; written by those producers, read by the consumer): the
 	 * cut-off spares them (lanes.c). Process-local, never shared. */
 	uint8_t inproc[V05_LANES_MAX];
+	/* Lanes the broker granted, waiting for the consumer to map them
+	 * over the view (only the consumer's thread ever remaps the view):
+	 * a memfd per lane (0: none; the descriptor + 1), and how many are
+	 * waiting. Written by the broker thread (release), taken by the
+	 * consumer (lanes.c, acquire). Process-local. */
+	int grant_fd[V05_LANES_MAX];
+	uint32_t grants_pending;
 	struct v05_shm_state *state; /* NULL for producers */
 	uint8_t *region[V05_REGION_COUNT]; /* NULL where not mapped */
 	uint32_t st_uid;

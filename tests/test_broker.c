@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -173,9 +174,11 @@ static void test_brokered_producer(void **state)
 	assert_int_equal(v05__producer_open_brokered(name, 0, &w), 0);
 	lane = v05_producer_lane(w);
 	assert_true(lane >= 0 && lane < 2);
-	/* Granted: a memfd over the lane's pages, claimed by the producer
-	 * (here, us); the lane's file says MOVED to same-uid producers. */
+	/* Granted: a memfd over the lane's pages (mapped there at the
+	 * owner's next poll), claimed by the producer (here, us); the lane's
+	 * file says MOVED to same-uid producers. */
 	at = (struct lane_at){ p, (uint32_t)lane };
+	assert_int_equal(v05_poll(p, NULL, 0), 0);
 	assert_true(v05__lane_granted(&p->seg.lane_own[lane]));
 	assert_int_equal(p->seg.lane_own[lane].grant_uid, geteuid());
 	assert_int_equal(v05_load_relaxed(&v05__lane(&p->seg, (uint32_t)lane)->owner),
@@ -224,6 +227,7 @@ static void test_brokered_maps_no_file(void **state)
 
 		snprintf(path, sizeof(path), "%s", p->seg.path);
 		v05__segment_detach(&p->seg);
+		munmap(p->bell2, V05_PAGE);
 		if (v05__producer_open_brokered(name, 0, &w))
 			_exit(1);
 		_exit(maps_memfd_only(path) ? 0 : 2);
