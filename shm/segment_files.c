@@ -131,14 +131,20 @@ int v05__side_make(const char *seg_path)
 			 (unsigned)geteuid());
 }
 
+/* A side file's name in the directory, and its path for messages. */
+static int side_names(const struct v05_segment *seg, enum v05_seg_file kind,
+		      uint32_t i, char name[32], char path[PATH_MAX])
+{
+	v05__side_name(kind, i, name, 32);
+	return v05__segment_file(seg, kind, i, path, PATH_MAX);
+}
+
 int v05__lane_file_open(const struct v05_segment *seg, enum v05_seg_file kind,
 			uint32_t i, int oflags)
 {
 	char name[32], path[PATH_MAX];
-	int fd, ret;
+	int fd, ret = side_names(seg, kind, i, name, path);
 
-	v05__side_name(kind, i, name, sizeof(name));
-	ret = v05__segment_file(seg, kind, i, path, sizeof(path));
 	if (ret)
 		return ret;
 	fd = openat(seg->dir_fd, name, oflags | O_CLOEXEC | O_NOFOLLOW);
@@ -177,10 +183,8 @@ int v05__file_create(const struct v05_segment *seg, enum v05_seg_file kind,
 		     uint32_t i, uint64_t size)
 {
 	char name[32], path[PATH_MAX];
-	int ret, fd;
+	int fd, ret = side_names(seg, kind, i, name, path);
 
-	v05__side_name(kind, i, name, sizeof(name));
-	ret = v05__segment_file(seg, kind, i, path, sizeof(path));
 	if (ret)
 		return ret;
 	fd = openat(seg->dir_fd, name,

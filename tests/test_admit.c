@@ -494,6 +494,25 @@ static struct outcome produce_as(uint32_t uid, const struct producer_args *pa)
 	return r;
 }
 
+/* The owner actor started (as uid, or ourselves with -1), its segment
+ * made; *pa set to its job for producers. */
+static void owner_start(struct actor *o, struct owner_args *oa,
+			const char *tag, uint32_t uid, bool new_pidns,
+			struct producer_args *pa)
+{
+	struct owner_report rep;
+
+	memset(oa, 0, sizeof(*oa));
+	test_name(oa->name, sizeof(oa->name), tag);
+	oa->new_pidns = new_pidns;
+	actor_start(o, uid, uid, 0, owner_actor, oa);
+	actor_recv(o->from, &rep, sizeof(rep));
+	assert_int_equal(rep.ret, 0);
+	memset(pa, 0, sizeof(*pa));
+	snprintf(pa->name, sizeof(pa->name), "%s", oa->name);
+	pa->d = rep.d;
+}
+
 static struct owner_report owner_ask(struct actor *o)
 {
 	struct owner_report rep;
@@ -521,14 +540,7 @@ static void test_unprivileged_owner(void **state)
 	(void)state;
 	if (!need_users())
 		return;
-	memset(&oa, 0, sizeof(oa));
-	test_name(oa.name, sizeof(oa.name), "admitown");
-	actor_start(&o, ACTOR_OWNER_UID, ACTOR_OWNER_UID, 0, owner_actor, &oa);
-	actor_recv(o.from, &rep, sizeof(rep));
-	assert_int_equal(rep.ret, 0);
-	memset(&pa, 0, sizeof(pa));
-	snprintf(pa.name, sizeof(pa.name), "%s", oa.name);
-	pa.d = rep.d;
+	owner_start(&o, &oa, "admitown", ACTOR_OWNER_UID, false, &pa);
 	r = produce_as(ACTOR_STRANGER_UID, &pa);
 	assert_int_equal(r.ret, -EPERM);
 	assert_non_null(strstr(r.msg, "is not on the owner's allow-list"));
@@ -558,15 +570,7 @@ static void test_other_pid_namespace(void **state)
 	(void)state;
 	if (!need_users())
 		return;
-	memset(&oa, 0, sizeof(oa));
-	test_name(oa.name, sizeof(oa.name), "admitns");
-	oa.new_pidns = true;
-	actor_start(&o, (uint32_t)-1, 0, 0, owner_actor, &oa);
-	actor_recv(o.from, &rep, sizeof(rep));
-	assert_int_equal(rep.ret, 0);
-	memset(&pa, 0, sizeof(pa));
-	snprintf(pa.name, sizeof(pa.name), "%s", oa.name);
-	pa.d = rep.d;
+	owner_start(&o, &oa, "admitns", (uint32_t)-1, true, &pa);
 	r = produce_as(ALLOWED_UID, &pa);
 	assert_int_equal(r.ret, -EXDEV);
 	assert_non_null(strstr(r.msg, "pid namespace"));

@@ -525,6 +525,23 @@ static int handoff_owner(void *arg, int in, int out)
 	}
 }
 
+/* Push the rewards of every sample of decisions d[lo, hi); how many. */
+static uint32_t push_prompts(struct v05_producer *w, const struct v05_decision *d,
+			     uint32_t lo, uint32_t hi)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = lo; i < hi; i++)
+		for (uint32_t s = 0; s < 64; s++)
+			if (d[i].samples >> s & 1) {
+				assert_int_equal(v05_producer_push(w, d[i].key,
+								   d[i].gen, s,
+								   0.5f), 0);
+				n++;
+			}
+	return n;
+}
+
 static bool applied_at_least(void *arg)
 {
 	struct lane_at *l = arg; /* lane: the count wanted */
@@ -558,25 +575,11 @@ static void test_producer_follows_takeover(void **state)
 	actor_recv(a.from, h.d, sizeof(h.d));
 	assert_int_equal(v05__producer_open_brokered(name, 0, &w), 0);
 	/* Two prompts' rewards, drained by the first owner. */
-	for (uint32_t i = 0; i < 2; i++)
-		for (uint32_t s = 0; s < 64; s++)
-			if (h.d[i].samples >> s & 1) {
-				assert_int_equal(v05_producer_push(w, h.d[i].key,
-								   h.d[i].gen, s,
-								   0.5f), 0);
-				pushed++;
-			}
+	pushed += push_prompts(w, h.d, 0, 2);
 	actor_send(a.to, &cmd, 1);
 	actor_recv(a.from, &cmd, 1);
 	/* Two more, never drained: in flight when the owner dies. */
-	for (uint32_t i = 2; i < 4; i++)
-		for (uint32_t s = 0; s < 64; s++)
-			if (h.d[i].samples >> s & 1) {
-				assert_int_equal(v05_producer_push(w, h.d[i].key,
-								   h.d[i].gen, s,
-								   0.5f), 0);
-				pushed++;
-			}
+	pushed += push_prompts(w, h.d, 2, 4);
 	cmd = 'x';
 	actor_send(a.to, &cmd, 1);
 	assert_int_equal(waitpid(a.pid, &st, 0), a.pid);

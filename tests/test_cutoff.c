@@ -17,6 +17,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -225,9 +226,10 @@ static void kid_reap(struct kid *k)
 
 /* ---- the plugin side ------------------------------------------------------ */
 
-static struct v05_plugin *make(const char *name, uint32_t mode, uint32_t prompts,
-			       uint32_t k_init, uint32_t k_max,
-			       uint32_t cut_records)
+static struct v05_plugin *make_as(const char *name, uint32_t mode,
+				  uint32_t prompts, uint32_t k_init,
+				  uint32_t k_max, uint32_t cut_records,
+				  bool broker)
 {
 	struct v05_plugin *p;
 	struct v05_config c;
@@ -242,9 +244,21 @@ static struct v05_plugin *make(const char *name, uint32_t mode, uint32_t prompts
 	c.max_producers = 3;
 	c.lane_capacity = LANE_CAP;
 	c.lane_cut_records = cut_records;
+	if (broker) {
+		c.flags = V05_CONFIG_PRODUCER_BROKER;
+		c.broker_uids[0] = 4242;
+		c.n_broker_uids = 1;
+	}
 	if (v05_plugin_create(name, &c, &p))
 		fail_msg("create: %s", v05_errmsg());
 	return p;
+}
+
+static struct v05_plugin *make(const char *name, uint32_t mode, uint32_t prompts,
+			       uint32_t k_init, uint32_t k_max,
+			       uint32_t cut_records)
+{
+	return make_as(name, mode, prompts, k_init, k_max, cut_records, false);
 }
 
 static uint64_t ctr(struct v05_plugin *p, int c)
@@ -743,26 +757,6 @@ static void test_window(void **state)
 
 /* ---- evasions: nothing the producer writes decides the cut ---------------- */
 
-static struct v05_plugin *make_brokered(const char *name, uint32_t cut_records)
-{
-	struct v05_plugin *p;
-	struct v05_config c;
-
-	v05_config_default(&c);
-	c.params.mode = V05_MODE_V05;
-	c.pad_multiple = 1;
-	c.max_prompts = PROMPTS;
-	c.max_producers = 3;
-	c.lane_capacity = LANE_CAP;
-	c.lane_cut_records = cut_records;
-	c.flags = V05_CONFIG_PRODUCER_BROKER;
-	c.broker_uids[0] = 4242;
-	c.n_broker_uids = 1;
-	if (v05_plugin_create(name, &c, &p))
-		fail_msg("create: %s", v05_errmsg());
-	return p;
-}
-
 /* A file lane's ring, mapped from its file, as a process of the
  * segment's uid ignoring the library would. */
 static struct v05_ring_hdr *map_lane_file(const char *name, uint32_t lane,
@@ -847,7 +841,7 @@ static void test_cut_brokered_and_backoff(void **state)
 
 	(void)state;
 	test_name(name, sizeof(name), "cutbrk");
-	p = make_brokered(name, 64);
+	p = make_as(name, V05_MODE_V05, PROMPTS, 4, 16, 64, true);
 	submit(p, "q", PROMPTS, d);
 	assert_int_equal(raw_grant(name, &g), 0);
 	assert_int_equal(raw_grant_map(&g), 0);
