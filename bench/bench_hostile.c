@@ -152,6 +152,8 @@ static int cmp_u64(const void *a, const void *b)
 
 static uint64_t pct(uint64_t *v, uint32_t n, double q)
 {
+	if (!n)
+		return 0;
 	qsort(v, n, sizeof(*v), cmp_u64);
 	return v[(uint32_t)(q * (n - 1))];
 }
