@@ -657,6 +657,13 @@ static int receive(int sfd, const char *name, struct v05_broker_grant *g,
 		n = recvmsg(sfd, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
 
+	/* Reset, or closed before a word: the socket went away under the
+	 * connection (its owner died; a child it had just forked still held
+	 * it for an instant, until the child closed it). */
+	if ((n < 0 && errno == ECONNRESET) || n == 0)
+		return v05__fail(-ECONNREFUSED,
+				 "segment %s has no producer broker (its owner is gone, and no other took it over yet)",
+				 name);
 	if (n < 0)
 		return v05__fail(errno == EAGAIN ? -ETIMEDOUT : -errno,
 				 "broker of %s: %s", name,
