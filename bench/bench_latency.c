@@ -134,7 +134,7 @@ static void run(const char *name, int m, int wait_path, uint64_t n, int last)
 
 			if (!v05__lanes_pending(&lanes)) {
 				__atomic_store_n(&L.committed, got + 1, __ATOMIC_RELEASE);
-				v05__waiter_arm(&w, word, 1000);
+				v05__waiter_arm(&w, word, 0, 1000);
 				v05__waiter_block(&w);
 				v05__waiter_disarm(&w);
 			}

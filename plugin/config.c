@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "stats_core.h"
+#include "../shm/broker.h"
 #include "../shm/error.h"
 
 V05_API void v05_config_default(struct v05_config *c)
@@ -81,6 +82,7 @@ V05_API int v05_config_mode(struct v05_config *c, uint32_t mode)
 static int broker_check(const struct v05_config *c)
 {
 	bool broker = (c->flags & V05_CONFIG_PRODUCER_BROKER) != 0;
+	uint32_t ovf_uid, ovf_gid;
 
 	if (c->n_broker_uids > V05_BROKER_ALLOW_MAX ||
 	    c->n_broker_gids > V05_BROKER_ALLOW_MAX)
@@ -102,6 +104,24 @@ static int broker_check(const struct v05_config *c)
 	for (uint32_t i = 0; i < c->n_broker_gids; i++)
 		if (c->broker_gids[i] == UINT32_MAX)
 			return v05__fail(-EINVAL, "broker_gids[%u] is -1, not a gid", i);
+	/* The overflow id is every user another user namespace does not map:
+	 * listing it admits them all, so only with a flag that says so. */
+	v05__overflow_ids(&ovf_uid, &ovf_gid);
+	if (!(c->flags & V05_CONFIG_BROKER_OVERFLOW_IDS)) {
+		for (uint32_t i = 0; i < c->n_broker_uids; i++)
+			if (c->broker_uids[i] == ovf_uid || c->broker_uids[i] == 65534)
+				return v05__fail(-EINVAL,
+						 "broker_uids[%u] is %u, the kernel's overflow uid: in a user namespace every unmapped user looks like it; list it only with V05_CONFIG_BROKER_OVERFLOW_IDS (Python: broker_overflow_ids=True)",
+						 i, c->broker_uids[i]);
+		for (uint32_t i = 0; i < c->n_broker_gids; i++)
+			if (c->broker_gids[i] == ovf_gid || c->broker_gids[i] == 65534)
+				return v05__fail(-EINVAL,
+						 "broker_gids[%u] is %u, the kernel's overflow gid: in a user namespace every unmapped group looks like it; list it only with V05_CONFIG_BROKER_OVERFLOW_IDS (Python: broker_overflow_ids=True)",
+						 i, c->broker_gids[i]);
+	} else if (!broker) {
+		return v05__fail(-EINVAL,
+				 "V05_CONFIG_BROKER_OVERFLOW_IDS without V05_CONFIG_PRODUCER_BROKER: no broker would use it");
+	}
 	if (c->lane_cut_permille > 1000)
 		return v05__fail(-EINVAL,
 				 "lane_cut_permille %u is above 1000 (1000: never cut a lane off)",
@@ -195,7 +215,8 @@ V05_API int v05_config_check(const struct v05_config *c)
 				 "file_mode %o lets other users write the segment; it may let them read it at most (producers of another uid: V05_CONFIG_PRODUCER_BROKER)",
 				 c->file_mode);
 	if (c->flags & ~(V05_CONFIG_WAIT_THREAD | V05_CONFIG_EXTERNAL_HALT |
-			 V05_CONFIG_PRODUCER_BROKER))
+			 V05_CONFIG_PRODUCER_BROKER |
+			 V05_CONFIG_BROKER_OVERFLOW_IDS))
 		return v05__fail(-EINVAL, "unknown config flags 0x%x", c->flags);
 	if ((c->flags & V05_CONFIG_EXTERNAL_HALT) &&
 	    c->schedule != V05_SCHEDULE_ROUNDS)

@@ -52,6 +52,8 @@ static const char *const named[V05_C_NAMED_END] = {
 	[V05_C_READER_RELEASES] = "reader_releases",
 	[V05_C_BROKER_REFUSED] = "broker_refused",
 	[V05_C_LANES_CUT_OFF] = "lanes_cut_off",
+	[V05_C_BROKER_BACKOFF] = "broker_backoff",
+	[V05_C_SIDE_FILES_REPLACED] = "side_files_replaced",
 };
 
 static char hist_names[65 + V05_C_LAT_BUCKETS][24];

@@ -16,6 +16,14 @@
 #include "vocab.h"
 #include "v05/plugin.h"
 
+/* Uids whose cut-off counts and backoff the plugin keeps (guard.c): the
+ * sixteen most recent; an older one starts again from none. */
+#define V05_BACKOFF_UIDS 16u
+/* The backoff after a uid's first cut-off; each later one doubles it, up
+ * to 2^12 times (about 68 minutes). */
+#define V05_BACKOFF_BASE_NS 1000000000ull
+#define V05_BACKOFF_DOUBLINGS 12u
+
 /* The configuration as stored in the segment header (immutable). */
 struct v05_shm_config {
 	double cost;
@@ -68,9 +76,19 @@ struct v05_plugin_state {
 	uint32_t broker_refused_uid;
 	uint32_t broker_refused_gid;
 	uint32_t pad_b;
-	uint8_t pad[1024 - 376];
+	/* Segment ABI 8: per uid, the producers' lanes cut off and until
+	 * when the uid gets no new lane (the backoff, guard.c). Written by
+	 * the poll thread alone; the broker thread reads it. */
+	struct v05_uid_backoff {
+		uint32_t uid;
+		uint32_t cuts;
+		uint64_t until_ns; /* CLOCK_MONOTONIC */
+	} backoff[V05_BACKOFF_UIDS];
+	uint8_t pad[1024 - 376 - 16 * V05_BACKOFF_UIDS];
 };
 static_assert(sizeof(struct v05_plugin_state) == 1024, "plugin state ABI");
+static_assert(offsetof(struct v05_plugin_state, backoff) == 376,
+	      "plugin state ABI");
 static_assert(offsetof(struct v05_plugin_state, broker_refused_uid) == 364,
 	      "plugin state ABI");
 
@@ -131,6 +149,11 @@ struct v05_plugin {
 	struct v05_waiter waiter;
 	struct v05_journal *journal;
 	struct v05_broker *broker; /* V05_CONFIG_PRODUCER_BROKER: its thread */
+	/* The brokered producers' doorbell: a sealed memfd of its own (the
+	 * segment's doorbell file is for producers of its uid), mapped here
+	 * and waited on with the other; NULL without a broker. */
+	struct v05_shm_doorbell *bell2;
+	int bell2_fd;
 	int journal_error_pending; /* reported once by v05_poll */
 	/* Records appended since the pump last left the journal idle: the
 	 * poll pumps while set, and tests no more than this when it is not. */
@@ -226,6 +249,11 @@ int v05__plugin_open_journal(struct v05_plugin *p);
  * config asks for it (create, attach); the lanes' record function and
  * event handler, which account each lane's records and cut a lane off. */
 int v05__plugin_start_broker(struct v05_plugin *p);
+/* plugin.c: create segment file_name's files for a plugin called name. */
+int v05__plugin_create_at(const char *file_name, const char *name,
+			  const struct v05_config *c, struct v05_plugin **out);
+/* Stop it, and unmap its doorbell. */
+void v05__plugin_stop_broker(struct v05_plugin *p);
 void v05__apply_lane(void *ctx, const struct v05_record *recs, uint32_t n,
 		     uint32_t lane);
 void v05__lane_event(void *ctx, enum v05_lane_event ev, uint32_t lane,

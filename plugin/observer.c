@@ -166,18 +166,27 @@ V05_API int v05_observer_lanes(struct v05_observer *o,
 		 * come from the owner's memory, not from the lane's page.
 		 * Where the lanes' files are closed to us (another uid's
 		 * segment), the owner word the plugin saw last, no fill. */
-		if (o->seg.lanes_mapped) {
-			const struct v05_ring_hdr *r = v05__lane(&o->seg, i);
-
-			owner = v05_load_relaxed(&r->owner);
-			fill = v05_load_relaxed(&r->tail) -
-			       v05_load_relaxed(&own->head);
+		if (v05__lane_granted(own)) {
+			/* A memfd the broker granted: not ours to map; its
+			 * producer as the broker recorded it. */
+			owner = 0;
+			out[i].owner_pid = v05_load_relaxed(&own->grant_pid);
+			out[i].owner_alive = out[i].owner_pid != 0;
 		} else {
-			owner = v05_load_relaxed(&own->owner_seen);
-		}
+			if (o->seg.lanes_mapped) {
+				const struct v05_ring_hdr *r = v05__lane(&o->seg, i);
 
-		out[i].owner_pid = owner ? v05__owner_pid(owner) : 0;
-		out[i].owner_alive = owner && v05__owner_alive(owner) == 1;
+				owner = v05_load_relaxed(&r->owner);
+				fill = v05_load_relaxed(&r->tail) -
+				       v05_load_relaxed(&own->head);
+			} else {
+				owner = v05_load_relaxed(&own->owner_seen);
+			}
+			if (owner == V05_OWNER_CUT || owner == V05_OWNER_MOVED)
+				owner = 0;
+			out[i].owner_pid = owner ? v05__owner_pid(owner) : 0;
+			out[i].owner_alive = owner && v05__owner_alive(owner) == 1;
+		}
 		/* A producer may claim anything: clamp to what the lane holds. */
 		out[i].fill = fill <= o->seg.hdr.geo.lane_capacity ? fill :
 			      o->seg.hdr.geo.lane_capacity;
@@ -187,9 +196,9 @@ V05_API int v05_observer_lanes(struct v05_observer *o,
 		out[i].applied = v05_load_relaxed(&own->applied);
 		out[i].rejected = v05_load_relaxed(&own->rejected);
 		out[i].discarded = v05_load_relaxed(&own->discarded);
-		cut = v05_load_relaxed(&own->cut_owner);
+		cut = v05_load_relaxed(&own->cut);
 		out[i].cut = cut != 0;
-		out[i].cut_pid = cut ? v05__owner_pid(cut) : 0;
+		out[i].cut_pid = cut ? v05_load_relaxed(&own->cut_pid) : 0;
 		out[i].cuts = v05_load_relaxed(&own->cuts);
 		out[i].cut_records = v05_load_relaxed(&own->cut_records);
 		out[i].cut_rejected = v05_load_relaxed(&own->cut_rejected);

@@ -177,8 +177,11 @@ static int journal_abs(const char *path, char *out, size_t len)
 	return 0;
 }
 
-V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
-			      struct v05_plugin **out)
+/* Create segment file_name's files, the plugin calling itself name (its
+ * journal, its messages); v05_plugin_replace makes them under another
+ * name first. */
+int v05__plugin_create_at(const char *file_name, const char *name,
+			  const struct v05_config *c, struct v05_plugin **out)
 {
 	char jpath[V05_JOURNAL_PATH_MAX] = "";
 	struct v05_geometry g;
@@ -210,17 +213,20 @@ V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
 	g.batch_count = c->max_batches;
 	v05__shm_config_from(&p->cfg, c, c->journal_path ? jpath : NULL);
 	p->params = c->params;
-	ret = v05__segment_create(name, &g, &p->cfg, sizeof(p->cfg), c->file_mode,
-				  &p->seg);
+	ret = v05__segment_create(file_name, &g, &p->cfg, sizeof(p->cfg),
+				  c->file_mode, &p->seg);
 	if (ret) {
 		free(p);
 		return ret;
 	}
+	snprintf(p->seg.name, sizeof(p->seg.name), "%s", name);
 	ret = v05__plugin_init_local(p);
 	if (!ret)
 		ret = v05__plugin_open_journal(p);
 	if (!ret)
 		ret = v05__plugin_start_broker(p);
+	if (!ret)
+		v05__segment_own(&p->seg, true);
 	if (ret) {
 		if (p->journal)
 			v05__journal_close(p->journal);
@@ -245,8 +251,8 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 	if (flags & ~(V05_CLOSE_UNLINK | V05_CLOSE_KEEP_READABLE))
 		return v05__fail(-EINVAL, "unknown close flags 0x%x", flags);
 	/* First: the broker's thread uses the mapping and the descriptors. */
-	v05__broker_stop(p->broker);
-	p->broker = NULL;
+	v05__plugin_stop_broker(p);
+	v05__segment_own(&p->seg, false);
 	if (p->armed)
 		v05__waiter_disarm(&p->waiter);
 	if (p->journal) {
@@ -277,6 +283,12 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 			ret = r;
 	}
 	return ret;
+}
+
+V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
+			      struct v05_plugin **out)
+{
+	return v05__plugin_create_at(name, name, c, out);
 }
 
 static __attribute__((noinline)) void journal_progress(struct v05_plugin *p)

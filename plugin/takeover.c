@@ -217,6 +217,9 @@ V05_API int v05_plugin_attach(const char *name, unsigned flags,
 		ret = v05__plugin_start_broker(p);
 	if (ret)
 		goto fail_owned;
+	/* Side files it had to make anew (lanes.c's repair): counted. */
+	v05__count(p, V05_C_SIDE_FILES_REPLACED, p->seg.files_replaced);
+	v05__segment_own(&p->seg, true);
 	*out = p;
 	return 0;
 fail_owned:

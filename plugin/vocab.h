@@ -59,6 +59,9 @@ enum v05_counter {
 	V05_C_BROKER_REFUSED,  /* peers the broker refused (allow-list); its
 				* thread is this counter's only writer  */
 	V05_C_LANES_CUT_OFF,   /* producers' claims cut off: mostly rejected */
+	V05_C_BROKER_BACKOFF,  /* peers the broker sent away: their uid's
+				* backoff after a cut-off (broker thread) */
+	V05_C_SIDE_FILES_REPLACED, /* broken side files a takeover made anew */
 	V05_C_NAMED_END,
 	V05_C_K_HIST = 64,     /* 65 entries: finals by k = 0..64        */
 	V05_C_LAT_HIST = 160,  /* 48 entries: [2^b, 2^(b+1)) ns          */

@@ -15,12 +15,20 @@
 #include "../shm/error.h"
 #include "../shm/proc.h"
 
+/* Awake: sleeping off on both doorbells. */
+static void bells_done(struct v05_plugin *p)
+{
+	v05__doorbell_done(p->seg.bell);
+	if (p->bell2)
+		v05__doorbell_done(p->bell2);
+}
+
 void v05__disarm(struct v05_plugin *p)
 {
 	if (!p->armed)
 		return;
 	v05__waiter_disarm(&p->waiter);
-	v05__doorbell_done(p->seg.bell);
+	bells_done(p);
 	p->armed = false;
 }
 
@@ -32,7 +40,7 @@ V05_API int v05_fd(struct v05_plugin *p)
 V05_API int v05_arm(struct v05_plugin *p, int timeout_ms)
 {
 	int64_t dl;
-	uint32_t word;
+	uint32_t word, word2 = 0;
 	int ret;
 
 	if (!p)
@@ -49,14 +57,21 @@ V05_API int v05_arm(struct v05_plugin *p, int timeout_ms)
 		if (timeout_ms < 0 || ms < timeout_ms)
 			timeout_ms = ms;
 	}
-	word = v05__doorbell_prepare(p->seg.bell, v05__segment_asym(&p->seg));
+	/* Both doorbells (the segment's, and the brokered producers'
+	 * memfd): sleeping announced on each before F2 and the re-check. */
+	if (p->bell2)
+		word2 = v05__doorbell_prepare2(p->seg.bell, p->bell2,
+					       v05__segment_asym(&p->seg), &word);
+	else
+		word = v05__doorbell_prepare(p->seg.bell,
+					     v05__segment_asym(&p->seg));
 	if (v05__lanes_pending(&p->lanes)) {
-		v05__doorbell_done(p->seg.bell);
+		bells_done(p);
 		return 1;
 	}
-	ret = v05__waiter_arm(&p->waiter, word, timeout_ms);
+	ret = v05__waiter_arm(&p->waiter, word, word2, timeout_ms);
 	if (ret) {
-		v05__doorbell_done(p->seg.bell);
+		bells_done(p);
 		return v05__fail(ret, "arm the doorbell wait: %s", v05__errstr(ret));
 	}
 	p->armed = true;

@@ -36,6 +36,7 @@
 	__atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
 #define v05_fetch_add_release(p, v) \
 	__atomic_fetch_add((p), (v), __ATOMIC_RELEASE)
+#define v05_exchange_acq_rel(p, v) __atomic_exchange_n((p), (v), __ATOMIC_ACQ_REL)
 /* Strong CAS; on failure *expected receives the current value. */
 #define v05_cas_acq_rel(p, expected, desired)                              \
 	__atomic_compare_exchange_n((p), (expected), (desired), false,     \

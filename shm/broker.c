@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The lane broker (broker.h): the owner's thread and the producer's request. */
+/* The lane broker (broker.h): admission, the owner's thread, the producer's
+ * request. */
 #include "broker.h"
 
 #include <errno.h>
@@ -11,55 +12,153 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include "atomics.h"
 #include "error.h"
+#include "lanes.h"
+#include "memfd.h"
 #include "proc.h"
+
+/* ---- admission: a pure function --------------------------------------- */
+
+static bool listed(const uint32_t *ids, uint32_t n, uint32_t id)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+void v05__overflow_ids(uint32_t *uid, uint32_t *gid)
+{
+	static const char *const path[2] = { "/proc/sys/kernel/overflowuid",
+					     "/proc/sys/kernel/overflowgid" };
+	uint32_t *out[2] = { uid, gid };
+
+	for (int i = 0; i < 2; i++) {
+		FILE *f = fopen(path[i], "re");
+		unsigned v;
+
+		*out[i] = 65534;
+		if (f) {
+			if (fscanf(f, "%u", &v) == 1)
+				*out[i] = v;
+			fclose(f);
+		}
+	}
+}
+
+int v05__broker_admit(const struct v05_broker_allow *a, uint32_t owner_uid,
+		      const struct v05_peer *peer, char *why, size_t len)
+{
+	bool ok;
+
+	/* Every user of the host that this user namespace does not map
+	 * looks like the overflow id: admitting it admits them all. */
+	if (!a->overflow_ok &&
+	    (peer->uid == a->overflow_uid || peer->gid == a->overflow_gid)) {
+		snprintf(why, len,
+			 "uid %u (gid %u) is the kernel's overflow id (any user this user namespace does not map); refused unless listed with V05_CONFIG_BROKER_OVERFLOW_IDS (Python: broker_overflow_ids=True)",
+			 peer->uid, peer->gid);
+		return -EPERM;
+	}
+	ok = peer->uid == owner_uid || listed(a->uids, a->n_uids, peer->uid) ||
+	     listed(a->gids, a->n_gids, peer->gid);
+	for (uint32_t i = 0; i < peer->ngroups && !ok; i++)
+		ok = (a->overflow_ok || peer->groups[i] != a->overflow_gid) &&
+		     listed(a->gids, a->n_gids, peer->groups[i]);
+	if (!ok) {
+		snprintf(why, len,
+			 "uid %u (gid %u) is not on the owner's allow-list; the owner admits it by listing the uid or a group of it (struct v05_config broker_uids/broker_gids; Python: broker_allow_uids/broker_allow_gids)",
+			 peer->uid, peer->gid);
+		return -EPERM;
+	}
+	/* Owner words name pids: a producer must share our pid namespace. */
+	if (peer->pid <= 0) {
+		snprintf(why, len,
+			 "uid %u (gid %u) is admitted but runs in another pid namespace; a producer must share the owner's (its lane's owner word names its pid)",
+			 peer->uid, peer->gid);
+		return -EXDEV;
+	}
+	return 0;
+}
+
+/* ---- the owner's side ---------------------------------------------------- */
 
 struct v05_broker {
 	struct v05_segment *seg;
 	pthread_t thread;
 	int lfd;     /* the listening socket          */
 	int stop_fd; /* an eventfd: written at stop   */
-	uint64_t me; /* the owner's word: the reservation token */
+	int bell_fd; /* the brokered producers' doorbell (the caller's) */
+	uint64_t me; /* the owner's word: the unclaimed grant's token */
 	uint32_t uid;
+	bool forked; /* a copy in a forked child: no thread, no descriptor */
 	struct v05_broker_allow allow;
-	/* When each lane was reserved for a producer (0: not by us). The
-	 * broker thread's alone. */
-	uint64_t reserved_ns[V05_LANES_MAX];
+	/* Per lane, the broker thread's alone: the connection of its
+	 * current grant (-1: none), that grant's number, and when it was
+	 * made (an unclaimed one ends after V05_BROKER_HOLD_NS). */
+	int conn[V05_LANES_MAX];
+	uint32_t conn_grant[V05_LANES_MAX];
+	uint64_t granted_ns[V05_LANES_MAX];
+	/* The broker's own mappings: each lane's file (its owner word and
+	 * tail), and the current grant's memfd (its owner word). The view
+	 * is the consumer's to remap; the broker never reads through it. */
+	struct v05_ring_hdr *file[V05_LANES_MAX];
+	struct v05_ring_hdr *mem[V05_LANES_MAX];
+	size_t stride;
+	struct v05_broker *next; /* the process's list (fork, below) */
 };
 
 /*
- * The socket's name, in the abstract namespace (no file to create, remove
- * or leave behind): "v05-" and the XXH3 of the segment file's path, so
- * that the same name under another $V05_SHM_DIR is another broker. Anyone
- * may bind a free abstract name, so a producer believes only a broker
- * whose peer uid owns the segment file (v05__broker_request).
+ * A forked child must not keep the broker alive: it would hold the
+ * listening socket (connections would queue there after the owner died)
+ * and every grant's connection (a producer's grant would outlive the
+ * owner, and the producer would never learn it must go to the next one).
+ * Descriptors survive fork whatever close-on-exec says, so the child
+ * closes them, in an atfork handler. The list of the process's brokers
+ * is guarded by a mutex held across fork.
  */
-unsigned long long v05__broker_name_hash(const char *seg_path)
+static pthread_mutex_t brokers_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct v05_broker *brokers;
+static pthread_once_t brokers_once = PTHREAD_ONCE_INIT;
+
+static void brokers_prepare(void)
 {
-	return (unsigned long long)XXH3_64bits(seg_path, strlen(seg_path));
+	pthread_mutex_lock(&brokers_mu);
 }
 
-static socklen_t broker_addr(const char *seg_path, struct sockaddr_un *sa)
+static void brokers_parent(void)
 {
-	int n;
-
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "v05-%016llx",
-		     v05__broker_name_hash(seg_path));
-	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+	pthread_mutex_unlock(&brokers_mu);
 }
 
-/* ---- the owner's side ---------------------------------------------------- */
+static void unmap_files(struct v05_broker *b);
+
+static void brokers_child(void)
+{
+	for (struct v05_broker *b = brokers; b; b = b->next) {
+		b->forked = true;
+		close(b->lfd);
+		close(b->stop_fd);
+		for (uint32_t i = 0; i < V05_LANES_MAX; i++)
+			if (b->conn[i] >= 0)
+				close(b->conn[i]);
+		/* Nor its mappings of the lanes' files. */
+		unmap_files(b);
+	}
+	pthread_mutex_unlock(&brokers_mu);
+}
+
+static void brokers_atfork(void)
+{
+	pthread_atfork(brokers_prepare, brokers_parent, brokers_child);
+}
 
 static void refuse(int cfd, int err, const char *msg)
 {
@@ -76,140 +175,190 @@ static void refuse(int cfd, int err, const char *msg)
 }
 
 /*
- * A free lane for uid: one bound to it first, else an unbound one, which
- * is then bound to uid (unless uid is the owner's: same-uid processes are
- * no boundary). Reserved with a CAS of its owner word from 0 to the
- * owner's word, which the plugin sees as alive, so that it does not free
- * it, and same-uid producers see as held. Returns the lane or -1.
+ * A lane to grant: one at its file, free (owner word 0) and drained (the
+ * consumer's head at the file's tail: nothing a producer of the lane left
+ * is lost when its memory is swapped). Reserved with a CAS of the file's
+ * owner word from 0 to the owner's word, which the plugin sees as alive
+ * and same-uid producers as held. Returns the lane or -1.
  */
-static int reserve_lane(struct v05_broker *b, uint32_t uid)
+static int reserve_lane(struct v05_broker *b)
 {
 	struct v05_segment *seg = b->seg;
-	uint32_t n = seg->hdr.geo.lane_count;
 
-	for (int pass = 0; pass < 2; pass++) {
-		for (uint32_t i = 0; i < n; i++) {
-			struct v05_lane_own *own = &seg->lane_own[i];
-			struct v05_ring_hdr *r = v05__lane(seg, i);
-			/* Relaxed: the broker writes the binding alone. */
-			bool bound = v05_load_relaxed(&own->bound) != 0;
-			uint64_t zero = 0;
+	for (uint32_t i = 0; i < seg->hdr.geo.lane_count; i++) {
+		struct v05_lane_own *own = &seg->lane_own[i];
+		struct v05_ring_hdr *r = b->file[i];
+		uint64_t zero = 0, me = b->me;
 
-			if (pass == 0 && !(bound && v05_load_relaxed(&own->bound_uid) == uid))
-				continue;
-			if (pass == 1 && bound)
-				continue;
-			/* Relaxed peek; the CAS decides. */
-			if (v05_load_relaxed(&r->owner) != 0)
-				continue;
-			/* A reservation, not a claim: the producer's CAS
-			 * (token -> its word) is the claim (A3 there). */
-			if (!v05_cas_acq_rel(&r->owner, &zero, b->me))
-				continue;
-			if (!bound && uid != b->uid) {
-				/* Binding first, rename second: an owner killed
-				 * in between is finished by the next
-				 * (segment_map.c lane_file_find). A same-uid
-				 * producer that opened the old name sees the
-				 * lane held. */
-				v05_store_relaxed(&own->bound_uid, uid);
-				v05_store_relaxed(&own->bound, 1u);
-				if (v05__lane_file_bind(seg, i)) {
-					/* Its file kept its name, same-uid
-					 * producers may claim it: not bound,
-					 * not handed out. Release: as
-					 * unreserve's CAS, our stores before
-					 * the lane is free again. */
-					v05_store_relaxed(&own->bound, 0u);
-					v05_store_release(&r->owner, 0);
-					continue;
-				}
-			}
-			b->reserved_ns[i] = v05__now_ns();
-			return (int)i;
+		if (v05__lane_granted(own) || b->conn[i] >= 0)
+			continue;
+		/* Relaxed peek; the CAS decides. */
+		if (v05_load_relaxed(&r->owner) != 0)
+			continue;
+		/* A3's kind: pairs with the last holder's release (R3), so
+		 * its last tail is the one compared below. */
+		if (!v05_cas_acq_rel(&r->owner, &zero, me))
+			continue;
+		/* Relaxed: the consumer's own count, only compared; a stale
+		 * value makes the lane look undrained, never drained. */
+		if (v05_load_acquire(&r->tail) != v05_load_relaxed(&own->head)) {
+			v05_cas_acq_rel(&r->owner, &me, 0);
+			continue;
 		}
+		return (int)i;
 	}
 	return -1;
 }
 
-static void unreserve(struct v05_broker *b, uint32_t i)
+/*
+ * Lane i, reserved (its file's owner word is ours), becomes a new sealed
+ * memfd: its ring resumes at the consumer's head, its owner word is the
+ * token the producer claims with. The file's owner word says MOVED, so
+ * same-uid producers leave it alone until the lane comes back. The memfd
+ * goes to the consumer, which maps it over the lane's pages of the view
+ * in place of the file at its next poll, wait or look at the lanes (only
+ * its thread ever remaps the view; until then it reads the file, empty at
+ * the same head, and the producer's records wait in the memfd). Returns
+ * the memfd (ours to send and close).
+ */
+static int grant_lane(struct v05_broker *b, uint32_t i, const struct v05_peer *peer)
 {
+	struct v05_segment *seg = b->seg;
+	struct v05_lane_own *own = &seg->lane_own[i];
+	struct v05_ring_hdr *r;
 	uint64_t me = b->me;
+	/* Relaxed: the consumer's, drained at reserve_lane; it moves only
+	 * with records, and the lane has no producer until the grant. */
+	uint32_t head = v05_load_relaxed(&own->head), g;
+	void *m;
+	int fd = v05__memfd_sealed("v05-lane", b->stride), mine;
 
-	/* Only if still ours: a producer may have claimed it meanwhile. */
-	v05_cas_acq_rel(&v05__lane(b->seg, i)->owner, &me, 0);
-	b->reserved_ns[i] = 0;
+	if (fd < 0)
+		return fd;
+	m = mmap(NULL, b->stride, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	mine = dup(fd);
+	if (m == MAP_FAILED || mine < 0) {
+		int err = -errno;
+
+		if (m != MAP_FAILED)
+			munmap(m, b->stride);
+		close(fd);
+		return v05__fail(err, "map a lane memfd: %s", v05__errstr(-err));
+	}
+	r = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
+	/* Nobody else holds it yet: plain stores, published to the
+	 * consumer by the mailbox's release below, to the producer by the
+	 * send. */
+	r->owner = me;
+	r->tail = head;
+	r->head = head;
+	/* Acquire-release: the file stays ours (reserved) until it says
+	 * MOVED; no same-uid producer could claim in between. */
+	if (!v05_cas_acq_rel(&b->file[i]->owner, &me, V05_OWNER_MOVED)) {
+		munmap(m, b->stride);
+		close(mine);
+		close(fd);
+		return v05__fail(-EBUSY, "lane %u was taken while granted", i);
+	}
+	b->mem[i] = r; /* kept: the grant's owner word, for its expiry */
+	/* Relaxed: ours alone, read by observers as a snapshot. */
+	v05_store_relaxed(&own->grant_uid, peer->uid);
+	v05_store_relaxed(&own->grant_gid, peer->gid);
+	v05_store_relaxed(&own->grant_pid, (uint32_t)peer->pid);
+	g = v05_load_relaxed(&own->grant) + 1;
+	/* Release: the peer recorded before the consumer treats the lane as
+	 * granted (its acquire, lanes.c). */
+	v05_store_release(&own->grant, g);
+	/* Release: the memfd's header before the consumer maps it (its
+	 * acquire of the mailbox, lanes.c). */
+	v05_store_release(&seg->grant_fd[i], mine + 1);
+	v05_fetch_add_release(&seg->grants_pending, 1u);
+	b->conn_grant[i] = g;
+	b->granted_ns[i] = v05__now_ns();
+	return fd;
 }
 
-/* Give back reservations older than V05_BROKER_HOLD_NS (or all). */
+/* The grant of lane i is over (its connection closed, never claimed, or
+ * not sent): the consumer drains and reverts it. Release: pairs with its
+ * acquire of grant_end (lanes.c); the producer's last tail came before
+ * its close, which we saw. */
+static void end_grant(struct v05_broker *b, uint32_t i)
+{
+	if (b->conn[i] >= 0)
+		close(b->conn[i]);
+	b->conn[i] = -1;
+	if (b->mem[i])
+		munmap((void *)((uintptr_t)b->mem[i] & ~(uintptr_t)(V05_PAGE - 1)),
+		       b->stride);
+	b->mem[i] = NULL;
+	v05_store_release(&b->seg->lane_own[i].grant_end, b->conn_grant[i]);
+}
+
+/* Grants whose producer never claimed its lane, or which the consumer
+ * ended itself (a cut-off: it reverted the lane already). */
 static void expire(struct v05_broker *b, bool all)
 {
 	uint64_t now = v05__now_ns();
 
 	for (uint32_t i = 0; i < b->seg->hdr.geo.lane_count; i++) {
-		if (!b->reserved_ns[i])
+		struct v05_lane_own *own = &b->seg->lane_own[i];
+
+		if (b->conn[i] < 0)
 			continue;
-		/* Relaxed: only compared; unreserve's CAS decides. */
-		if (v05_load_relaxed(&v05__lane(b->seg, i)->owner) != b->me)
-			b->reserved_ns[i] = 0; /* claimed */
-		else if (all || now - b->reserved_ns[i] > V05_BROKER_HOLD_NS)
-			unreserve(b, i);
+		if (all ||
+		    v05_load_acquire(&own->reverted) == b->conn_grant[i] ||
+		    (now - b->granted_ns[i] > V05_BROKER_HOLD_NS &&
+		     /* Relaxed: only compared (the producer's claim). */
+		     v05_load_relaxed(&b->mem[i]->owner) == b->me))
+			end_grant(b, i);
 	}
 }
 
-static bool listed(const uint32_t *ids, uint32_t n, uint32_t id)
+/* The peer on cfd as the kernel recorded it at connect; groups (n of
+ * them) in *groups, from SO_PEERGROUPS where the list needs them. */
+static int peer_of(const struct v05_broker *b, int cfd, struct v05_peer *peer,
+		   uint32_t *small, uint32_t nsmall, uint32_t **groups)
 {
-	for (uint32_t i = 0; i < n; i++)
-		if (ids[i] == id)
-			return true;
-	return false;
-}
-
-/*
- * Is the peer on cfd one the owner admits? Its uid and effective gid as
- * the kernel took them at connect (SO_PEERCRED), and its supplementary
- * groups likewise (SO_PEERGROUPS, Linux 4.13): a process can drop groups
- * but not gain them, and nothing is read from /proc, which would race
- * with the peer. Where SO_PEERGROUPS is refused (an older kernel), the
- * effective gid alone counts.
- */
-static bool admitted(const struct v05_broker *b, int cfd,
-		     const struct ucred *cred)
-{
-	const struct v05_broker_allow *a = &b->allow;
-	gid_t small[64], *groups = small;
-	socklen_t len = sizeof(small);
-	bool ok = false;
-
-	if ((uint32_t)cred->uid == b->uid || listed(a->uids, a->n_uids, cred->uid) ||
-	    listed(a->gids, a->n_gids, cred->gid))
-		return true;
-	if (!a->n_gids)
-		return false;
-	if (getsockopt(cfd, SOL_SOCKET, SO_PEERGROUPS, groups, &len)) {
-		if (errno != ERANGE)
-			return false; /* no SO_PEERGROUPS: the gid above alone */
-		/* More groups than fit: len now says how many bytes. */
-		groups = malloc(len);
-		if (!groups ||
-		    getsockopt(cfd, SOL_SOCKET, SO_PEERGROUPS, groups, &len)) {
-			free(groups);
-			return false;
-		}
-	}
-	for (size_t i = 0; i < len / sizeof(gid_t) && !ok; i++)
-		ok = listed(a->gids, a->n_gids, groups[i]);
-	if (groups != small)
-		free(groups);
-	return ok;
-}
-
-static void serve(struct v05_broker *b, int cfd)
-{
-	const struct v05_segment *seg = b->seg;
-	struct v05_broker_grant g;
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
+
+	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
+	    len != sizeof(cred))
+		return -1;
+	memset(peer, 0, sizeof(*peer));
+	peer->pid = cred.pid;
+	peer->uid = (uint32_t)cred.uid;
+	peer->gid = (uint32_t)cred.gid;
+	*groups = small;
+	if (!b->allow.n_gids)
+		return 0;
+	len = nsmall * sizeof(gid_t);
+	if (getsockopt(cfd, SOL_SOCKET, SO_PEERGROUPS, small, &len)) {
+		if (errno != ERANGE)
+			return 0; /* no SO_PEERGROUPS: the gid alone counts */
+		/* More groups than fit: len now says how many bytes. */
+		*groups = malloc(len);
+		if (!*groups ||
+		    getsockopt(cfd, SOL_SOCKET, SO_PEERGROUPS, *groups, &len)) {
+			free(*groups);
+			*groups = small;
+			return 0;
+		}
+	}
+	peer->groups = *groups;
+	peer->ngroups = (uint32_t)(len / sizeof(gid_t));
+	return 0;
+}
+
+/* Answer one connection; true if it now carries a grant (keep it). */
+static bool serve(struct v05_broker *b, int cfd)
+{
+	const struct v05_segment *seg = b->seg;
+	static_assert(sizeof(gid_t) == sizeof(uint32_t), "gid_t");
+	uint32_t small[64], *groups, cuts = 0;
+	struct v05_broker_grant g;
+	struct v05_peer peer;
+	char why[sizeof(g.msg)];
 	union {
 		char buf[CMSG_SPACE(2 * sizeof(int))];
 		struct cmsghdr align;
@@ -218,33 +367,48 @@ static void serve(struct v05_broker *b, int cfd)
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 			     .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
 	struct cmsghdr *cm;
-	int lane, fds[2];
+	int lane, ret, fds[2];
 
-	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
-	    len != sizeof(cred))
-		return;
-	/* Owner words name pids: a producer must share our pid namespace. */
-	if (cred.pid <= 0) {
-		refuse(cfd, -EXDEV, "the producer is in another pid namespace");
-		return;
-	}
-	if (!admitted(b, cfd, &cred)) {
-		char why[sizeof(g.msg)];
-
-		snprintf(why, sizeof(why),
-			 "uid %u (gid %u) is not on the owner's allow-list; the owner admits it by listing the uid or a group of it (struct v05_config broker_uids/broker_gids; Python: broker_allow_uids/broker_allow_gids)",
-			 (unsigned)cred.uid, (unsigned)cred.gid);
+	if (peer_of(b, cfd, &peer, small, 64, &groups))
+		return false;
+	ret = v05__broker_admit(&b->allow, b->uid, &peer, why, sizeof(why));
+	if (groups != small)
+		free(groups);
+	if (ret) {
 		if (b->allow.refused)
-			b->allow.refused(b->allow.ctx, (uint32_t)cred.uid,
-					 (uint32_t)cred.gid);
-		refuse(cfd, -EPERM, why);
-		return;
+			b->allow.refused(b->allow.ctx, ret, peer.uid, peer.gid);
+		refuse(cfd, ret, why);
+		return false;
 	}
-	lane = reserve_lane(b, (uint32_t)cred.uid);
+	if (b->allow.backoff_until) {
+		uint64_t until = b->allow.backoff_until(b->allow.ctx, peer.uid,
+							&cuts), now = v05__now_ns();
+
+		if (until > now) {
+			snprintf(why, sizeof(why),
+				 "uid %u: %u of its lanes were cut off (their records were mostly rejected); no lane for it for another %llu ms (the wait doubles with each cut-off)",
+				 peer.uid, cuts,
+				 (unsigned long long)((until - now + 999999) / 1000000));
+			if (b->allow.refused)
+				b->allow.refused(b->allow.ctx, -EAGAIN, peer.uid,
+						 peer.gid);
+			refuse(cfd, -EAGAIN, why);
+			return false;
+		}
+	}
+	lane = reserve_lane(b);
 	if (lane < 0) {
-		refuse(cfd, -EBUSY, "no lane free for this uid (each lane once handed to a uid serves it alone)");
-		return;
+		refuse(cfd, -EBUSY, "no lane free (every lane is held by a producer, granted, or holds records not yet drained)");
+		return false;
 	}
+	fds[0] = grant_lane(b, (uint32_t)lane, &peer);
+	if (fds[0] < 0) {
+		/* Release: R3, the reservation back. */
+		v05_store_release(&b->file[lane]->owner, 0);
+		refuse(cfd, -ENOMEM, v05_errmsg());
+		return false;
+	}
+	b->conn[lane] = cfd;
 	memset(&g, 0, sizeof(g));
 	g.magic = V05_BROKER_MAGIC;
 	g.abi = V05_SHM_ABI;
@@ -253,35 +417,58 @@ static void serve(struct v05_broker *b, int cfd)
 	g.lane_capacity = seg->hdr.geo.lane_capacity;
 	g.flags = seg->hdr.flags;
 	g.token = b->me;
-	fds[0] = seg->lane_fd[lane];
-	fds[1] = seg->bell_fd;
+	fds[1] = b->bell_fd;
 	memset(u.buf, 0, sizeof(u.buf));
 	cm = CMSG_FIRSTHDR(&mh);
-	if (!cm) { /* cannot be: the buffer is there */
-		unreserve(b, (uint32_t)lane);
-		return;
+	if (cm) { /* always: the buffer is there */
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(fds));
+		memcpy(CMSG_DATA(cm), fds, sizeof(fds));
 	}
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
-	if (sendmsg(cfd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(g))
-		unreserve(b, (uint32_t)lane);
+	ret = cm && sendmsg(cfd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+			    (ssize_t)sizeof(g);
+	close(fds[0]); /* the producer's and the mapping's now */
+	if (!ret) {
+		end_grant(b, (uint32_t)lane);
+		return true; /* closed by end_grant */
+	}
+	return true;
 }
 
 static void *broker_main(void *arg)
 {
 	struct v05_broker *b = arg;
+	uint32_t n = b->seg->hdr.geo.lane_count;
+	struct pollfd *pf = calloc(2 + n, sizeof(*pf));
 
-	for (;;) {
-		struct pollfd pf[2] = { { b->lfd, POLLIN, 0 },
-					{ b->stop_fd, POLLIN, 0 } };
-		int n = poll(pf, 2, 1000);
+	/* Below the poll thread and the producers: a local user may make
+	 * this thread answer connections as fast as it opens them; at nice
+	 * 10 that costs the engine's own threads little. Best effort. */
+	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+	for (; pf;) {
+		int nfd = 2, k;
 
-		if (n < 0 && errno != EINTR)
+		pf[0] = (struct pollfd){ b->lfd, POLLIN, 0 };
+		pf[1] = (struct pollfd){ b->stop_fd, POLLIN, 0 };
+		for (uint32_t i = 0; i < n; i++)
+			if (b->conn[i] >= 0)
+				pf[nfd++] = (struct pollfd){ b->conn[i], POLLRDHUP, 0 };
+		k = poll(pf, (nfds_t)nfd, 1000);
+		if (k < 0 && errno != EINTR)
 			break;
 		if (pf[1].revents)
 			break;
+		/* A producer that closed its connection (closed its lane,
+		 * or died): the grant ends. We never read from a client,
+		 * so only a hang-up wakes us here. */
+		for (int j = 2; j < nfd; j++) {
+			if (!pf[j].revents)
+				continue;
+			for (uint32_t i = 0; i < n; i++)
+				if (b->conn[i] == pf[j].fd)
+					end_grant(b, i);
+		}
 		expire(b, false);
 		if (!(pf[0].revents & POLLIN))
 			continue;
@@ -293,42 +480,109 @@ static void *broker_main(void *arg)
 
 			if (cfd < 0)
 				break;
-			serve(b, cfd);
-			close(cfd);
+			if (!serve(b, cfd))
+				close(cfd);
 		}
 	}
+	free(pf);
 	expire(b, true);
 	return NULL;
 }
 
+/* "/proc/self/fd/<dirfd>/<name>": a path of at most 40 bytes to a name in
+ * the side directory, however long the segment's path (sun_path holds
+ * 108), resolved through the directory we opened and checked. */
+static socklen_t broker_addr(int dirfd, struct sockaddr_un *sa)
+{
+	int n;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	n = snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/broker",
+		     dirfd);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
+}
+
+static void unmap_files(struct v05_broker *b)
+{
+	for (uint32_t i = 0; i < V05_LANES_MAX; i++) {
+		if (b->file[i])
+			munmap((void *)((uintptr_t)b->file[i] &
+					~(uintptr_t)(V05_PAGE - 1)), b->stride);
+		if (b->mem[i])
+			munmap((void *)((uintptr_t)b->mem[i] &
+					~(uintptr_t)(V05_PAGE - 1)), b->stride);
+		b->file[i] = b->mem[i] = NULL;
+	}
+}
+
 int v05__broker_start(struct v05_segment *seg,
-		      const struct v05_broker_allow *allow,
+		      const struct v05_broker_allow *allow, int bell_fd,
 		      struct v05_broker **out)
 {
 	struct v05_broker *b = calloc(1, sizeof(*b));
 	struct sockaddr_un sa;
-	socklen_t sl = broker_addr(seg->path, &sa);
+	socklen_t sl;
+	char path[PATH_MAX];
 	int ret;
 
 	if (!b)
 		return v05__fail(-ENOMEM, "broker: out of memory");
+	pthread_once(&brokers_once, brokers_atfork);
 	b->seg = seg;
 	b->allow = *allow;
+	b->bell_fd = bell_fd;
 	b->me = v05_load_relaxed(&seg->ctl->owner);
 	b->uid = seg->st_uid;
+	b->stride = v05__lane_stride(seg->hdr.geo.lane_capacity);
+	b->lfd = b->stop_fd = -1;
+	for (uint32_t i = 0; i < V05_LANES_MAX; i++)
+		b->conn[i] = -1;
+	for (uint32_t i = 0; i < seg->nlane_fd; i++) {
+		void *m = mmap(NULL, b->stride, PROT_READ | PROT_WRITE, MAP_SHARED,
+			       seg->lane_fd[i], 0);
+
+		if (m == MAP_FAILED) {
+			ret = v05__fail(-errno, "broker: map lane %u: %s", i,
+					v05__errstr(errno));
+			goto fail;
+		}
+		b->file[i] = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
+	}
+	sl = broker_addr(seg->dir_fd, &sa);
+	v05__segment_file(seg, V05_FILE_BROKER, 0, path, sizeof(path));
 	b->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	b->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (b->lfd < 0 || b->stop_fd < 0) {
 		ret = v05__fail(-errno, "broker socket: %s", v05__errstr(errno));
 		goto fail;
 	}
-	if (bind(b->lfd, (struct sockaddr *)&sa, sl) || listen(b->lfd, 64)) {
-		ret = v05__fail(-errno,
-				"broker of %s: bind @%s: %s (another process holds the name?)",
-				seg->name, sa.sun_path + 1, v05__errstr(errno));
+	/* Producers of other uids may search the directory (to reach the
+	 * socket), never list or write it. */
+	if (fchmod(seg->dir_fd, 0711)) {
+		ret = v05__fail(-errno, "chmod %s: %s", path, v05__errstr(errno));
 		goto fail;
 	}
+	/* Whatever has the name (a dead owner's socket, still held by a
+	 * child it forked) goes: only this uid can have put it there, and
+	 * a socket no longer named reaches no producer. */
+	if (unlinkat(seg->dir_fd, "broker", 0) && errno != ENOENT) {
+		ret = v05__fail(-errno, "remove %s: %s", path, v05__errstr(errno));
+		goto fail;
+	}
+	if (bind(b->lfd, (struct sockaddr *)&sa, sl) ||
+	    fchmodat(seg->dir_fd, "broker", 0666, 0) || listen(b->lfd, 64)) {
+		ret = v05__fail(-errno, "broker of %s: bind %s: %s", seg->name,
+				path, v05__errstr(errno));
+		goto fail;
+	}
+	pthread_mutex_lock(&brokers_mu);
 	ret = -pthread_create(&b->thread, NULL, broker_main, b);
+	if (!ret) {
+		b->next = brokers;
+		brokers = b;
+	}
+	pthread_mutex_unlock(&brokers_mu);
 	if (ret) {
 		ret = v05__fail(ret, "broker thread: %s", v05__errstr(-ret));
 		goto fail;
@@ -340,6 +594,7 @@ fail:
 		close(b->lfd);
 	if (b->stop_fd >= 0)
 		close(b->stop_fd);
+	unmap_files(b);
 	free(b);
 	return ret;
 }
@@ -350,11 +605,27 @@ void v05__broker_stop(struct v05_broker *b)
 
 	if (!b)
 		return;
+	pthread_mutex_lock(&brokers_mu);
+	for (struct v05_broker **q = &brokers; *q; q = &(*q)->next) {
+		if (*q == b) {
+			*q = b->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&brokers_mu);
+	if (b->forked) { /* the thread is the parent's; the fds are closed */
+		free(b);
+		return;
+	}
 	if (write(b->stop_fd, &one, sizeof(one)) != sizeof(one))
 		abort(); /* an eventfd below its limit always takes it */
 	pthread_join(b->thread, NULL);
+	/* The name goes with the socket: a producer asking now is told at
+	 * once that there is no broker. */
+	unlinkat(b->seg->dir_fd, "broker", 0);
 	close(b->lfd);
 	close(b->stop_fd);
+	unmap_files(b);
 	free(b);
 }
 
@@ -386,6 +657,13 @@ static int receive(int sfd, const char *name, struct v05_broker_grant *g,
 		n = recvmsg(sfd, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
 
+	/* Reset, or closed before a word: the socket went away under the
+	 * connection (its owner died; a child it had just forked still held
+	 * it for an instant, until the child closed it). */
+	if ((n < 0 && errno == ECONNRESET) || n == 0)
+		return v05__fail(-ECONNREFUSED,
+				 "segment %s has no producer broker (its owner is gone, and no other took it over yet)",
+				 name);
 	if (n < 0)
 		return v05__fail(errno == EAGAIN ? -ETIMEDOUT : -errno,
 				 "broker of %s: %s", name,
@@ -433,21 +711,70 @@ static int receive(int sfd, const char *name, struct v05_broker_grant *g,
 	return 0;
 }
 
-int v05__broker_request(const char *name, struct v05_segment *seg,
-			struct v05_ring_hdr **lane, uint32_t *index,
-			uint64_t *token)
+/* Connect to segment path's broker (owned by uid); the socket or a
+ * negative errno. */
+static int broker_connect(const char *name, const char *path, uint32_t uid)
 {
-	struct v05_broker_grant g;
-	struct timeval tv = { 5, 0 };
 	struct sockaddr_un sa;
 	struct ucred cred;
 	socklen_t sl, cl = sizeof(cred);
+	int dfd, sfd, ret;
+
+	/* The side directory, checked to be the owner's and writable by no
+	 * one else: the socket in it can only be the owner's. */
+	dfd = v05__side_dir_open(path, uid, false);
+	if (dfd == -ENOENT)
+		return v05__fail(-ECONNREFUSED,
+				 "segment %s belongs to uid %u and has no producer broker (its side directory is gone)",
+				 name, (unsigned)uid);
+	if (dfd < 0)
+		return dfd;
+	sl = broker_addr(dfd, &sa);
+	sfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (sfd < 0) {
+		ret = v05__fail(-errno, "socket: %s", v05__errstr(errno));
+		close(dfd);
+		return ret;
+	}
+	ret = connect(sfd, (struct sockaddr *)&sa, sl) ? -errno : 0;
+	close(dfd);
+	if (ret) {
+		close(sfd);
+		/* EACCES: a side directory closed to other users is one whose
+		 * owner runs no broker (a broker opens it for searching). */
+		if (ret == -ECONNREFUSED || ret == -ENOENT ||
+		    (ret == -EACCES && uid != geteuid()))
+			return v05__fail(-ECONNREFUSED,
+					 "segment %s belongs to uid %u and has no producer broker (its plugin's config needs V05_CONFIG_PRODUCER_BROKER, or its owner is gone and no other took it over yet)",
+					 name, (unsigned)uid);
+		return v05__fail(ret, "connect to the broker of %s: %s", name,
+				 v05__errstr(-ret));
+	}
+	/* The directory is the owner's; believe only the owner all the
+	 * same (root could have put anything there). */
+	if (getsockopt(sfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) ||
+	    cred.uid != uid) {
+		close(sfd);
+		return v05__fail(-EACCES,
+				 "the broker socket of %s is not served by the segment's owner (uid %u)",
+				 name, (unsigned)uid);
+	}
+	return sfd;
+}
+
+int v05__broker_request(const char *name, struct v05_segment *seg,
+			struct v05_broker_lane *out)
+{
+	struct v05_broker_grant g;
+	struct timeval tv = { 5, 0 };
 	struct stat st;
 	int sfd, ret, fds[2] = { -1, -1 };
 	size_t len;
 	void *bell, *m;
 
 	v05__segment_blank(seg);
+	memset(out, 0, sizeof(*out));
+	out->conn = -1;
 	ret = v05__segment_path(name, seg->path, sizeof(seg->path));
 	if (ret)
 		return ret;
@@ -456,41 +783,22 @@ int v05__broker_request(const char *name, struct v05_segment *seg,
 		return v05__fail(-errno, "stat %s: %s", seg->path, v05__errstr(errno));
 	if (!S_ISREG(st.st_mode))
 		return v05__fail(-EBADMSG, "%s is not a regular file", seg->path);
-	sl = broker_addr(seg->path, &sa);
-	sfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	sfd = broker_connect(name, seg->path, (uint32_t)st.st_uid);
 	if (sfd < 0)
-		return v05__fail(-errno, "socket: %s", v05__errstr(errno));
-	if (connect(sfd, (struct sockaddr *)&sa, sl)) {
-		ret = -errno;
-		close(sfd);
-		if (ret == -ECONNREFUSED || ret == -ENOENT)
-			return v05__fail(-ECONNREFUSED,
-					 "segment %s belongs to uid %u and has no producer broker (its plugin's config needs V05_CONFIG_PRODUCER_BROKER)",
-					 name, (unsigned)st.st_uid);
-		return v05__fail(ret, "connect to the broker of %s: %s", name,
-				 v05__errstr(-ret));
-	}
-	/* Anyone can bind a free abstract name: believe only the owner. */
-	if (getsockopt(sfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) ||
-	    cred.uid != st.st_uid) {
-		close(sfd);
-		return v05__fail(-EACCES,
-				 "the broker socket of %s is not served by the segment's owner (uid %u)",
-				 name, (unsigned)st.st_uid);
-	}
+		return sfd;
 	setsockopt(sfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	ret = receive(sfd, name, &g, fds);
-	close(sfd);
-	if (ret)
+	if (ret) {
+		close(sfd);
 		return ret;
+	}
 	len = v05__lane_stride(g.lane_capacity);
-	ret = v05__seg_file_check(fds[0], "the broker's lane file", (uint32_t)st.st_uid,
-				  len);
+	ret = v05__memfd_check(fds[0], len, "the broker's lane");
 	if (!ret)
-		ret = v05__seg_file_check(fds[1], "the broker's doorbell file",
-					  (uint32_t)st.st_uid, V05_PAGE);
+		ret = v05__memfd_check(fds[1], V05_PAGE, "the broker's doorbell");
 	if (ret) {
 		close_fds(fds, 2);
+		close(sfd);
 		return ret;
 	}
 	bell = mmap(NULL, V05_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
@@ -502,13 +810,16 @@ int v05__broker_request(const char *name, struct v05_segment *seg,
 			munmap(bell, V05_PAGE);
 		if (m != MAP_FAILED)
 			munmap(m, len);
-		return v05__fail(ret, "mmap the broker's files of %s: %s", name,
+		close(sfd);
+		return v05__fail(ret, "mmap the broker's memfds of %s: %s", name,
 				 v05__errstr(-ret));
 	}
 	/* What a producer's attach would know: the doorbell, the geometry
 	 * of its lane, the doorbell mode. */
 	seg->role = V05_ROLE_PRODUCER;
 	seg->st_uid = (uint32_t)st.st_uid;
+	seg->st_dev = (uint64_t)st.st_dev;
+	seg->st_ino = (uint64_t)st.st_ino;
 	snprintf(seg->name, sizeof(seg->name), "%s", name);
 	seg->hdr.flags = g.flags;
 	seg->hdr.geo.lane_count = g.lane_count;
@@ -516,8 +827,15 @@ int v05__broker_request(const char *name, struct v05_segment *seg,
 	seg->hdr.regions[V05_REGION_DOORBELL].size = V05_PAGE;
 	seg->bell_map = bell;
 	seg->bell = bell;
-	*lane = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(g.lane));
-	*index = g.lane;
-	*token = g.token;
+	out->lane = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(g.lane));
+	out->lane_map = m;
+	out->lane_len = len;
+	out->index = g.lane;
+	out->token = g.token;
+	/* Blocking again (no read ever waits on it: only a hang-up is
+	 * looked for, with poll). */
+	tv.tv_sec = 0;
+	setsockopt(sfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	out->conn = sfd;
 	return 0;
 }

@@ -83,6 +83,30 @@ static inline uint32_t v05__doorbell_prepare(struct v05_shm_doorbell *bell,
 	return w;
 }
 
+/*
+ * The same for two doorbells at once (the segment's, and the brokered
+ * producers'): both words read, sleeping set on both, then one F2 (and
+ * F2') for both, which a producer ringing either pairs with. Returns the
+ * second word; *w1 the first.
+ */
+static inline uint32_t v05__doorbell_prepare2(struct v05_shm_doorbell *b1,
+					      struct v05_shm_doorbell *b2,
+					      bool asym, uint32_t *w1)
+{
+	/* Acquire: a ring's release increment orders its publish before. */
+	uint32_t w2 = v05_load_acquire(&b2->doorbell);
+
+	*w1 = v05_load_acquire(&b1->doorbell);
+	/* Relaxed: F2 orders them before the lane re-check. */
+	v05_store_relaxed(&b2->sleeping, 1u);
+	v05_store_relaxed(&b1->sleeping, 1u);
+	v05_fence_seq_cst(); /* F2, pairs with F1 of either doorbell */
+	/* As in v05__doorbell_prepare: F2' failing, ring ourselves. */
+	if (asym && v05__membarrier_global())
+		v05_fetch_add_release(&b1->doorbell, 1u);
+	return w2;
+}
+
 /* Consumer: awake again. Relaxed: a producer seeing a stale 1 rings once
  * needlessly; nothing depends on it. */
 static inline void v05__doorbell_done(struct v05_shm_doorbell *bell)

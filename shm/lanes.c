@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "proc.h"
@@ -51,12 +53,109 @@ int v05__lanes_init(struct v05_lanes *l, struct v05_segment *seg)
 		c->head = v05_load_relaxed(&seg->lane_own[i].head);
 		c->tail_cache = c->head;
 		v05_store_release(&r->head, c->head); /* R1 */
+		/* Granted by a previous owner's broker: its memfd died with
+		 * that owner (the producer pushes again what was not drained,
+		 * to our broker). The lane is its file again. */
+		if (v05__lane_granted(&seg->lane_own[i]))
+			v05__lanes_revert(l, i);
 		/* Cut off by a previous owner: still not read (relaxed, as
 		 * the head above). */
-		if (v05_load_relaxed(&seg->lane_own[i].cut_owner))
+		else if (v05_load_relaxed(&seg->lane_own[i].cut))
 			park(l, i);
 	}
 	return 0;
+}
+
+/*
+ * Map the memfds the broker granted since the last look over their lanes'
+ * pages, in place of the files (the consumer's thread alone remaps the
+ * view, between drains: nothing reads the lane meanwhile). The file it
+ * replaces is empty at the same head (the broker took only a drained
+ * lane), so nothing is lost; the producer's records, pushed meanwhile
+ * into the memfd, are read from now on. One relaxed load when none is
+ * waiting: called before every drain, pending check and look.
+ */
+static __attribute__((noinline)) void install_grants(struct v05_lanes *l)
+{
+	struct v05_segment *seg = l->seg;
+	uint64_t stride = v05__lane_stride(seg->hdr.geo.lane_capacity);
+
+	for (uint32_t i = 0; i < l->n; i++) {
+		/* Acquire: pairs with the broker's release of the mailbox,
+		 * after it wrote the memfd's header. */
+		int fd = v05_exchange_acq_rel(&seg->grant_fd[i], 0) - 1;
+
+		if (fd < 0)
+			continue;
+		v05_fetch_add_relaxed(&seg->grants_pending, (uint32_t)-1);
+		/* A grant already over and given back (reverted) has
+		 * nothing to map. */
+		if (v05__lane_granted(&seg->lane_own[i]) &&
+		    mmap(seg->base + v05__lane_offset(seg, i), stride,
+			 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+			    MAP_FAILED) {
+			/* Cannot be mapped (out of memory): the grant ends,
+			 * as if its producer had left; its records are in
+			 * the memfd, which the producer pushes again to a
+			 * later grant. */
+			v05_store_release(&seg->lane_own[i].grant_end,
+					  v05_load_acquire(&seg->lane_own[i].grant));
+		}
+		close(fd);
+	}
+}
+
+static inline void install(struct v05_lanes *l)
+{
+	/* Relaxed: a hint; the exchange in install_grants decides. */
+	if (__builtin_expect(v05_load_relaxed(&l->seg->grants_pending) != 0, 0))
+		install_grants(l);
+}
+
+/*
+ * Lane i's grant is over (its producer left, was cut off, or the owner
+ * that granted it died): map the lane's file back over its pages in place
+ * of the memfd (one mmap MAP_FIXED), empty at the consumer's head, and
+ * free it. What the memfd still holds is dropped (counted by the caller);
+ * the producer that held it keeps a memfd no one reads any more. The
+ * consumer's own thread, between drains: nothing reads the lane meanwhile.
+ */
+bool v05__lanes_revert(struct v05_lanes *l, uint32_t i)
+{
+	struct v05_segment *seg = l->seg;
+	struct v05_lane_own *own = &seg->lane_own[i];
+	struct v05_ring_cons *c = &l->cons[i];
+	uint64_t stride = v05__lane_stride(seg->hdr.geo.lane_capacity);
+	/* Relaxed: the consumer's own words. */
+	uint32_t head = v05_load_relaxed(&own->head);
+	struct v05_ring_hdr *r;
+
+	if (i >= seg->nlane_fd ||
+	    mmap(seg->base + v05__lane_offset(seg, i), stride,
+		 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, seg->lane_fd[i],
+		 0) == MAP_FAILED)
+		return false; /* tried again at the next look */
+	r = v05__lane(seg, i);
+	/* The file's words, MOVED since the grant: no producer claims it
+	 * before the release below. */
+	v05_store_relaxed(&r->quit, 0);
+	v05_store_relaxed(&r->tail, head);
+	v05_store_release(&r->head, head); /* R1 */
+	c->r = r;
+	c->head = head;
+	c->tail_cache = head;
+	/* The grant's window and cut-off state end with it (relaxed:
+	 * owner-only, this thread their writer). */
+	v05_store_relaxed(&own->cut, 0u);
+	v05_store_relaxed(&own->win_records, 0);
+	v05_store_relaxed(&own->win_rejected, 0);
+	v05_store_relaxed(&own->owner_seen, 0);
+	/* Release: pairs with the broker's acquire (granted()): the file
+	 * is mapped back before it may grant the lane again. */
+	v05_store_release(&own->reverted, v05_load_acquire(&own->grant));
+	/* R3: the head and tail above before the next claimer's A3. */
+	v05_store_release(&r->owner, 0);
+	return true;
 }
 
 void v05__lanes_fini(struct v05_lanes *l)
@@ -136,6 +235,41 @@ static inline uint32_t copy_run(struct v05_record *dst,
 	return bad;
 }
 
+/* Records lane i holds beyond the consumer's head: at most a lane's worth,
+ * whatever its producer published. */
+static uint32_t lane_left(struct v05_lanes *l, uint32_t i)
+{
+	struct v05_ring_cons *c = &l->cons[i];
+	/* A2: the tail the producer published last. */
+	uint32_t left = v05_load_acquire(&c->r->tail) - c->head;
+
+	return left > c->mask + 1 ? c->mask + 1 : left;
+}
+
+static void count_discarded(struct v05_lane_own *own, uint32_t n)
+{
+	/* Relaxed: owner-only statistics. */
+	v05_store_relaxed(&own->discarded, v05_load_relaxed(&own->discarded) + n);
+}
+
+/* Lane i was cut off during its drain: a granted lane goes back to its
+ * file now (what its memfd holds dropped); a file lane is parked until its
+ * producer is gone and its backoff is over (v05__lanes_reclaim_at). */
+static void cut_done(struct v05_lanes *l, uint32_t i)
+{
+	struct v05_lane_own *own = &l->seg->lane_own[i];
+
+	if (v05__lane_granted(own)) {
+		uint32_t left = lane_left(l, i);
+
+		if (v05__lanes_revert(l, i)) {
+			count_discarded(own, left);
+			return;
+		}
+	}
+	park(l, i);
+}
+
 /*
  * One lane, up to max records, known to hold avail (> 0) of them: copy,
  * check, hand to fn, then give the slots back with one release store.
@@ -196,9 +330,11 @@ drain_lane_slow(struct v05_lanes *l, uint32_t i, uint32_t max,
 	v05__ring_cons_release(c, n); /* R1 */
 	v05_store_relaxed(&own->consumed, v05_load_relaxed(&own->consumed) + n);
 	/* fn (or the corrupt report) cut the lane off: read no more of it,
-	 * from now on (its batch is given back above, to the real lane). */
-	if (__builtin_expect(v05_load_relaxed(&own->cut_owner) != 0, 0))
-		park(l, i);
+	 * from now on (its batch is given back above, to the real lane). A
+	 * granted lane goes back to its file at once: the producer keeps a
+	 * memfd no one reads, and the lane is free for the next claim. */
+	if (__builtin_expect(v05_load_relaxed(&own->cut) != 0, 0))
+		cut_done(l, i);
 	return n;
 }
 
@@ -284,6 +420,7 @@ uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
 
 	if (budget == 0)
 		return 0;
+	install(l);
 	l->rr = start + 1 < n ? start + 1 : 0;
 	for (uint32_t i = start; i < n; i++)
 		if (lane_avail(&c[i]))
@@ -298,6 +435,7 @@ uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
 
 bool v05__lanes_pending(struct v05_lanes *l)
 {
+	install(l);
 	for (uint32_t i = 0; i < l->n; i++) {
 		struct v05_ring_cons *c = &l->cons[i];
 
@@ -309,24 +447,31 @@ bool v05__lanes_pending(struct v05_lanes *l)
 	return false;
 }
 
-bool v05__lanes_cut(struct v05_lanes *l, uint32_t i, uint64_t owner)
+bool v05__lanes_cut(struct v05_lanes *l, uint32_t i)
 {
 	struct v05_ring_hdr *r = v05__lane(l->seg, i);
 	struct v05_lane_own *own = &l->seg->lane_own[i];
-	uint64_t expect = owner;
+	uint64_t seen;
 
-	/* Relaxed: owner-only words, and the control block's owner word,
-	 * which only this process writes while it owns the segment. */
-	if (!owner || owner == V05_OWNER_CUT ||
-	    v05_load_relaxed(&own->cut_owner) ||
-	    owner == v05_load_relaxed(&l->seg->ctl->owner))
+	/* Relaxed: owner-only words, and this process's own producers'
+	 * flags (the only state the decision reads: the lane's owner word
+	 * is its producer's to write, so it decides nothing here). */
+	if (v05_load_relaxed(&own->cut) ||
+	    v05_load_relaxed(&l->seg->inproc[i]))
 		return false;
-	/* The claim is taken from the producer as a reclaim takes a dead
-	 * one's: acq_rel, pairing with its claim (A3) and close (R3); lost
-	 * if it left meanwhile (its word is no longer there). */
-	if (!v05_cas_acq_rel(&r->owner, &expect, V05_OWNER_CUT))
-		return false;
-	v05_store_relaxed(&own->cut_owner, owner);
+	/* Take the lane whatever its owner word says (a producer may have
+	 * written 0 or any word there): the consumer stops reading it on
+	 * its own. The word tells an honest producer why its next push
+	 * fails; acq_rel, as a reclaim's CAS, pairs with its claim (A3). */
+	seen = v05_exchange_acq_rel(&r->owner, V05_OWNER_CUT);
+	if (v05__lane_granted(own)) {
+		v05_store_relaxed(&own->cut_pid, v05_load_relaxed(&own->grant_pid));
+	} else {
+		v05_store_relaxed(&own->cut_owner, seen == V05_OWNER_CUT ? 0 : seen);
+		v05_store_relaxed(&own->cut_pid, seen == V05_OWNER_CUT ? 0 :
+				  v05__owner_pid(seen));
+	}
+	v05_store_relaxed(&own->cut, 1u);
 	report(l, V05_LANE_CUT, i, 1);
 	return true;
 }
@@ -348,8 +493,7 @@ static void cut_release(struct v05_lanes *l, uint32_t i)
 	/* A producer can publish any tail: count at most a lane's worth. */
 	if (left > c->mask + 1)
 		left = c->mask + 1;
-	/* Relaxed: owner-only statistics. */
-	v05_store_relaxed(&own->discarded, v05_load_relaxed(&own->discarded) + left);
+	count_discarded(own, left);
 	v05_store_relaxed(&own->head, tail);
 	c->r = r;
 	c->head = tail;
@@ -357,9 +501,29 @@ static void cut_release(struct v05_lanes *l, uint32_t i)
 	v05_store_release(&r->head, tail); /* R1 */
 	v05_store_relaxed(&r->quit, 0);
 	v05_store_relaxed(&own->cut_owner, 0);
+	v05_store_relaxed(&own->cut, 0u);
+	v05_store_relaxed(&own->win_records, 0);
+	v05_store_relaxed(&own->win_rejected, 0);
 	v05_store_relaxed(&own->owner_seen, 0);
 	/* R3: the head and quit word above before the next claimer's A3. */
 	v05_store_release(&r->owner, 0);
+}
+
+/* Drain lane i up to the tail it shows now, at most a lane's worth: a
+ * producer that goes on publishing (another process it gave the memfd to)
+ * cannot keep the consumer here. */
+static void drain_upto(struct v05_lanes *l, uint32_t i, v05_record_fn fn,
+		       void *ctx)
+{
+	uint32_t left = lane_left(l, i);
+
+	while (left) {
+		uint32_t got = drain_lane(l, i, left, fn, ctx);
+
+		if (!got || l->cons[i].r == &l->parked)
+			break;
+		left = got < left ? left - got : 0;
+	}
 }
 
 uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,
@@ -380,20 +544,46 @@ uint32_t v05__lanes_reclaim_at(struct v05_lanes *l, uint64_t now,
 	if (now < l->next_reclaim_ns)
 		return 0;
 	l->next_reclaim_ns = now + V05_RECLAIM_INTERVAL_NS;
+	install(l);
 	for (uint32_t i = 0; i < l->n; i++) {
 		struct v05_ring_hdr *r = v05__lane(l->seg, i);
 		struct v05_lane_own *own = &l->seg->lane_own[i];
-		/* Relaxed: owner-only. */
-		uint64_t cut = v05_load_relaxed(&own->cut_owner);
 		uint64_t owner;
 
-		if (cut) {
-			/* A6: pairs with the producer's R6 (its word into
-			 * quit at close), so its last tail is what
-			 * cut_release drops. Any value a producer writes
-			 * there can only free its own lane early. */
-			if (v05_load_acquire(&r->quit) == cut ||
-			    !v05__owner_alive(cut))
+		if (v05__lane_granted(own)) {
+			/* A granted lane lives as long as its producer's
+			 * connection, which the broker watches (its owner
+			 * word is the producer's to write: not looked at).
+			 * Acquire: pairs with the broker's release of
+			 * grant_end, after the producer's close, so its last
+			 * tail is drained here, then the file comes back. */
+			if (v05_load_acquire(&own->grant_end) ==
+			    v05_load_relaxed(&own->grant)) {
+				drain_upto(l, i, fn, ctx);
+				/* Unless the drain cut it off (and so reverted
+				 * it already). */
+				if (v05__lane_granted(own)) {
+					count_discarded(own, lane_left(l, i));
+					v05__lanes_revert(l, i);
+				}
+			}
+			continue;
+		}
+		/* Relaxed: owner-only. */
+		if (v05_load_relaxed(&own->cut)) {
+			uint64_t cut = v05_load_relaxed(&own->cut_owner);
+
+			/* Given back once its backoff is over and its producer
+			 * is gone: quit (A6: pairs with the producer's R6, its
+			 * word into quit at close, so its last tail is what
+			 * cut_release drops), dead, or none that the consumer
+			 * could name (it wrote 0 or the owner's own word).
+			 * Any value a producer writes there can only free its
+			 * own lane early, never before the backoff. */
+			if (now >= v05_load_relaxed(&own->cut_until_ns) &&
+			    (!cut || cut == v05_load_relaxed(&l->seg->ctl->owner) ||
+			     v05_load_acquire(&r->quit) == cut ||
+			     !v05__owner_alive(cut)))
 				cut_release(l, i);
 			continue;
 		}
@@ -405,13 +595,14 @@ uint32_t v05__lanes_reclaim_at(struct v05_lanes *l, uint64_t now,
 		owner = v05_load_acquire(&r->owner);
 
 		observe_owner(l, i, own, owner);
-		if (owner == 0 || v05__owner_alive(owner))
+		/* MOVED: being granted right now (the broker's). */
+		if (owner == 0 || owner == V05_OWNER_MOVED ||
+		    v05__owner_alive(owner))
 			continue;
 		/* Dead: its tail is final. Drain what it published, then free
 		 * the lane (R3). A producer that died mid-write never stored
 		 * the tail covering the half-written record: never read. */
-		while (drain_lane(l, i, UINT32_MAX, fn, ctx))
-			;
+		drain_upto(l, i, fn, ctx);
 		if (v05_cas_acq_rel(&r->owner, &owner, 0)) {
 			report(l, V05_LANE_RECLAIM, i, 1);
 			v05_store_relaxed(&own->reclaims,

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "atomics.h"
 #include "ring.h"
 #include "segment.h"
 
@@ -89,15 +90,31 @@ uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
 			  v05_record_fn fn, void *ctx);
 
 /*
- * Cut lane off from the claim whose owner word is owner (the one the
- * consumer saw at the batch in hand): from a v05_record_fn or an event
- * callback of that lane's drain only. The lane is taken (owner word ->
- * V05_OWNER_CUT), reported (V05_LANE_CUT) and, once its batch is given
- * back, no longer read. false, and nothing done, when the claim is gone
- * already (the producer left), for no claim (0) or for the plugin's own
- * process (owner: the segment's owner word), or when the lane is cut.
+ * Cut lane off: from a v05_record_fn or an event callback of that lane's
+ * drain only. The decision is the caller's, on owner-only state; the lane
+ * is taken whatever its owner word says (-> V05_OWNER_CUT, which tells an
+ * honest producer why its next push fails), reported (V05_LANE_CUT) and,
+ * once its batch is given back, no longer read: a granted lane goes back
+ * to its file at once, a file lane stays parked until its producer is gone
+ * and its cut_until_ns (the caller's, CLOCK_MONOTONIC) has passed. false,
+ * and nothing done, for
+ * a lane already cut or claimed by a producer of this process (the
+ * segment's inproc flags, set by that producer).
  */
-bool v05__lanes_cut(struct v05_lanes *l, uint32_t lane, uint64_t owner);
+bool v05__lanes_cut(struct v05_lanes *l, uint32_t lane);
+
+/* Is lane own granted by the broker (a memfd in place of its file)?
+ * Acquire: pairs with the broker's release of grant (and our own release
+ * of reverted). */
+static inline bool v05__lane_granted(const struct v05_lane_own *own)
+{
+	return v05_load_acquire(&own->grant) != v05_load_acquire(&own->reverted);
+}
+
+/* Lane i's grant is over: its file mapped back in place of the memfd,
+ * empty at the consumer's head, and free. The consumer's thread only.
+ * false if the file could not be mapped (tried again later). */
+bool v05__lanes_revert(struct v05_lanes *l, uint32_t lane);
 
 /* Any published record not yet drained? (acquire loads of every tail) */
 bool v05__lanes_pending(struct v05_lanes *l);

@@ -10,13 +10,15 @@
  * page; the owner word, the other lanes and everything the owner trusts
  * (lane statistics, counters, state) lie in pages it never maps.
  *
- * And per file, so that a file descriptor can be given for exactly one
- * lane: each lane and the doorbell page live in their own file next to the
- * segment's (v05-NAME:lane.<i>, v05-NAME:bell, always mode 0600), which
- * every process mapping the segment maps over the lane's and the doorbell
- * region's pages (MAP_FIXED): offsets within the segment do not change.
- * The segment file itself holds holes there. A producer of another uid gets
- * its lane's descriptor from the owner (shm/broker.c), never the segment's.
+ * And per file: each lane and the doorbell page live in their own file,
+ * in a directory next to the segment's file that only the segment's uid
+ * can write (v05-NAME:side/lane.<i>, v05-NAME:side/bell, always mode
+ * 0600), which every process mapping the segment maps over the lane's and
+ * the doorbell region's pages (MAP_FIXED): offsets within the segment do
+ * not change. The segment file itself holds holes there. A producer that
+ * comes through the broker (shm/broker.c) gets no file of the segment at
+ * all: its lane and its doorbell are sealed memfds of the owner's, which
+ * no one can resize.
  *
  *   +----------------------+ 0
  *   | header page          |  immutable after create, xxHash-checksummed
@@ -44,7 +46,11 @@
 #include <stdint.h>
 
 #define V05_SHM_MAGIC 0x01006d6873353076ull /* "v05shm\0\1" little-endian */
-#define V05_SHM_ABI 7u /* 7: the keep mask in the slot header.
+#define V05_SHM_ABI 8u /* 8: a segment's side files in a directory only its
+			* uid can write (v05-NAME:side), the broker's socket
+			* there; lanes granted by the broker are sealed
+			* memfds (lane statistics of 192 bytes: the grant).
+			* 7: the keep mask in the slot header.
 			* 6: v05-eb's running fit in the state
 			* region; its window and cold start in the config.
 			* 5: lane statistics of 128 bytes (records applied
@@ -212,6 +218,12 @@ static_assert(offsetof(struct v05_ring_hdr, head) == 2 * V05_LINE, "ring hdr");
  * next push that it was cut off.
  */
 #define V05_OWNER_CUT 0xffffffffull
+/*
+ * The owner word of a lane's file while the broker has granted the lane
+ * as a memfd (shm/broker.c): producers claiming by name see it held; the
+ * consumer neither reclaims nor reads the file meanwhile.
+ */
+#define V05_OWNER_MOVED 0xfffffffeull
 
 /*
  * Where lane i's ring starts within its first page. Lanes start on pages
@@ -241,42 +253,57 @@ static inline uint64_t v05__lane_stride(uint32_t capacity)
  * Per lane, in owner-only memory: what the consumer knows of the lane and
  * trusts. Nothing here is read from a page a producer can write, so no
  * producer can falsify these counts or move a takeover's starting point.
+ *
+ * A lane is its file (v05-NAME:side/lane.<i>, claimed by name by producers
+ * of the segment's uid) or, while the broker has granted it, a sealed
+ * memfd of the owner's (shm/broker.c): granted while grant != reverted.
+ * The broker thread writes line 2 and the poll thread the rest; a grant
+ * hands the lane from one to the other (docs/SHM.md, "The broker").
  */
 struct v05_lane_own {
-	/* Line 0: the lanes' (shm/lanes.c) and the broker's. */
+	/* Line 0: the lanes' (shm/lanes.c). */
 	uint32_t head;       /* entries consumed: where a takeover resumes */
 	uint32_t high_water; /* largest tail - head the consumer saw       */
 	uint64_t consumed;   /* total consumed, across reclaims            */
 	uint64_t claims;     /* claims the consumer observed (owner words) */
 	uint64_t reclaims;   /* dead producers' lanes freed                */
 	uint64_t owner_seen; /* the lane's owner word at the last check    */
-	/* Written by the broker only (shm/broker.c): the lane was handed to
-	 * a producer of uid bound_uid, whose processes may keep its file
-	 * open; from then on it serves that uid alone. */
-	uint32_t bound;      /* 1: bound to bound_uid (its file :bound.<i>) */
-	uint32_t bound_uid;
-	/* The claim cut off (its producer's owner word; 0: none): while
-	 * set, the lane's owner word is V05_OWNER_CUT and the lane is not
-	 * drained; cleared when that producer quit or died. */
+	/* A file lane cut off: the owner word the consumer saw at the cut
+	 * (maybe 0: a producer that never claimed), and the earliest time
+	 * it is given back (the uid's backoff, CLOCK_MONOTONIC). */
 	uint64_t cut_owner;
+	uint64_t cut_until_ns;
 	uint64_t discarded;  /* records of cut claims dropped unread       */
 	/* Line 1: the plugin's accounting of the records it was handed
-	 * (plugin/guard.c): all time, and a window over the current claim
-	 * that decides the cut-off. */
+	 * (plugin/guard.c): all time, and the window that decides the
+	 * cut-off, keyed on owner-controlled state only: the lane, and the
+	 * grant it counts (win_grant; a new grant starts an empty window). */
 	uint64_t applied;    /* records applied                            */
 	uint64_t rejected;   /* records rejected, any reason (corrupt too) */
-	uint64_t win_owner;  /* the claim (owner word) the window counts   */
-	uint32_t win_records;  /* its records, both halved at 2N (guard.c) */
-	uint32_t win_rejected; /* ... and the rejected among them          */
-	uint32_t cuts;         /* claims cut off                           */
-	uint32_t cut_records;  /* the window at the last cut: records ...  */
-	uint32_t cut_rejected; /* ... and rejected                         */
-	uint32_t pad_b;
-	uint8_t pad[16];
+	uint64_t win_records;  /* the window's records, halved at 2N        */
+	uint64_t win_rejected; /* ... and the rejected among them           */
+	uint32_t win_grant;    /* the grant (line 2) the window counts      */
+	uint32_t cut;          /* 1: cut off now (its records not read)     */
+	uint32_t cuts;         /* claims or grants cut off                  */
+	uint32_t cut_records;  /* the window at the last cut: records ...   */
+	uint32_t cut_rejected; /* ... and rejected (saturated)              */
+	uint32_t cut_pid;      /* the producer cut off last (display)       */
+	uint8_t pad1[8];
+	/* Line 2: the broker thread's (shm/broker.c), but reverted. */
+	uint32_t grant;      /* grants of this lane made (a memfd each)    */
+	uint32_t grant_end;  /* the grant whose producer left (its socket
+			      * closed) or never claimed: the poll thread
+			      * drains and reverts it                      */
+	uint32_t reverted;   /* poll thread: the last grant it reverted to
+			      * the lane's file; granted iff != grant      */
+	uint32_t grant_uid;  /* the peer of the current or last grant      */
+	uint32_t grant_gid;
+	uint32_t grant_pid;
+	uint8_t pad2[40];
 };
-static_assert(sizeof(struct v05_lane_own) == 128, "lane statistics ABI");
-static_assert(offsetof(struct v05_lane_own, cut_owner) == 48 &&
-	      offsetof(struct v05_lane_own, applied) == 64,
+static_assert(sizeof(struct v05_lane_own) == 192, "lane statistics ABI");
+static_assert(offsetof(struct v05_lane_own, applied) == 64 &&
+	      offsetof(struct v05_lane_own, grant) == 128,
 	      "lane statistics ABI");
 
 /*

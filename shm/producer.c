@@ -7,8 +7,10 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -35,21 +37,114 @@ struct v05_producer {
 	unsigned flags;
 	unsigned fork_gen;
 	bool light; /* asymmetric doorbell: no fence on publish */
+	bool mapped; /* on the owner's own mapping (v05__producer_open_mapped) */
+	/* Through the broker: the grant's connection (-1 once the owner is
+	 * gone and no other granted a lane yet), and when to look at it
+	 * next (CLOCK_MONOTONIC_COARSE ns). */
+	bool brokered;
+	int conn;
+	uint64_t next_check_ns;
+	struct v05_producer *next; /* brokered producers, for fork */
 };
+
+/* How often a brokered producer looks whether its owner is still there
+ * (one poll() of its connection; in the publish path a coarse clock read
+ * decides, and only a brokered producer pays it). */
+#define CHECK_NS 20000000ull
 
 /* A handle belongs to the process that opened it: after fork the child
  * would be a second producer on an SPSC lane. The child's handles refuse. */
 static unsigned fork_gen;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
+/* Brokered producers: a forked child closes their connections, or a
+ * grant would outlive the producer for as long as the child lives. */
+static pthread_mutex_t brokered_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct v05_producer *brokered_all;
+
+static void on_fork_prepare(void)
+{
+	pthread_mutex_lock(&brokered_mu);
+}
+
+static void on_fork_parent(void)
+{
+	pthread_mutex_unlock(&brokered_mu);
+}
+
 static void on_fork_child(void)
 {
 	fork_gen++;
+	for (struct v05_producer *p = brokered_all; p; p = p->next) {
+		if (p->conn >= 0)
+			close(p->conn);
+		p->conn = -1;
+	}
+	pthread_mutex_unlock(&brokered_mu);
 }
 
 static void register_atfork(void)
 {
-	pthread_atfork(NULL, NULL, on_fork_child);
+	pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
+}
+
+static void brokered_list(struct v05_producer *p, bool add)
+{
+	pthread_mutex_lock(&brokered_mu);
+	if (add) {
+		p->next = brokered_all;
+		brokered_all = p;
+	} else {
+		for (struct v05_producer **q = &brokered_all; *q; q = &(*q)->next) {
+			if (*q == p) {
+				*q = p->next;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&brokered_mu);
+}
+
+/*
+ * The cut-off spares producers in the owner's own process (the engine's
+ * own reward writer): the owner learns which lanes they hold from them,
+ * in process memory, never from the lane's owner word (which the
+ * producer writes). Segments a plugin owns are listed here by identity.
+ */
+static pthread_mutex_t owned_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct v05_segment *owned[64];
+
+void v05__segment_own(struct v05_segment *seg, bool own)
+{
+	pthread_mutex_lock(&owned_mu);
+	for (uint32_t i = 0; i < 64; i++) {
+		if (own && !owned[i]) {
+			owned[i] = seg;
+			break;
+		}
+		if (!own && owned[i] == seg)
+			owned[i] = NULL;
+	}
+	pthread_mutex_unlock(&owned_mu);
+}
+
+/* A producer of this process claims (on) or leaves lane i of seg. */
+static void mark_inproc(const struct v05_producer *p, bool on)
+{
+	const struct v05_segment *seg = p->seg;
+
+	if (p->mapped) {
+		/* Relaxed: a flag the consumer reads at a cut decision. */
+		v05_store_relaxed(&p->seg->inproc[p->lane_index], (uint8_t)on);
+		return;
+	}
+	pthread_mutex_lock(&owned_mu);
+	for (uint32_t i = 0; i < 64; i++)
+		if (owned[i] && owned[i]->st_dev == seg->st_dev &&
+		    owned[i]->st_ino == seg->st_ino)
+			v05_store_relaxed(&owned[i]->inproc[p->lane_index],
+					  (uint8_t)on);
+	pthread_mutex_unlock(&owned_mu);
 }
 
 /* The lane is no longer ours: the plugin cut it off (lanes.h). */
@@ -97,10 +192,10 @@ check_handle(const struct v05_producer *p)
 /*
  * Lane i for a claim attempt. With a whole view (the owner's mapping,
  * in-process producers) it is there; a producer process opens the lane's
- * own file (only lanes not bound to another uid have one under this name)
- * and maps it, and unmaps it again unless the claim succeeds: it never
- * holds a mapping of a lane that is not its own. NULL with *err set: 0 for
- * a lane with no such file (bound), else a negative errno.
+ * own file in the side directory and maps it, and unmaps it again unless
+ * the claim succeeds: it never holds a mapping of a lane that is not its
+ * own. NULL with *err set to
+ * a negative errno.
  */
 static struct v05_ring_hdr *lane_try_map(struct v05_producer *p, uint32_t i,
 					 int *err)
@@ -115,7 +210,7 @@ static struct v05_ring_hdr *lane_try_map(struct v05_producer *p, uint32_t i,
 		return v05__lane(seg, i);
 	fd = v05__lane_file_open(seg, V05_FILE_LANE, i, O_RDWR);
 	if (fd < 0) {
-		*err = fd == -ENOENT ? 0 : fd;
+		*err = fd;
 		return NULL;
 	}
 	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -162,9 +257,10 @@ static void lane_claimed(struct v05_producer *p, struct v05_ring_hdr *r,
 static int claim_lane(struct v05_producer *p, unsigned flags)
 {
 	struct v05_segment *seg = p->seg;
-	uint32_t dead = 0, bound = 0, cut = 0;
+	uint32_t dead = 0, moved = 0, cut = 0, bad = 0;
 	uint64_t me = v05__owner_self();
-	int err;
+	char first_bad[256] = "";
+	int err, first_err = 0;
 
 	if (!me)
 		return v05__fail(-EIO, "cannot read /proc/self/stat");
@@ -172,10 +268,15 @@ static int claim_lane(struct v05_producer *p, unsigned flags)
 		struct v05_ring_hdr *r = lane_try_map(p, i, &err);
 		uint64_t cur;
 
-		if (!r && err)
-			return err;
+		/* A lane file that cannot be used (missing, a link, resized:
+		 * only a process of the segment's uid can have done it)
+		 * costs that lane, not the claim: the next one is tried. */
 		if (!r) {
-			bound++;
+			if (!bad++) {
+				first_err = err ? err : -ENOENT;
+				snprintf(first_bad, sizeof(first_bad), "%s",
+					 v05_errmsg());
+			}
 			continue;
 		}
 		/* Relaxed peek; the CAS below decides. */
@@ -183,6 +284,8 @@ static int claim_lane(struct v05_producer *p, unsigned flags)
 		if (cur != 0) {
 			if (cur == V05_OWNER_CUT)
 				cut++;
+			else if (cur == V05_OWNER_MOVED)
+				moved++;
 			else
 				dead += !v05__owner_alive(cur);
 			lane_unmap(p, r);
@@ -192,47 +295,154 @@ static int claim_lane(struct v05_producer *p, unsigned flags)
 		 * so its last tail is what ring_prod_init reads. */
 		if (v05_cas_acq_rel(&r->owner, &cur, me)) {
 			lane_claimed(p, r, i, me, flags);
+			mark_inproc(p, true);
 			return 0;
 		}
 		lane_unmap(p, r);
 	}
+	if (bad == seg->hdr.geo.lane_count)
+		return v05__fail(first_err, "segment %s: no lane file can be used (%s)",
+				 seg->name, first_bad);
 	return v05__fail(-EBUSY,
-			 "segment %s: all %u lanes are held (%u by dead producers, free again once the plugin drains them; %u cut off by the plugin, free again once their producers close or exit; %u bound to producers of another uid)",
-			 seg->name, seg->hdr.geo.lane_count, dead, cut, bound);
+			 "segment %s: all %u lanes are held (%u by dead producers, free again once the plugin drains them; %u cut off by the plugin, free again once their producers close or exit; %u granted by its broker; %u unusable: %s)",
+			 seg->name, seg->hdr.geo.lane_count, dead, cut, moved, bad,
+			 bad ? first_bad : "none");
 }
 
 /*
- * A lane from the segment owner's broker (a producer of another uid, which
- * may open none of the segment's files): the broker reserved it with a
- * token; the claim is the CAS token -> our word. Lost (the reservation
- * expired and another producer of our uid took the lane): ask again.
+ * A lane from the segment owner's broker: a memfd granted with a token;
+ * the claim is the CAS token -> our word, in our own mapping. Lost (the
+ * grant expired meanwhile): ask again.
  */
+static int broker_claim(struct v05_producer *p, const char *name,
+			struct v05_segment *seg, uint64_t me)
+{
+	for (int attempt = 0; attempt < 4; attempt++) {
+		struct v05_broker_lane bl;
+		uint64_t token;
+		int ret = v05__broker_request(name, seg, &bl);
+
+		if (ret)
+			return ret;
+		token = bl.token;
+		/* A3, as in claim_lane. */
+		if (v05_cas_acq_rel(&bl.lane->owner, &token, me)) {
+			p->lane = bl.lane;
+			p->lane_map = bl.lane_map;
+			p->lane_len = bl.lane_len;
+			p->lane_index = bl.index;
+			p->conn = bl.conn;
+			return 0;
+		}
+		munmap(bl.lane_map, bl.lane_len);
+		close(bl.conn);
+		v05__segment_detach(seg);
+	}
+	return v05__fail(-EBUSY, "segment %s: the broker's lanes were taken each time",
+			 name);
+}
+
 static int claim_brokered(struct v05_producer *p, const char *name,
 			  unsigned flags)
 {
 	uint64_t me = v05__owner_self();
+	int ret;
 
 	if (!me)
 		return v05__fail(-EIO, "cannot read /proc/self/stat");
-	for (int attempt = 0; attempt < 4; attempt++) {
-		struct v05_ring_hdr *r;
-		uint32_t i;
-		uint64_t token;
-		int ret = v05__broker_request(name, &p->own, &r, &i, &token);
+	ret = broker_claim(p, name, &p->own, me);
+	if (ret)
+		return ret;
+	p->seg = &p->own;
+	p->brokered = true;
+	p->next_check_ns = v05__coarse_ns() + CHECK_NS;
+	lane_claimed(p, p->lane, p->lane_index, me, flags);
+	brokered_list(p, true);
+	return 0;
+}
 
-		if (ret)
-			return ret;
-		p->seg = &p->own;
-		/* A3, as in claim_lane. */
-		if (v05_cas_acq_rel(&r->owner, &token, me)) {
-			lane_claimed(p, r, i, me, flags);
-			return 0;
-		}
-		lane_unmap(p, r);
-		v05__segment_detach(&p->own);
+/*
+ * The owner that granted our lane is gone (the connection ended): ask the
+ * next owner's broker for a lane, and push into it again every record the
+ * old lane holds past the head its consumer published (what the dead
+ * owner had not drained, or drained and not yet said so: those few come
+ * twice and are rejected as duplicates, counted). Until a broker answers,
+ * records go on into the old lane, which is kept, and the next look asks
+ * again. Nothing is lost unless this producer dies first, and then the
+ * owner's recover() gives those samples out again.
+ */
+static __attribute__((noinline, cold)) void rebroker(struct v05_producer *p)
+{
+	struct v05_segment seg;
+	struct v05_ring_hdr *old = p->lane;
+	struct v05_record *from = v05__lane_records(old), *rec;
+	void *old_map = p->lane_map;
+	size_t old_len = p->lane_len;
+	struct v05_ring_prod ring;
+	uint32_t head, n;
+
+	/* Cut off: there is nothing to carry (check_handle says so). */
+	if (v05_load_relaxed(&old->owner) != p->owner)
+		return;
+	/* On success p's lane, its mapping and the connection are the new
+	 * grant's; on failure p is as it was. */
+	if (broker_claim(p, p->own.name, &seg, p->owner))
+		return;
+	v05__ring_prod_publish(&p->ring); /* into the old lane, counted below */
+	/* Acquire (A1): the head the dead consumer published last. */
+	head = v05_load_acquire(&old->head);
+	n = p->ring.tail - head;
+	if (n > p->ring.mask + 1)
+		n = p->ring.mask + 1; /* a head we cannot trust: a lane's worth */
+	/* The next owner's lanes (another segment of the name, maybe). */
+	if (n > seg.hdr.geo.lane_capacity)
+		n = seg.hdr.geo.lane_capacity;
+	v05__ring_prod_init(&ring, p->lane, v05__lane_records(p->lane),
+			    seg.hdr.geo.lane_capacity, sizeof(struct v05_record));
+	for (uint32_t k = 0; k < n; k++) {
+		const struct v05_record *src = &from[(p->ring.tail - n + k) &
+						     p->ring.mask];
+
+		rec = (struct v05_record *)(void *)v05__ring_prod_slot(&ring, k);
+		rec->key = src->key;
+		rec->gen = src->gen;
+		rec->sample = src->sample;
+		rec->reward = src->reward;
+		rec->flags = 0;
+		rec->seq = ring.tail + k;
+		rec->zero = 0;
 	}
-	return v05__fail(-EBUSY, "segment %s: the broker's lanes were taken each time",
-			 name);
+	v05__ring_prod_commit(&ring, n);
+	/* The old lane and doorbell go; the new ones are ours. */
+	munmap(old_map, old_len);
+	v05__segment_detach(&p->own);
+	p->own = seg;
+	p->seg = &p->own;
+	p->ring = ring;
+	p->light = v05__segment_asym(p->seg) && v05__membarrier_register() == 0;
+	v05__ring_prod_publish(&p->ring); /* R2 */
+	v05__doorbell_after_publish(p->seg->bell, p->light);
+}
+
+/* A brokered producer's look at its owner (rate-limited to CHECK_NS). */
+static __attribute__((noinline, cold)) void owner_check(struct v05_producer *p)
+{
+	uint64_t now = v05__coarse_ns();
+
+	if (now < p->next_check_ns)
+		return;
+	p->next_check_ns = now + CHECK_NS;
+	if (p->conn >= 0) {
+		struct pollfd pf = { p->conn, POLLIN | POLLRDHUP, 0 };
+
+		/* The broker never writes after the grant: anything but
+		 * nothing means it closed the connection. */
+		if (poll(&pf, 1, 0) <= 0)
+			return;
+		close(p->conn);
+		p->conn = -1;
+	}
+	rebroker(p);
 }
 
 /* Does segment name belong to another uid? (Its path's owner; an error
@@ -262,8 +472,10 @@ static int open_common(const char *name, struct v05_segment *mapped,
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return v05__fail(-ENOMEM, "producer: out of memory");
+	p->conn = -1;
 	if (mapped) {
 		p->seg = mapped;
+		p->mapped = true;
 	} else if (brokered ||
 		   ((flags & V05_PRODUCER_ANY_UID) && other_uid(name))) {
 		ret = claim_brokered(p, name, flags);
@@ -368,6 +580,11 @@ static uint32_t publish(struct v05_producer *p)
 
 	if (n)
 		v05__doorbell_after_publish(p->seg->bell, p->light);
+	/* Not taken by producers of the segment's uid (by name): one load
+	 * and a predicted branch. */
+	if (__builtin_expect(p->brokered, 0) &&
+	    v05__coarse_ns() >= p->next_check_ns)
+		owner_check(p);
 	return n;
 }
 
@@ -427,8 +644,13 @@ V05_API int v05_producer_push_wait(struct v05_producer *p,
 		 * then yield, then nap 50 us at a time. */
 		if (v05__now_ns() >= deadline)
 			return v05__fail(-ETIMEDOUT,
+					 p->brokered && p->conn < 0 ?
+					 "lane %u stayed full for %d ms; the owner that granted it is gone and no new owner's broker answered" :
 					 "lane %u stayed full for %d ms",
 					 p->lane_index, timeout_ms);
+		/* Full because the owner that granted it is gone? */
+		if (p->brokered)
+			owner_check(p);
 		if (spins < 64) {
 			spins++;
 			v05_cpu_relax();
@@ -460,6 +682,8 @@ V05_API int v05_producer_close(struct v05_producer *p)
 		uint64_t me = p->owner;
 
 		publish(p);
+		if (!p->brokered)
+			mark_inproc(p, false);
 		/* R3: our last tail store before the lane is free again;
 		 * pairs with the next claimer's A3. A CAS, not a store: a
 		 * lane the plugin cut off is not ours to free. We say we quit
@@ -471,6 +695,13 @@ V05_API int v05_producer_close(struct v05_producer *p)
 	} else {
 		/* A forked child must not touch the parent's lane. */
 		ret = -ECHILD;
+	}
+	if (p->brokered) {
+		brokered_list(p, false);
+		/* The grant ends: the owner drains what we published (our
+		 * last tail came before this close) and takes the lane back. */
+		if (p->conn >= 0)
+			close(p->conn);
 	}
 	if (p->lane_map)
 		munmap(p->lane_map, p->lane_len);

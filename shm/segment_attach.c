@@ -67,6 +67,8 @@ int v05__segment_attach(const char *name, enum v05_role role, unsigned flags,
 	ret = v05__header_validate(&seg->hdr, (uint64_t)st.st_size);
 	if (ret)
 		goto fail;
+	seg->st_dev = (uint64_t)st.st_dev;
+	seg->st_ino = (uint64_t)st.st_ino;
 	if (role == V05_ROLE_PRODUCER) {
 		seg->role = role;
 		seg->st_uid = (uint32_t)st.st_uid;

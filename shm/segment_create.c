@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Create a segment: the header, every page reserved, the side files, the
- * magic published last; all or nothing. */
+/* Create a segment: the header, every page reserved, the side directory
+ * and its files, the magic published last; all or nothing. */
 #include "segment.h"
 #include "segment_parts.h"
 
@@ -46,52 +46,46 @@ static int reserve_segment(int fd, const struct v05_shm_header *h,
 	return 0;
 }
 
-/* Create, reserve and map over the view every lane's file and the
- * doorbell's; on failure remove those made (the caller the rest). */
+/* Make the side directory; create, reserve and map over the view every
+ * lane's file and the doorbell's; on failure remove the directory with
+ * whatever was made in it (the caller the rest). */
 static int create_files(struct v05_segment *seg)
 {
 	uint64_t stride = v05__lane_stride(seg->hdr.geo.lane_capacity);
 	const struct v05_region *b = &seg->hdr.regions[V05_REGION_DOORBELL];
-	char path[PATH_MAX];
 	int fd, ret = 0;
 
+	fd = v05__side_make(seg->path);
+	if (fd < 0)
+		return fd;
+	seg->dir_fd = fd;
 	for (uint32_t i = 0; i < seg->hdr.geo.lane_count && !ret; i++) {
-		ret = v05__segment_file_path(seg->path, V05_FILE_LANE, i, path, sizeof(path));
-		if (ret)
-			break;
-		fd = v05__file_create(path, stride);
+		fd = v05__file_create(seg, V05_FILE_LANE, i, stride);
 		if (fd < 0) {
 			ret = fd;
 			break;
 		}
 		seg->lane_fd[seg->nlane_fd++] = fd;
 		ret = v05__file_overlay(seg, v05__lane_offset(seg, i), stride, fd,
-					 PROT_READ | PROT_WRITE, path);
+					 PROT_READ | PROT_WRITE, "lane file");
 	}
-	if (!ret)
-		ret = v05__segment_file_path(seg->path, V05_FILE_BELL, 0, path, sizeof(path));
 	if (!ret) {
-		fd = v05__file_create(path, b->size);
+		fd = v05__file_create(seg, V05_FILE_BELL, 0, b->size);
 		if (fd < 0) {
 			ret = fd;
 		} else {
 			seg->bell_fd = fd;
 			seg->bell_fd_open = true;
 			ret = v05__file_overlay(seg, b->offset, b->size, fd,
-						    PROT_READ | PROT_WRITE, path);
+						    PROT_READ | PROT_WRITE, "doorbell file");
 		}
 	}
 	if (!ret) {
 		seg->lanes_mapped = true;
 		return 0;
 	}
-	for (uint32_t i = 0; i < seg->nlane_fd; i++)
-		if (!v05__segment_file_path(seg->path, V05_FILE_LANE, i, path, sizeof(path)))
-			unlink(path);
-	if (seg->bell_fd_open &&
-	    !v05__segment_file_path(seg->path, V05_FILE_BELL, 0, path, sizeof(path)))
-		unlink(path);
 	v05__files_close(seg);
+	v05__side_remove(seg->path);
 	return ret;
 }
 
@@ -145,6 +139,16 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 
 	fd = open(seg->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
 		  (mode_t)mode);
+	if (fd < 0 && errno == EEXIST) {
+		struct stat st;
+
+		if (lstat(seg->path, &st))
+			memset(&st, 0, sizeof(st));
+		return v05__fail(-EEXIST, "create %s: it exists (uid %u's%s)",
+				 seg->path, (unsigned)st.st_uid,
+				 st.st_uid == geteuid() ? "" :
+				 ", not this process's: not a segment it can take over");
+	}
 	if (fd < 0)
 		return v05__fail(-errno, "create %s: %s", seg->path,
 				 v05__errstr(errno));
@@ -167,6 +171,14 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 	seg->base = base;
 	seg->size = total;
 	seg->fd = fd;
+	{
+		struct stat st;
+
+		if (!fstat(fd, &st)) {
+			seg->st_dev = (uint64_t)st.st_dev;
+			seg->st_ino = (uint64_t)st.st_ino;
+		}
+	}
 	seg->role = V05_ROLE_OWNER;
 	seg->st_uid = h.creator_uid;
 	seg->mode = mode;

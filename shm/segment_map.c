@@ -87,39 +87,51 @@ int v05__segment_map_role(struct v05_segment *seg)
 }
 
 /*
- * Open lane i's file for the owner or an inspector: under the name the
- * lane statistics say (bound to a uid or not), or the other one where the
- * owner died between binding a lane and renaming its file; the owner then
- * finishes the rename.
+ * Open a side file for the owner: a takeover must not fail on what another
+ * process did to a side file (only the segment's uid can reach them: its
+ * own processes, or root), so a file missing, a link, of another type,
+ * mode or size is made again (its lane empty, at the head the owner
+ * trusts; counted in files_replaced). What was in it is lost: only a
+ * process of the segment's uid can have broken it.
  */
-static int lane_file_find(struct v05_segment *seg, uint32_t i, int oflags)
+static int owner_file(struct v05_segment *seg, enum v05_seg_file kind,
+		      uint32_t i, uint64_t size)
 {
-	/* Relaxed: the broker stores the binding before the rename; a stale
-	 * value only costs opening the other name below. */
-	bool bound = v05_load_relaxed(&seg->lane_own[i].bound) != 0;
-	int fd = v05__lane_file_open(seg, bound ? V05_FILE_BOUND : V05_FILE_LANE,
-				     i, oflags);
-	int ret;
+	int fd = v05__lane_file_open(seg, kind, i, O_RDWR);
 
-	if (fd != -ENOENT)
+	if (fd >= 0)
 		return fd;
-	fd = v05__lane_file_open(seg, bound ? V05_FILE_LANE : V05_FILE_BOUND, i,
-				 oflags);
-	if (fd >= 0 && bound && seg->role == V05_ROLE_OWNER) {
-		ret = v05__lane_file_bind(seg, i);
-		if (ret) {
+	if (fd != -ENOENT && fd != -ELOOP && fd != -EBADMSG && fd != -EACCES &&
+	    fd != -EMSGSIZE && fd != -ENXIO && fd != -EISDIR)
+		return fd;
+	fd = v05__file_replace(seg, kind, i, size);
+	if (fd >= 0 && kind == V05_FILE_LANE) {
+		/* An empty lane resuming where the owner's head says. The
+		 * file is new: nothing else maps it yet. */
+		struct v05_ring_hdr *r = mmap(NULL, size, PROT_READ | PROT_WRITE,
+					      MAP_SHARED, fd, 0);
+		uint32_t head = v05_load_relaxed(&seg->lane_own[i].head);
+
+		if (r == MAP_FAILED) {
 			close(fd);
-			return ret;
+			return v05__fail(-errno, "mmap a new lane file: %s",
+					 v05__errstr(errno));
 		}
+		r = V05_AT(struct v05_ring_hdr, r, v05__lane_skew(i));
+		r->tail = head;
+		r->head = head;
+		munmap((void *)((uintptr_t)r & ~(uintptr_t)(V05_PAGE - 1)), size);
 	}
 	return fd;
 }
 
 /*
  * Map each lane's file and the doorbell's over their regions of the view
- * (MAP_FIXED: the addresses are the ones the layout gives). The owner needs
- * all of them and keeps their descriptors (the broker hands them out); an
- * inspector maps them read-only where it may open them, and goes without
+ * (MAP_FIXED: the addresses are the ones the layout gives), from the side
+ * directory. The owner needs all of them and keeps their descriptors (a
+ * lane the broker granted goes back to its file); it makes the directory
+ * again if it is gone, and any broken file in it (owner_file). An inspector
+ * maps them read-only where it may open them, and goes without
  * (lanes_mapped false, the doorbell NULL) where it may not: the files are
  * 0600, an inspector of another uid sees the owner's lane statistics only.
  */
@@ -131,8 +143,17 @@ int v05__segment_map_files(struct v05_segment *seg)
 	const struct v05_region *b = &seg->hdr.regions[V05_REGION_DOORBELL];
 	int fd, ret = 0;
 
+	fd = v05__side_dir_open(seg->path, seg->st_uid, own);
+	if (fd == -ENOENT && own) {
+		fd = v05__side_make(seg->path);
+		seg->files_replaced++;
+	}
+	if (fd < 0)
+		return own ? fd : 0;
+	seg->dir_fd = fd;
 	for (uint32_t i = 0; i < seg->hdr.geo.lane_count; i++) {
-		fd = lane_file_find(seg, i, oflags);
+		fd = own ? owner_file(seg, V05_FILE_LANE, i, stride) :
+			   v05__lane_file_open(seg, V05_FILE_LANE, i, oflags);
 		if (fd < 0) {
 			ret = fd;
 			break;
@@ -153,7 +174,8 @@ int v05__segment_map_files(struct v05_segment *seg)
 	} else if (own) {
 		return ret;
 	}
-	fd = v05__lane_file_open(seg, V05_FILE_BELL, 0, oflags);
+	fd = own ? owner_file(seg, V05_FILE_BELL, 0, b->size) :
+		   v05__lane_file_open(seg, V05_FILE_BELL, 0, oflags);
 	ret = fd < 0 ? fd : v05__file_overlay(seg, b->offset, b->size, fd, prot,
 				    "doorbell file");
 	if (!ret) {
@@ -175,7 +197,8 @@ int v05__segment_map_files(struct v05_segment *seg)
  * else here: no view of the segment (not even PROT_NONE), so no stray
  * pointer of its process can reach the owner word, another lane or the
  * counters. Its lane's file is opened and mapped by producer.c once
- * claimed. The segment file is only read, for the header, and closed.
+ * claimed, from the side directory kept open here. The segment file is
+ * only read, for the header, and closed.
  */
 int v05__segment_attach_producer(struct v05_segment *seg)
 {
@@ -183,6 +206,10 @@ int v05__segment_attach_producer(struct v05_segment *seg)
 	void *bell;
 	int fd, ret;
 
+	fd = v05__side_dir_open(seg->path, seg->st_uid, false);
+	if (fd < 0)
+		return fd;
+	seg->dir_fd = fd;
 	fd = v05__lane_file_open(seg, V05_FILE_BELL, 0, O_RDWR);
 	if (fd < 0)
 		return fd;

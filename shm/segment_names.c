@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Names: a segment's name checked, its path and its side files' paths, and
- * a uid's 64-bit key. */
+/* Names: a segment's name checked, its path, its side directory's files'
+ * names and paths, and a uid's 64-bit key. */
 #include "segment.h"
 #include "segment_parts.h"
 
@@ -61,6 +61,7 @@ void v05__segment_blank(struct v05_segment *seg)
 	memset(seg, 0, sizeof(*seg));
 	seg->fd = -1;
 	seg->bell_fd = -1;
+	seg->dir_fd = -1;
 }
 
 int v05__segment_path(const char *name, char *path, size_t len)
@@ -74,22 +75,30 @@ int v05__segment_path(const char *name, char *path, size_t len)
 	return 0;
 }
 
-int v05__segment_file_path(const char *seg_path, enum v05_seg_file kind,
-		     uint32_t lane, char *path, size_t len)
+void v05__side_name(enum v05_seg_file kind, uint32_t lane, char *name,
+		    size_t len)
 {
-	int n;
-
 	switch (kind) {
 	case V05_FILE_LANE:
-		n = snprintf(path, len, "%s:lane.%u", seg_path, lane);
+		snprintf(name, len, "lane.%u", lane);
 		break;
-	case V05_FILE_BOUND:
-		n = snprintf(path, len, "%s:bound.%u", seg_path, lane);
+	case V05_FILE_BROKER:
+		snprintf(name, len, "broker");
 		break;
 	default:
-		n = snprintf(path, len, "%s:bell", seg_path);
+		snprintf(name, len, "bell");
 		break;
 	}
+}
+
+int v05__segment_file_path(const char *seg_path, enum v05_seg_file kind,
+			   uint32_t lane, char *path, size_t len)
+{
+	char name[32];
+	int n;
+
+	v05__side_name(kind, lane, name, sizeof(name));
+	n = snprintf(path, len, "%s" V05_SIDE_SUFFIX "/%s", seg_path, name);
 	if (n < 0 || (size_t)n >= len)
 		return v05__fail(-ENAMETOOLONG, "segment path too long");
 	return 0;

@@ -22,13 +22,24 @@ int v05__segment_file_path(const char *seg_path, enum v05_seg_file kind,
 /* Reserve [off, off + len) of fd's file (its size already set): ENOSPC
  * now rather than SIGBUS at a later page fault on tmpfs. */
 int v05__file_reserve(int fd, uint64_t off, uint64_t len, const char *path);
-/* Create a side file: mode 0600 exactly, size bytes reserved. Returns the
- * descriptor or a negative errno (nothing left behind). */
-int v05__file_create(const char *path, uint64_t size);
+/* Make segment seg_path's side directory (0700) and open it; -EEXIST with a
+ * message saying whose it is when the name is taken (a leftover of this
+ * uid's, or a name another user planted). */
+int v05__side_make(const char *seg_path);
+/* Create side file kind (lane i) in seg->dir_fd: mode 0600 exactly, size
+ * bytes reserved. Returns the descriptor or a negative errno (nothing left
+ * behind). */
+int v05__file_create(const struct v05_segment *seg, enum v05_seg_file kind,
+		     uint32_t i, uint64_t size);
+/* The same after removing whatever has that name (a takeover's repair of
+ * a broken side file); counted in seg->files_replaced. */
+int v05__file_replace(struct v05_segment *seg, enum v05_seg_file kind,
+		      uint32_t i, uint64_t size);
 /* Map fd's file over [off, off + len) of the segment's view, in place. */
 int v05__file_overlay(struct v05_segment *seg, uint64_t off, uint64_t len,
 		      int fd, int prot, const char *what);
-/* Close the side files' descriptors the view keeps (the owner's). */
+/* Close the side files' and the side directory's descriptors the view
+ * keeps. */
 void v05__files_close(struct v05_segment *seg);
 
 /* The regions' pointers from the header's offsets. */

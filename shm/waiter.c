@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "atomics.h"
@@ -15,6 +17,10 @@
 
 /* Not in liburing 2.3's headers (kernel 6.7 uapi). */
 #define V05_IORING_OP_FUTEX_WAIT 51
+#define V05_IORING_OP_FUTEX_WAITV 53
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
 #define V05_FUTEX2_SIZE_U32 0x02u
 #define V05_FUTEX_BITSET_ANY 0xffffffffull
 
@@ -44,6 +50,27 @@ static void prep_futex_wait(struct io_uring_sqe *sqe, uint32_t *word,
 	sqe->addr = (uint64_t)(uintptr_t)word;
 	sqe->addr2 = expected;
 	sqe->addr3 = V05_FUTEX_BITSET_ANY;
+	sqe->user_data = TAG_WAIT;
+}
+
+/* struct futex_waitv { u64 val; u64 uaddr; u32 flags; u32 reserved; } for
+ * both words: shared futexes of 32 bits. */
+static void fill_waitv(struct v05_waiter *w, uint32_t e1, uint32_t e2)
+{
+	w->waitv[0][0] = e1;
+	w->waitv[0][1] = (uint64_t)(uintptr_t)w->word;
+	w->waitv[0][2] = V05_FUTEX2_SIZE_U32;
+	w->waitv[1][0] = e2;
+	w->waitv[1][1] = (uint64_t)(uintptr_t)w->word2;
+	w->waitv[1][2] = V05_FUTEX2_SIZE_U32;
+}
+
+static void prep_futex_waitv(struct v05_waiter *w, struct io_uring_sqe *sqe)
+{
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = V05_IORING_OP_FUTEX_WAITV;
+	sqe->addr = (uint64_t)(uintptr_t)w->waitv;
+	sqe->len = 2;
 	sqe->user_data = TAG_WAIT;
 }
 
@@ -102,12 +129,13 @@ static int uring_init(struct v05_waiter *w)
 		return ret;
 	}
 	probe = io_uring_get_probe_ring(&w->ring);
-	ok = probe && io_uring_opcode_supported(probe, V05_IORING_OP_FUTEX_WAIT);
+	ok = probe && io_uring_opcode_supported(probe, V05_IORING_OP_FUTEX_WAIT) &&
+	     io_uring_opcode_supported(probe, V05_IORING_OP_FUTEX_WAITV);
 	if (probe)
 		io_uring_free_probe(probe);
 	if (!ok) {
 		snprintf(w->why, sizeof(w->why),
-			 "kernel lacks IORING_OP_FUTEX_WAIT (needs Linux 6.7)");
+			 "kernel lacks IORING_OP_FUTEX_WAIT(V) (needs Linux 6.7)");
 		io_uring_queue_exit(&w->ring);
 		return -EOPNOTSUPP;
 	}
@@ -124,14 +152,20 @@ static int uring_init(struct v05_waiter *w)
 	return 0;
 }
 
-static int uring_arm(struct v05_waiter *w, uint32_t expected, int timeout_ms)
+static int uring_arm(struct v05_waiter *w, uint32_t expected,
+		     uint32_t expected2, int timeout_ms)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
 	int ret;
 
 	if (!sqe)
 		return -EBUSY;
-	prep_futex_wait(sqe, w->word, expected);
+	if (w->word2) {
+		fill_waitv(w, expected, expected2);
+		prep_futex_waitv(w, sqe);
+	} else {
+		prep_futex_wait(sqe, w->word, expected);
+	}
 	w->outstanding = 1;
 	if (timeout_ms >= 0) {
 		struct io_uring_sqe *tsqe;
@@ -188,6 +222,37 @@ static void uring_disarm(struct v05_waiter *w)
 
 /* ---- thread path -------------------------------------------------------- */
 
+/* The thread's wait: on one word, or either of two (futex_waitv, whose
+ * timeout is absolute; on a kernel without it, the first word in slices
+ * of 5 ms, so a ring of the second costs at most that). */
+static void thread_wait(struct v05_waiter *w, uint32_t e1, uint32_t e2,
+			int64_t timeout_ns)
+{
+	struct timespec ts;
+
+	if (w->word2) {
+		struct timespec *tsp = NULL;
+
+		fill_waitv(w, e1, e2);
+		if (timeout_ns >= 0) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += timeout_ns / 1000000000;
+			ts.tv_nsec += timeout_ns % 1000000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			tsp = &ts;
+		}
+		if (syscall(SYS_futex_waitv, w->waitv, 2u, 0u, tsp,
+			    CLOCK_MONOTONIC) >= 0 || errno != ENOSYS)
+			return;
+		if (timeout_ns < 0 || timeout_ns > 5000000)
+			timeout_ns = 5000000;
+	}
+	v05__futex_wait(w->word, e1, timeout_ns);
+}
+
 static void *thread_main(void *arg)
 {
 	struct v05_waiter *w = arg;
@@ -195,7 +260,7 @@ static void *thread_main(void *arg)
 
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
-		uint32_t expected;
+		uint32_t expected, expected2;
 		int64_t timeout;
 
 		while (w->tstate != T_ARMED && w->tstate != T_STOP)
@@ -204,9 +269,10 @@ static void *thread_main(void *arg)
 			break;
 		w->tstate = T_WAITING;
 		expected = w->texpected;
+		expected2 = w->texpected2;
 		timeout = w->ttimeout_ns;
 		pthread_mutex_unlock(&w->mu);
-		v05__futex_wait(w->word, expected, timeout);
+		thread_wait(w, expected, expected2, timeout);
 		pthread_mutex_lock(&w->mu);
 		if (w->tstate == T_WAITING)
 			w->tstate = T_IDLE;
@@ -318,16 +384,28 @@ void v05__waiter_fini(struct v05_waiter *w)
 	w->fd = -1;
 }
 
-int v05__waiter_arm(struct v05_waiter *w, uint32_t expected, int timeout_ms)
+void v05__waiter_set_word2(struct v05_waiter *w, uint32_t *word2)
+{
+	v05__waiter_disarm(w);
+	if (w->thread_ok)
+		pthread_mutex_lock(&w->mu);
+	w->word2 = word2;
+	if (w->thread_ok)
+		pthread_mutex_unlock(&w->mu);
+}
+
+int v05__waiter_arm(struct v05_waiter *w, uint32_t expected,
+		    uint32_t expected2, int timeout_ms)
 {
 	int ret = 0;
 
 	v05__waiter_disarm(w);
 	if (w->path == V05_WAIT_IO_URING) {
-		ret = uring_arm(w, expected, timeout_ms);
+		ret = uring_arm(w, expected, expected2, timeout_ms);
 	} else {
 		pthread_mutex_lock(&w->mu);
 		w->texpected = expected;
+		w->texpected2 = expected2;
 		w->ttimeout_ns = timeout_ms < 0 ? -1 : (int64_t)timeout_ms * 1000000;
 		w->tstate = T_ARMED;
 		pthread_cond_broadcast(&w->cv);

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "v05-internal/vocab.h"
 #include "v05.h"
 
 #define SKIP 77
@@ -122,7 +123,7 @@ static int child(const char *dir)
 	ret = v05_plugin_create("lanes", &c, &big);
 	if (ret != -ENOSPC)
 		return fail("lanes larger than the tmpfs are not -ENOSPC");
-	if (!strstr(v05_errmsg(), ":lane."))
+	if (!strstr(v05_errmsg(), ":side/lane."))
 		return fail("the message does not name the lane's file");
 	if (entries(dir) != 0)
 		return fail("a create failing at a lane left a file behind");
@@ -132,9 +133,15 @@ static int child(const char *dir)
 	config(&c, 64);
 	if (v05_plugin_create("small", &c, &small))
 		return fail("a segment that fits is refused");
-	/* The segment's file, its two lanes' and its doorbell's. */
-	if (entries(dir) != 4)
-		return fail("the small segment is not four files");
+	/* The segment's file and its side directory, with its two lanes'
+	 * files and its doorbell's. */
+	{
+		char side[600];
+
+		snprintf(side, sizeof(side), "%s/v05-small:side", dir);
+		if (entries(dir) != 2 || entries(side) != 3)
+			return fail("the small segment is not a file and a directory of three");
+	}
 
 	/* Fill the rest of the filesystem, then ask for one more: -ENOSPC
 	 * again, now with the space taken by someone else. */
@@ -152,7 +159,7 @@ static int child(const char *dir)
 	ret = v05_plugin_create("third", &c, &big);
 	if (ret != -ENOSPC)
 		return fail("create on a full tmpfs is not -ENOSPC");
-	if (entries(dir) != 5)
+	if (entries(dir) != 3)
 		return fail("a failed create on a full tmpfs left a file");
 
 	/* The segment created before still works end to end. */
@@ -173,6 +180,29 @@ static int child(const char *dir)
 		if (n != 1 || d[0].kind != V05_DECISION_FINAL)
 			return fail("the small segment does not finish its prompt");
 		v05_producer_close(w);
+	}
+	/* Replacing it (its owner gone) with a segment that does not fit:
+	 * -ENOSPC, and the old one is as it was, its prompt still open;
+	 * nothing of the attempt is left. */
+	{
+		struct v05_prompt_in in = { .uid = "kept", .uid_len = 4, .prior = 0.5 };
+		struct v05_decision d[8];
+		uint64_t c2[V05_COUNTER_SLOTS];
+
+		if (v05_submit(small, &in, 1, d, NULL) != 1 ||
+		    v05_plugin_close(small, 0))
+			return fail("submit and close the small segment");
+		config(&c, 8192);
+		ret = v05_plugin_replace("small", &c, &big);
+		if (ret != -ENOSPC)
+			return fail("replacing with a segment too big is not -ENOSPC");
+		if (entries(dir) != 3)
+			return fail("a failed replace left a file, or took the old one");
+		if (v05_plugin_attach("small", 0, &small))
+			return fail("the old segment cannot be taken over after a failed replace");
+		v05_counters(small, c2, V05_COUNTER_SLOTS);
+		if (c2[V05_C_PROMPTS_OPEN] != 1)
+			return fail("the old segment lost its open prompt");
 	}
 	v05_plugin_close(small, V05_CLOSE_UNLINK);
 	if (entries(dir) != 1)

@@ -119,7 +119,7 @@ int main(int argc, char **argv)
 		}
 		t0 = v05__now_ns();
 		__atomic_store_n(committed, c.n + 1, __ATOMIC_RELEASE);
-		if (v05__waiter_arm(&w, word, 10000))
+		if (v05__waiter_arm(&w, word, 0, 10000))
 			break;
 		v05__waiter_block(&w);
 		v05__waiter_disarm(&w);

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 
 #include <cmocka.h>
 
+#include "util/rawgrant.h"
 #include "util/seg.h"
 #include "v05-internal/plugin.h"
 #include "v05-internal/shm.h"
@@ -102,7 +104,7 @@ static int flood(const char *name, int lane, uint32_t n)
 
 	if (v05__segment_path(name, seg, sizeof(seg)))
 		return -EINVAL;
-	snprintf(path, sizeof(path), "%s:lane.%d", seg, lane);
+	snprintf(path, sizeof(path), "%s:side/lane.%d", seg, lane);
 	fd = open(path, O_RDWR);
 	if (fd < 0)
 		return -errno;
@@ -224,9 +226,10 @@ static void kid_reap(struct kid *k)
 
 /* ---- the plugin side ------------------------------------------------------ */
 
-static struct v05_plugin *make(const char *name, uint32_t mode, uint32_t prompts,
-			       uint32_t k_init, uint32_t k_max,
-			       uint32_t cut_records)
+static struct v05_plugin *make_as(const char *name, uint32_t mode,
+				  uint32_t prompts, uint32_t k_init,
+				  uint32_t k_max, uint32_t cut_records,
+				  bool broker)
 {
 	struct v05_plugin *p;
 	struct v05_config c;
@@ -241,9 +244,21 @@ static struct v05_plugin *make(const char *name, uint32_t mode, uint32_t prompts
 	c.max_producers = 3;
 	c.lane_capacity = LANE_CAP;
 	c.lane_cut_records = cut_records;
+	if (broker) {
+		c.flags = V05_CONFIG_PRODUCER_BROKER;
+		c.broker_uids[0] = 4242;
+		c.n_broker_uids = 1;
+	}
 	if (v05_plugin_create(name, &c, &p))
 		fail_msg("create: %s", v05_errmsg());
 	return p;
+}
+
+static struct v05_plugin *make(const char *name, uint32_t mode, uint32_t prompts,
+			       uint32_t k_init, uint32_t k_max,
+			       uint32_t cut_records)
+{
+	return make_as(name, mode, prompts, k_init, k_max, cut_records, false);
 }
 
 static uint64_t ctr(struct v05_plugin *p, int c)
@@ -484,13 +499,18 @@ static void test_wrong_gens_cut_off(void **state)
 	assert_int_equal(rejected(p), 64);
 	assert_int_equal(ctr(p, V05_C_LANES_CUT_OFF), 1);
 
-	/* It closes: its lane is dropped unread and free again (at the
-	 * owner's next look at the lanes, forced here). */
+	/* It closes: its lane is dropped unread and free again once its
+	 * uid's backoff is over (at the owner's next look at the lanes,
+	 * forced here), not before. */
 	rep = kid_do(&hk, OP_CLOSE, NULL, 0);
 	assert_int_equal(rep.ret, 0);
 	kid_reap(&hk);
 	assert_int_equal(v05_load_relaxed(&v05__lane(&p->seg, lane)->quit),
 			 p->seg.lane_own[lane].cut_owner);
+	assert_true(p->seg.lane_own[lane].cut_until_ns > v05__now_ns());
+	v05__lanes_reclaim(&p->lanes, true, v05__apply_lane, p);
+	assert_int_equal(p->seg.lane_own[lane].cut, 1);
+	p->seg.lane_own[lane].cut_until_ns = 0; /* the backoff is over */
 	v05__lanes_reclaim(&p->lanes, true, v05__apply_lane, p);
 	assert_int_equal(v05_load_relaxed(&v05__lane(&p->seg, lane)->owner), 0);
 	assert_int_equal(p->seg.lane_own[lane].cut_owner, 0);
@@ -568,6 +588,7 @@ static void test_cut_kept_then_freed_at_death(void **state)
 		full_write(hk.to, &cmd, sizeof(cmd));
 	}
 	kid_reap(&hk);
+	p->seg.lane_own[lane].cut_until_ns = 0; /* the backoff is over */
 	v05__lanes_reclaim(&p->lanes, true, v05__apply_lane, p);
 	assert_int_equal(p->seg.lane_own[lane].cut_owner, 0);
 	assert_int_equal(v05_load_relaxed(&v05__lane(&p->seg, lane)->owner), 0);
@@ -734,9 +755,189 @@ static void test_window(void **state)
 	v05_plugin_close(p, V05_CLOSE_UNLINK);
 }
 
+/* ---- evasions: nothing the producer writes decides the cut ---------------- */
+
+/* A file lane's ring, mapped from its file, as a process of the
+ * segment's uid ignoring the library would. */
+static struct v05_ring_hdr *map_lane_file(const char *name, uint32_t lane,
+					  void **m)
+{
+	char seg[PATH_MAX], path[PATH_MAX + 32];
+	uint64_t len = v05__lane_stride(LANE_CAP);
+	int fd;
+
+	assert_int_equal(v05__segment_path(name, seg, sizeof(seg)), 0);
+	snprintf(path, sizeof(path), "%s:side/lane.%u", seg, lane);
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	*m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	assert_true(*m != MAP_FAILED);
+	return V05_AT(struct v05_ring_hdr, *m, v05__lane_skew(lane));
+}
+
+/*
+ * A producer that never claims its lane (its owner word stays 0), or that
+ * writes a new word before every batch (each would have started a new
+ * window when the window was the claim's), is cut off all the same after
+ * lane_cut_records records: the window is the lane's. Its flood is then
+ * not read.
+ */
+static void test_unclaimed_and_word_changing_cut(void **state)
+{
+	for (int variant = 0; variant < 2; variant++) {
+		struct v05_decision d[PROMPTS];
+		struct v05_ring_hdr *r;
+		struct v05_plugin *p;
+		char name[64];
+		void *m;
+
+		(void)state;
+		test_name(name, sizeof(name), "cutword");
+		p = make(name, V05_MODE_V05, PROMPTS, 4, 16, 64);
+		submit(p, "q", PROMPTS, d);
+		r = map_lane_file(name, 2, &m);
+		for (uint32_t round = 0; round < 8 && !ctr(p, V05_C_LANES_CUT_OFF);
+		     round++) {
+			/* 0, or a new word (a pid that does not exist) each
+			 * batch. */
+			v05_store_release(&r->owner,
+					  variant ? ((uint64_t)(0x7fff0000u + round) << 32) : 0);
+			raw_publish(r, LANE_CAP, d[0].key, d[0].gen ^ 0x5a5a5a5a, 32);
+			assert_true(v05_poll(p, NULL, 0) >= 0);
+		}
+		assert_int_equal(ctr(p, V05_C_LANES_CUT_OFF), 1);
+		assert_int_equal(ctr(p, V05_C_REWARDS_APPLIED), 0);
+		assert_int_equal(p->seg.lane_own[2].cut, 1);
+		assert_int_equal(v05_load_relaxed(&r->owner), V05_OWNER_CUT);
+		/* Whatever it writes now (its word back, a flood) is unread. */
+		v05_store_release(&r->owner, 0);
+		raw_publish(r, LANE_CAP, d[0].key, d[0].gen ^ 1, 200);
+		assert_int_equal(v05_pending(p), 0);
+		assert_int_equal(v05_poll(p, NULL, 0), 0);
+		assert_int_equal(ctr(p, V05_C_REJ_LATE), 64);
+		munmap(m, v05__lane_stride(LANE_CAP));
+		v05_plugin_close(p, V05_CLOSE_UNLINK);
+	}
+}
+
+/*
+ * A brokered producer that never claims its grant (its lane's owner word
+ * stays the broker's token, the owner's own word) is cut off after
+ * lane_cut_records records all the same: its lane goes back to its file
+ * at once. Reconnecting gets no new lane until its uid's backoff is over
+ * (-EAGAIN, a message, counted), and the backoff doubles with each cut:
+ * a reconnect loop gets one window per backoff, not one per connection.
+ */
+static void test_cut_brokered_and_backoff(void **state)
+{
+	struct v05_decision d[PROMPTS];
+	struct raw_grant g;
+	struct v05_plugin *p;
+	uint64_t until1, until2, now;
+	uint32_t lane, tries = 0;
+	char name[64];
+	int ret;
+
+	(void)state;
+	test_name(name, sizeof(name), "cutbrk");
+	p = make_as(name, V05_MODE_V05, PROMPTS, 4, 16, 64, true);
+	submit(p, "q", PROMPTS, d);
+	assert_int_equal(raw_grant(name, &g), 0);
+	assert_int_equal(raw_grant_map(&g), 0);
+	lane = g.g.lane;
+	assert_int_equal(v05_load_relaxed(&g.lane->owner), g.g.token);
+	for (int round = 0; round < 8 && !ctr(p, V05_C_LANES_CUT_OFF); round++) {
+		raw_publish(g.lane, LANE_CAP, d[0].key, d[0].gen ^ 0x5a5a5a5a, 32);
+		assert_true(v05_poll(p, NULL, 0) >= 0);
+	}
+	assert_int_equal(ctr(p, V05_C_LANES_CUT_OFF), 1);
+	assert_int_equal(ctr(p, V05_C_REJ_LATE), 64);
+	/* Back to its file at once, free for the next claim; what the
+	 * memfd holds is nobody's concern. */
+	assert_false(v05__lane_granted(&p->seg.lane_own[lane]));
+	assert_int_equal(v05_load_relaxed(&v05__lane(&p->seg, lane)->owner), 0);
+	assert_int_equal(v05_load_relaxed(&g.lane->owner), V05_OWNER_CUT);
+	raw_publish(g.lane, LANE_CAP, d[0].key, d[0].gen ^ 1, 200);
+	assert_int_equal(v05_poll(p, NULL, 0), 0);
+	assert_int_equal(ctr(p, V05_C_REJ_LATE), 64);
+	raw_grant_close(&g);
+	/* The reconnect loop: refused for the backoff, counted. */
+	now = v05__now_ns();
+	until1 = p->st->backoff[0].until_ns;
+	assert_int_equal(p->st->backoff[0].uid, geteuid());
+	assert_int_equal(p->st->backoff[0].cuts, 1);
+	assert_true(until1 > now + 500000000ull && until1 <= now + 1000000000ull);
+	for (int i = 0; i < 20; i++) {
+		ret = raw_grant(name, &g);
+		assert_int_equal(ret, -EAGAIN);
+		assert_non_null(strstr(g.g.msg, "cut off"));
+		tries++;
+	}
+	assert_int_equal(ctr(p, V05_C_BROKER_BACKOFF), tries);
+	assert_int_equal(ctr(p, V05_C_LANES_CUT_OFF), 1);
+	/* Its backoff over (as time would make it): one more window, cut
+	 * again; the next backoff twice as long. */
+	p->st->backoff[0].until_ns = 0;
+	assert_int_equal(raw_grant(name, &g), 0);
+	assert_int_equal(raw_grant_map(&g), 0);
+	for (int round = 0; round < 8 && ctr(p, V05_C_LANES_CUT_OFF) < 2; round++) {
+		raw_publish(g.lane, LANE_CAP, d[0].key, d[0].gen ^ 0x5a5a5a5a, 32);
+		assert_true(v05_poll(p, NULL, 0) >= 0);
+	}
+	assert_int_equal(ctr(p, V05_C_LANES_CUT_OFF), 2);
+	now = v05__now_ns();
+	until2 = p->st->backoff[0].until_ns;
+	assert_int_equal(p->st->backoff[0].cuts, 2);
+	assert_true(until2 > now + 1500000000ull && until2 <= now + 2000000000ull);
+	assert_int_equal(raw_grant(name, &g), -EAGAIN);
+	raw_grant_close(&g);
+	/* The backoff survives a takeover: it is in the segment. */
+	assert_int_equal(v05_plugin_close(p, 0), 0);
+	assert_int_equal(v05_plugin_attach(name, 0, &p), 0);
+	assert_int_equal(raw_grant(name, &g), -EAGAIN);
+	v05_plugin_close(p, V05_CLOSE_UNLINK);
+}
+
+/* A lane_cut_records above 2^31 works (the window is 64-bit): the old
+ * 32-bit window halved there and could never reach it. */
+static void test_big_window(void **state)
+{
+	struct v05_plugin *p;
+	char name[64];
+	struct v05_lane_own *own;
+
+	(void)state;
+	test_name(name, sizeof(name), "cutbig");
+	p = make(name, V05_MODE_V05, PROMPTS, 4, 16, 3000000000u);
+	own = &p->seg.lane_own[0];
+	/* A window just below the minimum, mostly rejected: one more
+	 * rejected batch of 64 crosses it. */
+	own->win_records = 3000000000ull - 10;
+	own->win_rejected = 3000000000ull - 20;
+	own->win_grant = own->grant;
+	{
+		struct v05_decision d[PROMPTS];
+		struct v05_ring_hdr *r;
+		void *m;
+
+		submit(p, "q", PROMPTS, d);
+		r = map_lane_file(name, 0, &m);
+		raw_publish(r, LANE_CAP, d[0].key, d[0].gen ^ 0x5a5a5a5a, 64);
+		assert_true(v05_poll(p, NULL, 0) >= 0);
+		munmap(m, v05__lane_stride(LANE_CAP));
+	}
+	assert_int_equal(ctr(p, V05_C_LANES_CUT_OFF), 1);
+	assert_int_equal(own->cut_records, 3000000054u);
+	v05_plugin_close(p, V05_CLOSE_UNLINK);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_unclaimed_and_word_changing_cut),
+		cmocka_unit_test(test_cut_brokered_and_backoff),
+		cmocka_unit_test(test_big_window),
 		cmocka_unit_test(test_wrong_gens_cut_off),
 		cmocka_unit_test(test_cut_kept_then_freed_at_death),
 		cmocka_unit_test(test_honest_late_rewards_not_cut),

@@ -131,11 +131,11 @@ static void test_files(void **state)
 	test_name(name, sizeof(name), "files");
 	create_small(name, 0640, &owner);
 	umask(old);
-	assert_true(exists(owner.path, ":lane.0"));
-	assert_true(exists(owner.path, ":lane.1"));
-	assert_false(exists(owner.path, ":lane.2"));
-	assert_true(exists(owner.path, ":bell"));
-	snprintf(lane1, sizeof(lane1), "%s:lane.1", owner.path);
+	assert_true(exists(owner.path, ":side/lane.0"));
+	assert_true(exists(owner.path, ":side/lane.1"));
+	assert_false(exists(owner.path, ":side/lane.2"));
+	assert_true(exists(owner.path, ":side/bell"));
+	snprintf(lane1, sizeof(lane1), "%s:side/lane.1", owner.path);
 	assert_int_equal(stat(lane1, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
 	assert_int_equal((uint64_t)st.st_size,
@@ -168,67 +168,172 @@ static void test_files(void **state)
 	/* Unlink removes every file. */
 	assert_int_equal(v05_segment_unlink(name), 0);
 	assert_false(exists(owner.path, ""));
-	assert_false(exists(owner.path, ":lane.0"));
-	assert_false(exists(owner.path, ":lane.1"));
-	assert_false(exists(owner.path, ":bell"));
+	assert_false(exists(owner.path, ":side/lane.0"));
+	assert_false(exists(owner.path, ":side/lane.1"));
+	assert_false(exists(owner.path, ":side/bell"));
 }
 
 /*
  * A takeover (the owner's attach) opens each lane's file and the
- * doorbell's and checks them: no link followed, the segment's uid, open to
- * no one else, the lane's size. An inspector goes without lanes instead.
+ * doorbell's from the side directory and checks them: no link followed,
+ * the segment's uid, open to no one else, the lane's size. What fails a
+ * check (only a process of the segment's uid can have done it: the
+ * directory is writable by it alone) is made again, empty at the head the
+ * owner trusts, and counted: the takeover never fails on it. The side
+ * directory itself, removed, is made again too. An inspector goes without
+ * lanes instead.
  */
 static void test_files_checked(void **state)
 {
-	static const struct {
-		const char *what;
-		int err;
-	} cases[] = {
-		{ "symlink", -ELOOP },
-		{ "mode", -EACCES },
-		{ "size", -EMSGSIZE },
-		{ "missing", -ENOENT },
-	};
+	static const char *const cases[] = { "symlink", "mode", "size",
+					     "missing", "directory" };
 	struct v05_segment owner, seg;
 	char name[64], lane[PATH_MAX + 32], moved[PATH_MAX + 40];
+	char side[PATH_MAX + 16];
 
 	(void)state;
 	test_name(name, sizeof(name), "fcheck");
 	create_small(name, 0600, &owner);
-	snprintf(lane, sizeof(lane), "%s:lane.1", owner.path);
-	snprintf(moved, sizeof(moved), "%s:moved", owner.path);
-	/* The owner's own mapping stays; a dead owner's would too. */
+	snprintf(lane, sizeof(lane), "%s:side/lane.1", owner.path);
+	snprintf(moved, sizeof(moved), "%s:side/moved", owner.path);
+	snprintf(side, sizeof(side), "%s:side", owner.path);
+	/* The lane's head, which a new file resumes from. */
+	owner.lane_own[1].head = 77;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct v05_ring_hdr *r;
+
 		assert_int_equal(rename(lane, moved), 0);
 		if (i == 0)
 			assert_int_equal(symlink(moved, lane), 0);
 		else if (i == 1 || i == 2)
 			assert_int_equal(link(moved, lane), 0);
+		else if (i == 4)
+			assert_int_equal(mkdir(lane, 0700), 0);
 		if (i == 1)
 			assert_int_equal(chmod(lane, 0644), 0);
 		if (i == 2)
 			assert_int_equal(truncate(lane, V05_PAGE), 0);
-		if (v05__segment_attach(name, V05_ROLE_OWNER, 0, &seg) !=
-		    cases[i].err)
-			fail_msg("%s: got %s", cases[i].what, v05_errmsg());
+		/* An inspector goes without the lanes. */
 		assert_int_equal(v05__segment_attach(name, V05_ROLE_INSPECT, 0,
 						     &seg), 0);
 		assert_false(seg.lanes_mapped);
 		assert_null(seg.region[V05_REGION_LANES]);
 		v05__segment_detach(&seg);
+		if (i == 4) {
+			/* A directory in its place: not ours to remove
+			 * recursively; the takeover says which. */
+			assert_int_equal(v05__segment_attach(name, V05_ROLE_OWNER, 0,
+							     &seg), -EEXIST);
+			assert_non_null(strstr(v05_errmsg(), "lane.1"));
+			assert_int_equal(rmdir(lane), 0);
+			assert_int_equal(rename(moved, lane), 0);
+			continue;
+		}
+		if (v05__segment_attach(name, V05_ROLE_OWNER, 0, &seg))
+			fail_msg("%s: %s", cases[i], v05_errmsg());
+		assert_int_equal(seg.files_replaced, 1);
+		assert_true(seg.lanes_mapped);
+		/* A new file, empty at the owner's head. */
+		r = v05__lane(&seg, 1);
+		assert_int_equal(r->tail, 77);
+		assert_int_equal(r->head, 77);
+		assert_int_equal(r->owner, 0);
+		v05__segment_detach(&seg);
 		if (i == 1)
-			assert_int_equal(chmod(lane, 0600), 0);
+			assert_int_equal(chmod(moved, 0600), 0);
 		if (i == 2)
-			assert_int_equal(truncate(lane, (off_t)v05__lane_stride(
+			assert_int_equal(truncate(moved, (off_t)v05__lane_stride(
 				owner.hdr.geo.lane_capacity)), 0);
 		unlink(lane);
 		assert_int_equal(rename(moved, lane), 0);
 	}
 	assert_int_equal(v05__segment_attach(name, V05_ROLE_OWNER, 0, &seg), 0);
-	assert_true(seg.lanes_mapped);
+	assert_int_equal(seg.files_replaced, 0);
+	v05__segment_detach(&seg);
+	/* The whole side directory gone (an `rm -r` of it): made again. */
+	assert_int_equal(v05__side_remove(owner.path), 1);
+	assert_int_equal(v05__segment_attach(name, V05_ROLE_OWNER, 0, &seg), 0);
+	assert_true(seg.files_replaced >= 3); /* the directory and each file */
+	assert_true(exists(owner.path, ":side/lane.1"));
 	v05__segment_detach(&seg);
 	v05__segment_detach(&owner);
 	assert_int_equal(v05_segment_unlink(name), 0);
+	assert_false(exists(owner.path, ":side"));
+}
+
+/*
+ * The names next to the segment file that create claims: its side
+ * directory. Anything already there (a file, a link, a directory of
+ * another mode) makes create fail with -EEXIST and a message naming it
+ * and its owner, leaving it alone and nothing of its own behind; a
+ * leftover of this uid's (its segment file removed alone) is named as
+ * such, with the remedy, which works. Names of the old layout next to the
+ * segment file (:lane.<i>, :bound.<i>, :bell) mean nothing any more.
+ */
+static void test_side_names(void **state)
+{
+	struct v05_segment owner, seg;
+	char name[64], path[PATH_MAX], side[PATH_MAX + 16], old[PATH_MAX + 16];
+	int fd;
+
+	(void)state;
+	test_name(name, sizeof(name), "sidenames");
+	snprintf(path, sizeof(path), "%s/v05-%s", v05__shm_dir(), name);
+	snprintf(side, sizeof(side), "%s:side", path);
+	/* A file, a link, a directory others may write. */
+	for (int k = 0; k < 3; k++) {
+		if (k == 0)
+			assert_true((fd = open(side, O_CREAT | O_WRONLY, 0600)) >= 0 &&
+				    !close(fd));
+		else if (k == 1)
+			assert_int_equal(symlink("/tmp", side), 0);
+		else
+			assert_true(!mkdir(side, 0700) && !chmod(side, 0777));
+		{
+			struct v05_geometry g = test_geometry(2, 16, 4, 4);
+
+			assert_int_equal(v05__segment_create(name, &g, NULL, 0,
+							     0600, &seg), -EEXIST);
+			assert_non_null(strstr(v05_errmsg(), ":side"));
+			assert_non_null(strstr(v05_errmsg(), "uid "));
+		}
+		assert_false(exists(path, ""));
+		assert_int_equal(k == 2 ? rmdir(side) : unlink(side), 0);
+	}
+	/* Old-layout names planted next to it change nothing. */
+	for (int k = 0; k < 3; k++) {
+		snprintf(old, sizeof(old), "%s:%s", path,
+			 k == 0 ? "lane.0" : k == 1 ? "bound.1" : "bell");
+		assert_int_equal(symlink("/nonexistent", old), 0);
+	}
+	create_small(name, 0600, &owner);
+	assert_int_equal(v05__segment_attach(name, V05_ROLE_OWNER, 0, &seg), 0);
+	assert_int_equal(seg.files_replaced, 0);
+	v05__segment_detach(&seg);
+	v05__segment_detach(&owner);
+	/* The segment file removed alone: create names the leftover and its
+	 * remedy; the remedy works; unlink clears what is left, no error. */
+	assert_int_equal(unlink(path), 0);
+	{
+		struct v05_geometry g = test_geometry(2, 16, 4, 4);
+
+		assert_int_equal(v05__segment_create(name, &g, NULL, 0, 0600, &seg),
+				 -EEXIST);
+		assert_non_null(strstr(v05_errmsg(), "left over"));
+		assert_non_null(strstr(v05_errmsg(), "v05ctl reclaim"));
+		assert_false(exists(path, ""));
+		assert_int_equal(v05_segment_reclaim(name, 0), 0);
+		assert_false(exists(path, ":side"));
+		create_small(name, 0600, &owner);
+		v05__segment_detach(&owner);
+		assert_int_equal(unlink(path), 0);
+		assert_int_equal(v05_segment_unlink(name), 0);
+		assert_false(exists(path, ":side"));
+		assert_int_equal(v05_segment_unlink(name), -ENOENT);
+	}
+	/* Our own old-layout leftovers went with the unlink. */
+	snprintf(old, sizeof(old), "%s:lane.0", path);
+	assert_int_not_equal(access(old, F_OK), 0);
 }
 
 enum fix { RAW, FIX_CHECKSUM };
@@ -397,8 +502,8 @@ static void test_reclaim(void **state)
 
 		/* Reclaim removed the lanes' and the doorbell's files. */
 		snprintf(path, sizeof(path), "%s/v05-%s", v05__shm_dir(), dead);
-		assert_false(exists(path, ":lane.0"));
-		assert_false(exists(path, ":bell"));
+		assert_false(exists(path, ":side/lane.0"));
+		assert_false(exists(path, ":side/bell"));
 	}
 	v05__segment_detach(&owner);
 	assert_int_equal(v05_segment_unlink(live), 0);
@@ -434,6 +539,7 @@ int main(void)
 		cmocka_unit_test(test_mode_configurable),
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_files_checked),
+		cmocka_unit_test(test_side_names),
 		cmocka_unit_test(test_corrupt_header),
 		cmocka_unit_test(test_foreign_uid),
 		cmocka_unit_test(test_reclaim),

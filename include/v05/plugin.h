@@ -49,13 +49,22 @@ enum v05_journal_sync {
 /*
  * Let reward workers of other uids in (v05_producer_open with
  * V05_PRODUCER_ANY_UID): the plugin runs a broker thread that hands each
- * one its lane's file and the doorbell's over a unix socket, never the
- * segment's (docs/SHM.md, "The broker"). Without it, only processes of the
- * plugin's uid can produce. The broker admits only the users the config
- * names (broker_uids, broker_gids; at least one is required) and the
- * plugin's own uid; it refuses everyone else.
+ * one a lane and a doorbell of its own over a unix socket, as sealed
+ * memfds no one can resize, never a file of the segment (docs/SHM.md, "The
+ * broker"). Without it, only processes of the plugin's uid can produce.
+ * The broker admits only the users the config names (broker_uids,
+ * broker_gids; at least one is required) and the plugin's own uid; it
+ * refuses everyone else.
  */
 #define V05_CONFIG_PRODUCER_BROKER (1u << 2)
+/*
+ * The kernel's overflow uid and gid (65534: /proc/sys/kernel/overflowuid)
+ * are what every user of another user namespace that this one does not map
+ * looks like, so a broker refuses a peer with either, and the config may
+ * not list them, unless this flag says the owner knows: then they are ids
+ * like any other (a listed overflow uid admits every unmapped user).
+ */
+#define V05_CONFIG_BROKER_OVERFLOW_IDS (1u << 3)
 
 /* Most uids, and most gids, a broker's allow-list holds. */
 #define V05_BROKER_ALLOW_MAX 16u
@@ -160,6 +169,19 @@ V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
  */
 V05_API int v05_plugin_attach(const char *name, unsigned flags,
 			      struct v05_plugin **out);
+
+/*
+ * Create segment NAME in place of one whose owner is gone, never removing
+ * what cannot be replaced: the old segment is claimed (no one can take it
+ * over meanwhile), the new one made whole under a name of its own and
+ * swapped in with atomic exchanges (at no moment is NAME free for another
+ * process to take); the old one is removed only then. On any failure the
+ * old segment is as it was. What is left of a name whose segment file is
+ * gone (its side files) is removed and the segment created. -EBUSY if the
+ * owner lives; v05_plugin_attach keeps a dead owner's groups instead.
+ */
+V05_API int v05_plugin_replace(const char *name, const struct v05_config *c,
+			       struct v05_plugin **out);
 
 #define V05_CLOSE_UNLINK (1u << 0)
 /*

@@ -16,6 +16,7 @@
 #include "../../shm/doorbell.h"
 #include "../../shm/error.h"
 #include "../../shm/lanes.h"
+#include "../../shm/memfd.h"
 #include "../../shm/layout.h"
 #include "../../shm/proc.h"
 #include "../../shm/ring.h"

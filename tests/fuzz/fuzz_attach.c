@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "v05-internal/shm.h"
@@ -83,13 +84,16 @@ static void side_files(const struct v05_shm_header *h, int make)
 	char p[600];
 	uint64_t stride = v05__lane_stride(h->geo.lane_capacity);
 
+	snprintf(p, sizeof(p), "%s:side", path);
+	if (make)
+		mkdir(p, 0700);
 	for (uint32_t i = 0; i <= h->geo.lane_count; i++) {
 		int fd;
 
 		if (i < h->geo.lane_count)
-			snprintf(p, sizeof(p), "%s:lane.%u", path, i);
+			snprintf(p, sizeof(p), "%s:side/lane.%u", path, i);
 		else
-			snprintf(p, sizeof(p), "%s:bell", path);
+			snprintf(p, sizeof(p), "%s:side/bell", path);
 		if (!make) {
 			unlink(p);
 			continue;
@@ -99,6 +103,11 @@ static void side_files(const struct v05_shm_header *h, int make)
 		    ftruncate(fd, (off_t)(i < h->geo.lane_count ? stride : V05_PAGE)))
 			abort();
 		close(fd);
+	}
+	if (!make) {
+		snprintf(p, sizeof(p), "%s:side", path);
+		/* What an owner's attach added (its broker's socket). */
+		v05__side_remove(path);
 	}
 }
 

@@ -263,7 +263,9 @@ def test_uid_memory_bounded(segname):
 def test_producer_broker_and_file_mode(segname):
     """file_mode may let others read the segment, never write it; the
     broker flag is accepted, and the segment's lanes and doorbell are files
-    of their own, 0600, removed with it."""
+    of their own, 0600, in a side directory only its owner can write (0711
+    with a broker: others may search it, for the socket), removed with
+    it."""
     import os
     import stat
 
@@ -276,14 +278,15 @@ def test_producer_broker_and_file_mode(segname):
         base = os.path.join(os.environ.get("V05_SHM_DIR", "/dev/shm"),
                             "v05-" + segname)
         assert stat.S_IMODE(os.stat(base).st_mode) == 0o644
-        for f in (":lane.0", ":lane.1", ":bell"):
+        assert stat.S_IMODE(os.stat(base + ":side").st_mode) == 0o711
+        for f in (":side/lane.0", ":side/lane.1", ":side/bell"):
             assert stat.S_IMODE(os.stat(base + f).st_mode) == 0o600
         ds = p.submit([("x", 0.5)])
         with v05.RewardWriter.attach(segname, any_uid=True) as w:
             finals = drive(p, w, ds)
         assert "x" in finals
         p.close(unlink=True)
-    assert not any(os.path.exists(base + f) for f in ("", ":lane.0", ":bell"))
+    assert not any(os.path.exists(base + f) for f in ("", ":side"))
 
 
 @pytest.mark.parametrize("bad, exc, words", [
@@ -321,33 +324,138 @@ def test_push_refuses_bad_rewards_before_the_lane(segname, bad, exc, words):
             p.release(f)
 
 
-def test_create_reclaims_a_dead_owners_segment_only_when_asked(segname):
-    """A run killed with its segment left: the next create says what to do;
-    reclaim=True removes the leftover and creates; a live owner's segment
-    is never taken."""
+def _killed_owner(segname, script):
+    """Run script (Python, with v05 imported and NAME the segment's name)
+    in another process that then dies without closing anything."""
     import os
     import subprocess
     import sys
 
-    code = ("import os, sys; sys.path.insert(0, %r); import v05; "
-            "v05.Plugin.create(%r, max_prompts=8); os._exit(0)"
+    code = ("import os, sys; sys.path.insert(0, %r); import v05; NAME = %r\n"
             % (os.path.join(os.path.dirname(__file__), "..", "..",
-                            "engine-hooks"), segname))
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+                            "engine-hooks"), segname)) + script + \
+        "\nos._exit(0)\n"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_create_over_a_dead_owners_segment(segname):
+    """A run killed with its segment left: the next create takes it over by
+    default (the groups kept), replaces it when asked, or raises with the
+    remedies, the first of which works; a live owner's segment is never
+    taken; a config that differs from the kept one is refused."""
+    import os
+
+    _killed_owner(segname, "p = v05.Plugin.create(NAME, max_prompts=8)\n"
+                  "p.submit([('a', 0.0), ('b', 0.5)])")
     with pytest.raises(FileExistsError) as e:
-        v05.Plugin.create(segname, max_prompts=8)
+        v05.Plugin.create(segname, max_prompts=8, on_stale="raise")
     msg = str(e.value)
     assert f"create segment {segname}: it already exists and its owner pid" in msg
-    assert "is gone" in msg and "reclaim=True" in msg and "v05ctl reclaim" in msg
-    with v05.Plugin.create(segname, max_prompts=8, reclaim=True) as p:
-        (d,) = p.submit([("a", 0.0)])
-        assert d.kind == "sample"
+    assert "is gone" in msg and "v05ctl reclaim" in msg
+    # Its first remedy: Plugin.create(name, ...) takes it over.
+    assert "Plugin.create(%r, ...) takes it over" % segname in msg
+    with pytest.raises(ValueError, match="max_prompts: the segment has 8"):
+        v05.Plugin.create(segname, max_prompts=16)
+    with v05.Plugin.create(segname, max_prompts=8) as p:
+        assert p.taken_over
+        got = {d.uid for d in p.recover()}
+        assert got == {"a", "b"}
+        assert p.stats()["prompts_open"] == 2
         with pytest.raises(FileExistsError) as e:
-            v05.Plugin.create(segname, max_prompts=8, reclaim=True)
+            v05.Plugin.create(segname, max_prompts=8)
         assert f"its owner, pid {os.getpid()}, is alive" in str(e.value)
-        assert p.stats()["prompts_open"] == 1  # untouched
-    # Closed without removing it: reclaimed the same way.
-    v05.Plugin.create(segname, max_prompts=8).close(unlink=False)
+        assert p.stats()["prompts_open"] == 2  # untouched
+        p.close(unlink=False)
+    # Closed without removing it: on_stale="remove" replaces it (and the
+    # older reclaim=True says the same).
     with pytest.raises(FileExistsError, match="closed without being removed"):
-        v05.Plugin.create(segname, max_prompts=8)
+        v05.Plugin.create(segname, max_prompts=8, reclaim=False)
+    with v05.Plugin.create(segname, max_prompts=16, on_stale="remove") as p:
+        assert not p.taken_over
+        assert p.stats()["prompts_open"] == 0
+        p.close(unlink=False)
     v05.Plugin.create(segname, max_prompts=8, reclaim=True).close()
+    with pytest.raises(ValueError, match="on_stale"):
+        v05.Plugin.create(segname, on_stale="keep")
+
+
+def test_takeover_keeps_every_group(segname):
+    """An owner with 64 prompts (16 final, 48 open, 33 of them with some
+    of their rewards) is killed: create takes its segment over and the 64
+    come back from recover(), the open ones with exactly the samples that
+    lack a reward."""
+    script = """
+p = v05.Plugin.create(NAME, max_prompts=64, mode="v05-fixed", k_init=4,
+                      k_max=4, pad_multiple=1, max_producers=2)
+ds = p.submit([(f"u{i}", 0.0) for i in range(64)])
+with v05.RewardWriter.attach(NAME) as w:
+    for d in ds[:16]:
+        for s in d.samples:
+            w.push(d, s, 1.0)
+    for d in ds[16:49]:
+        w.push(d, d.samples[0], 1.0)
+finals = [x for x in p.poll() if x.kind == "final"]
+assert len(finals) == 16, len(finals)
+"""
+    _killed_owner(segname, script)
+    with v05.Plugin.create(segname, max_prompts=64, mode="v05-fixed",
+                           k_init=4, k_max=4, pad_multiple=1,
+                           max_producers=2) as p:
+        assert p.taken_over
+        rec = p.recover()
+        kinds = {}
+        for d in rec:
+            kinds.setdefault(d.kind, []).append(d)
+        assert len(kinds["final"]) == 16
+        assert len(kinds["sample"]) == 48
+        partial = [d for d in kinds["sample"] if len(d.samples) == 3]
+        assert len(partial) == 33
+        assert all(len(d.samples) == 4 for d in kinds["sample"]
+                   if d not in partial)
+
+
+def test_create_clears_what_is_left_of_a_removed_segment(segname, v05ctl):
+    """`rm` of the segment file alone leaves its side files: create, plain,
+    clears them and makes the segment; v05.unlink and v05.reclaim clear
+    them without an error; v05ctl lists and removes them."""
+    import json
+    import os
+    import subprocess
+
+    base = os.path.join(os.environ.get("V05_SHM_DIR", "/dev/shm"),
+                        "v05-" + segname)
+
+    def leave():
+        v05.Plugin.create(segname, max_prompts=8).close(unlink=False)
+        os.unlink(base)
+        assert os.path.isdir(base + ":side")
+
+    leave()
+    with pytest.raises(FileExistsError) as e:
+        v05.Plugin.create(segname, max_prompts=8, on_stale="raise")
+    assert "side files are left" in str(e.value)
+    with v05.Plugin.create(segname, max_prompts=8) as p:
+        assert not p.taken_over
+    assert not os.path.exists(base + ":side")
+    leave()
+    v05.unlink(segname)  # no error: what was left is gone
+    assert not os.path.exists(base + ":side")
+    with pytest.raises(FileNotFoundError):
+        v05.unlink(segname)
+    leave()
+    v05.reclaim(segname)
+    assert not os.path.exists(base + ":side")
+    leave()
+    out = subprocess.run([v05ctl, "ls", "--stale", "--json"], check=True,
+                         capture_output=True, text=True).stdout
+    rows = [json.loads(r) for r in out.splitlines()]
+    assert {"name": segname, "owner": "gone", "leftover": True} in rows
+    out = subprocess.run([v05ctl, "reclaim", segname], check=True,
+                         capture_output=True, text=True).stdout
+    assert f"removed {segname}" in out
+    assert not os.path.exists(base + ":side")
+    leave()
+    out = subprocess.run([v05ctl, "reclaim", "--stale"], check=True,
+                         capture_output=True, text=True).stdout
+    assert f"removed {segname} (what was left of it" in out
+    assert not os.path.exists(base + ":side")

@@ -9,20 +9,12 @@ Children are forked and driven over pipes: nothing sleeps."""
 import errno
 import json
 import os
-import pwd
 import subprocess
 
 import pytest
 
 import v05
 from v05.core.observer import Observer
-
-
-def _nobody():
-    try:
-        return pwd.getpwnam("nobody")
-    except KeyError:
-        return None
 
 
 def _child(fn):
@@ -84,55 +76,121 @@ def test_broker_needs_an_allow_list(segname):
         assert p.stats()["broker_refused"] == 0
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or _nobody() is None,
-                    reason="needs root to become nobody")
+LISTED, STRANGER, OWNER = 4242, 4545, 4343  # no passwd entry needed
+
+
+def _as_user(uid, name, push):
+    """fn for _child: become uid (its own gid, no groups), then ask segment
+    `name`'s broker for a lane and push `push`'s rewards."""
+    def run():
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        try:
+            w = v05.RewardWriter.attach(name, any_uid=True)
+        except PermissionError as e:
+            return {"refused": str(e), "errno": e.errno}
+        with w:
+            lane = w.lane
+            for d in push:
+                for s in d["samples"]:
+                    w.push(d["uid"], s, 1.0, gen=d["gen"])
+        return {"lane": lane}
+    return run
+
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="becomes other users: needs root (CI runs as root)")
+
+
+@needs_root
 def test_unlisted_user_refused_listed_admitted(segname):
-    nobody = _nobody()
-
-    def as_nobody(name, push):
-        def run():
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            try:
-                w = v05.RewardWriter.attach(name, any_uid=True)
-            except PermissionError as e:
-                return {"refused": str(e), "errno": e.errno}
-            with w:
-                lane = w.lane
-                for d in push:
-                    for s in d["samples"]:
-                        w.push(d["uid"], s, 1.0, gen=d["gen"])
-            return {"lane": lane}
-        return run
-
     with v05.Plugin.create(segname, max_prompts=4, max_producers=2,
                            producer_broker=True,
-                           broker_allow_uids=[4242]) as p:
-        got = _result(*_child(as_nobody(segname, [])))
+                           broker_allow_uids=[LISTED]) as p:
+        got = _result(*_child(_as_user(STRANGER, segname, [])))
         assert got.get("errno") == errno.EPERM, got
         msg = got["refused"]
-        assert f"uid {nobody.pw_uid} " in msg
+        assert f"uid {STRANGER} " in msg
         assert segname in msg and "broker_allow_uids" in msg
         st = p.stats()
         assert st["broker_refused"] == 1
-        assert st["broker_refused_last"] == {"uid": nobody.pw_uid,
-                                             "gid": nobody.pw_gid}
+        assert st["broker_refused_last"] == {"uid": STRANGER, "gid": STRANGER}
         with Observer(segname) as o:
             assert all(x["owner_pid"] == 0 for x in o.lanes())
-
-    # Listed by name: its lane, its rewards applied.
-    with v05.Plugin.create(segname + "b", max_prompts=4, max_producers=2,
-                           producer_broker=True,
-                           broker_allow_uids=["nobody"]) as p:
         (d,) = p.submit([("job", 0.0)])
         job = [{"uid": d.uid, "gen": d.gen, "samples": d.samples}]
-        got = _result(*_child(as_nobody(segname + "b", job)))
+        got = _result(*_child(_as_user(LISTED, segname, job)))
         assert "lane" in got, got
         p.poll()
         st = p.stats()
         assert st["rewards_applied"] == len(d.samples)
-        assert st["broker_refused"] == 0
+        assert st["broker_refused"] == 1
+
+
+@needs_root
+def test_overflow_ids_only_when_asked(segname):
+    """nobody (65534 here) is the kernel's overflow uid, what every
+    unmapped user of another user namespace looks like: listing it needs
+    broker_overflow_ids=True, and without it such a peer is refused."""
+    nobody = 65534
+    with pytest.raises(ValueError, match="broker_overflow_ids=True"):
+        v05.Plugin.create(segname, producer_broker=True,
+                          broker_allow_uids=[nobody])
+    with pytest.raises(ValueError, match="broker_overflow_ids=True"):
+        v05.Plugin.create(segname, producer_broker=True,
+                          broker_allow_gids=[nobody])
+    with v05.Plugin.create(segname, max_prompts=4, max_producers=2,
+                           producer_broker=True,
+                           broker_allow_uids=[LISTED]) as p:
+        got = _result(*_child(_as_user(nobody, segname, [])))
+        assert got.get("errno") == errno.EPERM, got
+        assert "overflow" in got["refused"]
+    with v05.Plugin.create(segname + "o", max_prompts=4, max_producers=2,
+                           producer_broker=True, broker_allow_uids=[nobody],
+                           broker_overflow_ids=True) as p:
+        (d,) = p.submit([("job", 0.0)])
+        job = [{"uid": d.uid, "gen": d.gen, "samples": d.samples}]
+        got = _result(*_child(_as_user(nobody, segname + "o", job)))
+        assert "lane" in got, got
+        p.poll()
+        assert p.stats()["rewards_applied"] == len(d.samples)
+
+
+@needs_root
+def test_unprivileged_owner(segname):
+    """The owner itself an unprivileged user: a stranger is refused and
+    counted, the listed user's rewards are applied."""
+    go_r, go_w = os.pipe()
+
+    def owner():
+        os.setgroups([])
+        os.setgid(OWNER)
+        os.setuid(OWNER)
+        with v05.Plugin.create(segname, max_prompts=4, max_producers=2,
+                               producer_broker=True,
+                               broker_allow_uids=[LISTED]) as p:
+            (d,) = p.submit([("job", 0.0)])
+            os.write(ready_w, json.dumps({"uid": d.uid, "gen": d.gen,
+                                          "samples": d.samples}).encode())
+            os.read(go_r, 1)
+            p.poll()
+            st = p.stats()
+            return {"refused": st["broker_refused"],
+                    "applied": st["rewards_applied"]}
+
+    ready_r, ready_w = os.pipe()
+    opid, orr = _child(owner)
+    job = [json.loads(os.read(ready_r, 65536))]
+    got = _result(*_child(_as_user(STRANGER, segname, [])))
+    assert got.get("errno") == errno.EPERM, got
+    got = _result(*_child(_as_user(LISTED, segname, job)))
+    assert "lane" in got, got
+    os.write(go_w, b"1")
+    st = _result(opid, orr)
+    assert st == {"refused": 1, "applied": len(job[0]["samples"])}, st
+    for x in (go_r, go_w, ready_r, ready_w):
+        os.close(x)
 
 
 def test_mostly_rejected_producer_cut_off(segname, v05ctl):

@@ -34,7 +34,7 @@ int consume_until(struct v05_lanes *l, struct v05_waiter *w,
 		}
 		/* The wait ends by itself after 200 ms so dead producers'
 		 * lanes get reclaimed even when nobody rings. */
-		if (v05__waiter_arm(w, word, 200) == 0) {
+		if (v05__waiter_arm(w, word, 0, 200) == 0) {
 			st->sleeps++;
 			v05__waiter_block(w);
 			v05__waiter_disarm(w);

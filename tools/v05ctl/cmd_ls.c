@@ -9,7 +9,11 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "json.h"
 #include "stat_view.h"
@@ -27,14 +31,42 @@ static int stale(const struct stat_view *v)
 }
 
 /*
+ * What is left of segment NAME when its file is gone: its side directory
+ * v05-NAME:side (a run's `rm` of the file alone, or a create killed
+ * half-way). Nothing can attach to it; reclaim removes it. Only this
+ * uid's, unless all.
+ */
+static bool leftover_of(const char *dir, const char *entry, int all,
+			char *name, size_t len)
+{
+	size_t n = strlen(entry), sfx = strlen(V05_SIDE_SUFFIX);
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (strncmp(entry, "v05-", 4) || n <= 4 + sfx ||
+	    strcmp(entry + n - sfx, V05_SIDE_SUFFIX) || n - 4 - sfx >= len)
+		return false;
+	snprintf(name, len, "%.*s", (int)(n - 4 - sfx), entry + 4);
+	if (v05_name_check(name))
+		return false;
+	snprintf(path, sizeof(path), "%s/v05-%s", dir, name);
+	if (!lstat(path, &st) || errno != ENOENT)
+		return false; /* the segment is there: listed as such */
+	snprintf(path, sizeof(path), "%s/%s", dir, entry);
+	return !lstat(path, &st) && S_ISDIR(st.st_mode) &&
+	       (all || st.st_uid == geteuid());
+}
+
+/*
  * Each segment in $V05_SHM_DIR, in name order, to fn(name, v or NULL, ctx):
- * v is its snapshot, NULL where it cannot be read (v05_errmsg() says why).
- * Another user's segments only with all. Returns how many fn was given, or
- * -1 when the directory cannot be read.
+ * v is its snapshot, NULL where it cannot be read (v05_errmsg() says why)
+ * or where only its side files are left (*leftover then). Another user's
+ * segments only with all. Returns how many fn was given, or -1 when the
+ * directory cannot be read.
  */
 static int each_segment(int all,
 			void (*fn)(const char *name, const struct stat_view *v,
-				   void *ctx),
+				   bool leftover, void *ctx),
 			void *ctx)
 {
 	const char *dir = v05__shm_dir();
@@ -49,11 +81,19 @@ static int each_segment(int all,
 	}
 	for (int i = 0; i < count; i++) {
 		const char *name = list[i]->d_name + 4;
+		char left[V05_NAME_MAX + 1];
 		struct v05_observer *o;
 		int ret;
 
-		/* A segment's lane and doorbell files (v05-NAME:lane.0, ...)
-		 * carry a ':', which no segment name has. */
+		if (leftover_of(dir, list[i]->d_name, all, left, sizeof(left))) {
+			v05__fail(-ENOENT, "its file is gone, its side files are left");
+			fn(left, NULL, true, ctx);
+			n++;
+			goto next;
+		}
+		/* A segment's side directory (v05-NAME:side) and older
+		 * layouts' side files carry a ':', which no segment name
+		 * has. */
 		if (strncmp(list[i]->d_name, "v05-", 4) || !name[0] ||
 		    strchr(name, ':'))
 			goto next;
@@ -61,14 +101,14 @@ static int each_segment(int all,
 		if (ret == -EACCES && !all)
 			goto next; /* another user's, not asked for */
 		if (ret) {
-			fn(name, NULL, ctx);
+			fn(name, NULL, false, ctx);
 			n++;
 			goto next;
 		}
 		ret = stat_take(o, name, &v);
 		v05_observer_close(o);
 		if (!ret) {
-			fn(name, &v, ctx);
+			fn(name, &v, false, ctx);
 			n++;
 		}
 next:
@@ -93,10 +133,10 @@ void help_ls(FILE *f)
 		"v05ctl reclaim NAME removes one, v05ctl reclaim --stale all of\n"
 		"them. Read-only.\n"
 		"\n"
-		"A segment NAME is the file v05-NAME and, next to it, one file per\n"
-		"lane (v05-NAME:lane.I, or v05-NAME:bound.I once the lane went to a\n"
-		"producer of another user) and one for its doorbell (v05-NAME:bell);\n"
-		"ls lists segments, not these files.\n"
+		"A segment NAME is the file v05-NAME and, next to it, its side\n"
+		"directory v05-NAME:side (one file per lane, one for its doorbell, its\n"
+		"broker's socket). Where the file is gone and the side directory is\n"
+		"left, ls shows NAME with OWNER gone (stale, a leftover).\n"
 		"\n"
 		"options:\n"
 		"  --json      one JSON object per segment, one per line\n"
@@ -109,11 +149,24 @@ struct ls_opts {
 	int json, stale, shown;
 };
 
-static void ls_one(const char *name, const struct stat_view *v, void *ctx)
+static void ls_one(const char *name, const struct stat_view *v, bool leftover,
+		   void *ctx)
 {
 	struct ls_opts *o = ctx;
 	uint32_t held = 0;
 
+	if (leftover) {
+		if (o->json) {
+			fputs("{\"name\": ", stdout);
+			json_str(stdout, name);
+			fputs(", \"owner\": \"gone\", \"leftover\": true}\n", stdout);
+		} else {
+			printf("%-24s %8s %-6s (its file is gone, its side files are left: v05ctl reclaim %s)\n",
+			       name, "-", "gone", name);
+		}
+		o->shown++;
+		return;
+	}
 	if (!v) {
 		if (o->stale)
 			return;
@@ -213,12 +266,13 @@ void help_reclaim(FILE *f)
 		"       v05ctl reclaim [--any-uid] --stale\n"
 		"\n"
 		"Removes segment NAME if its owner is gone (died, or closed without\n"
-		"removing it): its file v05-NAME, its lanes' and its doorbell's\n"
-		"(v05-NAME:lane.I, v05-NAME:bound.I, v05-NAME:bell). Refuses, with\n"
-		"exit status 1, while the owner process is alive. With --stale,\n"
-		"every segment whose owner is gone (v05ctl ls --stale lists them),\n"
-		"one line each; live ones are left alone. The only v05ctl command\n"
-		"that changes anything.\n"
+		"removing it): its file v05-NAME and its side directory\n"
+		"v05-NAME:side (its lanes', its doorbell's and its broker's files);\n"
+		"or, where the file is gone, what is left of it. Refuses, with exit\n"
+		"status 1, while the owner process is alive. With --stale, every\n"
+		"segment whose owner is gone and every leftover (v05ctl ls --stale\n"
+		"lists them), one line each; live ones are left alone. The only\n"
+		"v05ctl command that changes anything.\n"
 		"\n"
 		"options:\n"
 		"  --any-uid   segments created by other users (needs the right\n"
@@ -232,11 +286,12 @@ struct reclaim_opts {
 	int removed, failed;
 };
 
-static void reclaim_one(const char *name, const struct stat_view *v, void *ctx)
+static void reclaim_one(const char *name, const struct stat_view *v,
+			bool leftover, void *ctx)
 {
 	struct reclaim_opts *o = ctx;
 
-	if (!v || !stale(v))
+	if (!leftover && (!v || !stale(v)))
 		return;
 	/* Checked again inside: an owner may have appeared since the scan. */
 	if (v05_segment_reclaim(name, o->flags)) {
@@ -244,7 +299,9 @@ static void reclaim_one(const char *name, const struct stat_view *v, void *ctx)
 		o->failed++;
 		return;
 	}
-	if (v->info.owner_pid)
+	if (leftover)
+		printf("removed %s (what was left of it: its side files)\n", name);
+	else if (v->info.owner_pid)
 		printf("removed %s (owner pid %u is gone)\n", name,
 		       v->info.owner_pid);
 	else

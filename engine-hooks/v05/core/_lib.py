@@ -326,6 +326,8 @@ _sig("v05_plugin_create", _int, ctypes.c_char_p, ctypes.POINTER(Config),
      ctypes.POINTER(_P))
 _sig("v05_plugin_attach", _int, ctypes.c_char_p, ctypes.c_uint,
      ctypes.POINTER(_P))
+_sig("v05_plugin_replace", _int, ctypes.c_char_p, ctypes.POINTER(Config),
+     ctypes.POINTER(_P))
 _sig("v05_plugin_close", _int, _P, ctypes.c_uint)
 _sig("v05_submit", _int, _P, ctypes.POINTER(PromptIn), _u32,
      ctypes.POINTER(Decision_), ctypes.POINTER(_int))

@@ -7,9 +7,9 @@ from typing import List, Optional, Sequence, Union
 
 from . import _checks, _lib
 from ._lib import lib
-from .names import (BROKER_ALLOW_MAX, CONFIG_EXTERNAL_HALT,
-                    CONFIG_PRODUCER_BROKER, CONFIG_WAIT_THREAD, MODES,
-                    SCHEDULES, SIGMAS)
+from .names import (BROKER_ALLOW_MAX, CONFIG_BROKER_OVERFLOW_IDS,
+                    CONFIG_EXTERNAL_HALT, CONFIG_PRODUCER_BROKER,
+                    CONFIG_WAIT_THREAD, MODES, SCHEDULES, SIGMAS)
 
 __all__ = ["make_config"]
 
@@ -44,6 +44,18 @@ def _gid_of_name(name: str) -> int:
     return grp.getgrnam(name).gr_gid
 
 
+def _overflow(kind: str) -> set:
+    """The kernel's overflow uid or gid (and 65534, its usual value): what
+    an unmapped user of another user namespace looks like."""
+    ids = {65534}
+    try:
+        with open(f"/proc/sys/kernel/overflow{kind}") as f:
+            ids.add(int(f.read()))
+    except (OSError, ValueError):
+        pass
+    return ids
+
+
 def make_config(name: str, *, cost: Optional[float] = None,
                 k_init: Optional[int] = None, k_step: Optional[int] = None,
                 k_max: Optional[int] = None, keep_n: Optional[int] = None,
@@ -62,6 +74,7 @@ def make_config(name: str, *, cost: Optional[float] = None,
                 producer_broker: bool = False,
                 broker_allow_uids: Sequence[Union[int, str]] = (),
                 broker_allow_gids: Sequence[Union[int, str]] = (),
+                broker_overflow_ids: bool = False,
                 lane_cut_records: Optional[int] = None,
                 lane_cut_fraction: Optional[float] = None,
                 eb_window: Optional[int] = None,
@@ -80,8 +93,11 @@ def make_config(name: str, *, cost: Optional[float] = None,
     broker_allow_gids (gids or group names, matched against a worker's
     effective gid and its supplementary groups), at least one entry in
     all, at most BROKER_ALLOW_MAX each; the plugin's own uid is always
-    admitted. file_mode may let others read the segment, never write
-    it. lane_cut_records and lane_cut_fraction set when a producer
+    admitted. The kernel's overflow uid and gid (65534: what every user of
+    another user namespace this one does not map looks like) are refused,
+    and may be listed only with broker_overflow_ids=True (then they are
+    ids like any other). file_mode may let others read the segment, never
+    write it. lane_cut_records and lane_cut_fraction set when a producer
     whose records are mostly rejected is cut off (at least that many
     records of its claim, more than that fraction rejected; defaults
     4 x max_prompts x k_max records, at least 4096, and 0.9;
@@ -123,6 +139,19 @@ def make_config(name: str, *, cost: Optional[float] = None,
         raise ValueError(
             f"create {name}: broker_allow_uids / broker_allow_gids "
             "without producer_broker=True: no broker would use them")
+    if broker_overflow_ids and not producer_broker:
+        raise ValueError(f"create {name}: broker_overflow_ids=True without "
+                         "producer_broker=True: no broker would use it")
+    if not broker_overflow_ids:
+        for field, ids, ovf in (("broker_allow_uids", uids, _overflow("uid")),
+                                ("broker_allow_gids", gids, _overflow("gid"))):
+            for x in ids:
+                if x in ovf:
+                    raise ValueError(
+                        f"create {name}: {field} lists {x}, the kernel's "
+                        "overflow id: every user of another user namespace "
+                        "that this one does not map looks like it; list it "
+                        "only with broker_overflow_ids=True")
     if mode is not None:
         # The mode's own defaults first (v05_config_mode: reinforce-ada's
         # rounds of 8 up to 32, no padding; knapsack-prior's budget of 8
@@ -189,7 +218,8 @@ def make_config(name: str, *, cost: Optional[float] = None,
         c.eb_early = max(1, round(f * 1000)) if f > 0 else 0
     c.flags |= ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
                 (CONFIG_EXTERNAL_HALT if external_halt else 0) |
-                (CONFIG_PRODUCER_BROKER if producer_broker else 0))
+                (CONFIG_PRODUCER_BROKER if producer_broker else 0) |
+                (CONFIG_BROKER_OVERFLOW_IDS if broker_overflow_ids else 0))
     if journal_sync:
         c.journal_sync = _lib.const("V05_JOURNAL_SYNC_BATCH")
     c.journal_path = _checks.cstr("journal", journal) if journal else None

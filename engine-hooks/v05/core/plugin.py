@@ -20,7 +20,7 @@ from .names import (CLOSE_KEEP_READABLE, CLOSE_UNLINK, FLAG_HALTED, MODES,
                     FLAG_PADDED, FLAG_RECOVERED, KINDS, REJECT_REASONS,
                     SUPPORT_GROUPS, UID_MAX)
 from .observer import Observer, cut_lanes
-from .segments import exists_message
+from .segments import config_differences, exists_message, stale_state
 
 __all__ = ["Plugin"]
 
@@ -85,6 +85,9 @@ class Plugin:
         # with the GIL held, as the other short calls do (_lib._GIL_HELD).
         self._poll_holds_gil = False
         self._mode = None  # its mode's name, once asked (mode)
+        # Created over a dead owner's segment and took it over (create's
+        # on_stale="takeover"): recover() has what it had handed out.
+        self.taken_over = False
 
     @property
     def halt_fraction(self) -> float:
@@ -97,38 +100,78 @@ class Plugin:
 
     # ---- lifecycle ---------------------------------------------------
 
+    _ON_STALE = ("takeover", "remove", "raise")
+
     @classmethod
-    def create(cls, name: str, *, reclaim: bool = False,
-               **config) -> "Plugin":
+    def create(cls, name: str, *, on_stale: str = "takeover",
+               reclaim: Optional[bool] = None, **config) -> "Plugin":
         """Create segment `name` and own it. `config`: the keyword
         arguments of v05.core.config.make_config (cost, k_init, k_step,
         k_max, halt_fraction, pad_multiple, mode, schedule, max_prompts,
         max_producers, lane_capacity, max_batches, stream_deadline_us,
         journal, journal_sync, file_mode, wait, external_halt, sigma,
         paper, producer_broker, broker_allow_uids, broker_allow_gids,
-        lane_cut_records, lane_cut_fraction, eb_window, eb_cold, eb_early),
-        each
-        checked; one left out
-        keeps the library's default (mode "v05-eb", sigma "rms", ...).
+        broker_overflow_ids, lane_cut_records, lane_cut_fraction,
+        eb_window, eb_cold, eb_early), each checked; one left out keeps
+        the library's default (mode "v05-eb", sigma "rms", ...).
 
-        reclaim=True: if segment `name` is left over from a run whose owner
-        is gone (killed, or closed without removing it), remove it first;
-        a segment whose owner is alive is refused all the same (EEXIST).
-        Without it, a leftover segment makes create fail with EEXIST and a
-        message that says how to remove it."""
+        on_stale: what to do when segment `name` is left over from a run
+        whose owner is gone (it was killed, or closed without removing
+        it):
+          "takeover" (the default): take it over as Plugin.attach does,
+            keeping its groups (the slots, the journal): the Plugin comes
+            back with taken_over True, and recover() hands out what the
+            dead owner had handed out. Its stored config is kept: a config
+            given here that differs in a setting is refused (ValueError
+            naming the settings; on_stale="remove" replaces it instead).
+          "remove": replace it with a new segment (its groups are lost),
+            never removing it before the new one is whole
+            (v05_plugin_replace).
+          "raise": FileExistsError naming what is there and the remedies.
+        What is left of a name whose segment file is gone (its side files)
+        is cleared and the segment created, unless on_stale is "raise". A
+        segment whose owner is alive, or another user's, is never touched:
+        FileExistsError. reclaim=True is the older spelling of
+        on_stale="remove", reclaim=False of on_stale="raise"."""
+        if reclaim is not None:
+            if not isinstance(reclaim, bool):
+                raise TypeError(f"reclaim must be True or False, not {reclaim!r}")
+            on_stale = "remove" if reclaim else "raise"
+        if on_stale not in cls._ON_STALE:
+            raise ValueError(f"on_stale must be one of {cls._ON_STALE}, "
+                             f"not {on_stale!r}")
         c = make_config(name, **config)
         h = ctypes.c_void_p()
         cname = _checks.cstr("name", name)
         ret = lib.v05_plugin_create(cname, ctypes.byref(c), ctypes.byref(h))
-        if ret == -errno.EEXIST and reclaim and \
-                lib.v05_segment_reclaim(cname, 0) == 0:
-            ret = lib.v05_plugin_create(cname, ctypes.byref(c), ctypes.byref(h))
+        taken_over = False
         if ret == -errno.EEXIST:
-            _lib.raise_errno(errno.EEXIST, exists_message(name, reclaim))
+            state, info = stale_state(name)
+            if on_stale == "raise" or state in ("live", "foreign"):
+                _lib.raise_errno(errno.EEXIST,
+                                 exists_message(name, state, info))
+            if state == "dead" and on_stale == "takeover":
+                diff = config_differences(info, c)
+                if diff:
+                    raise ValueError(
+                        f"create segment {name}: a dead owner's segment of "
+                        "this name is there, and this config differs from "
+                        "the one it keeps (" + "; ".join(diff) + "): take it "
+                        "over with its own (Plugin.attach, or this config), "
+                        "or replace it: on_stale='remove'")
+                ret = lib.v05_plugin_attach(cname, 0, ctypes.byref(h))
+                taken_over = ret == 0
+            else:
+                ret = lib.v05_plugin_replace(cname, ctypes.byref(c),
+                                             ctypes.byref(h))
+        if ret == -errno.EEXIST:
+            _lib.raise_errno(errno.EEXIST, exists_message(name))
         check(ret, f"create segment {name}")
         p = cls(h.value, name)
-        p.config = c
-        p._poll_holds_gil = not c.journal_path
+        p.taken_over = taken_over
+        if not taken_over:  # else the segment's own config, read from it
+            p.config = c
+            p._poll_holds_gil = not c.journal_path
         return p
 
     def __repr__(self):
@@ -141,7 +184,9 @@ class Plugin:
         h = ctypes.c_void_p()
         check(lib.v05_plugin_attach(_checks.cstr("name", name), 1 if any_uid else 0,
                                     ctypes.byref(h)), f"attach segment {name}")
-        return cls(h.value, name)
+        p = cls(h.value, name)
+        p.taken_over = True
+        return p
 
     def close(self, unlink: bool = True, force: bool = False) -> None:
         """Flush the journal, give up the segment (and remove it). Refuses
