@@ -44,7 +44,10 @@
 #include <stdint.h>
 
 #define V05_SHM_MAGIC 0x01006d6873353076ull /* "v05shm\0\1" little-endian */
-#define V05_SHM_ABI 7u /* 7: the keep mask in the slot header.
+#define V05_SHM_ABI 8u /* 8: EBPO's running statistics in the state
+			* region, Pilot-Commit's band and EBPO's window
+			* in the stored config.
+			* 7: the keep mask in the slot header.
 			* 6: v05-eb's running fit in the state
 			* region; its window and cold start in the config.
 			* 5: lane statistics of 128 bytes (records applied
