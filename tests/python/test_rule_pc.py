@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: MIT
+"""Pilot-Commit from Python (docs/RULES.md): the trainer's record
+(v05.core.rules.PilotCommit) over epochs and through a save and load, and
+mode "pilot-commit" through a plugin with its band set from Python: the
+pilots in the band get their commit, the others drop."""
+import json
+
+import pytest
+
+import v05
+from v05.core.rules import PilotCommit
+
+
+def test_pilot_commit_record_and_state():
+    pc = PilotCommit(pilot=4)
+    assert not pc.skip("a", 0)
+    # Only the pilot (the first 4) counts: 1 of 4 is in the band.
+    assert pc.fold("a", 0, [1, -1, -1, -1] + [1] * 12) == "commit"
+    assert pc.skip("a", 0) and not pc.skip("a", 1)  # once per epoch
+    assert pc.fold("b", 0, [1] * 4) == "solved"
+    assert pc.fold("c", 0, [-1] * 4) == "too_hard"
+    assert pc.fold("d", 0, [1, 1, 1, 1]) == "solved"
+    assert pc.select("abcde", 1) == ["a", "c", "e"]  # solved ones never
+    assert sorted(pc.evicted()) == ["b", "d"]
+    assert pc.last("c") == "too_hard" and pc.last("e") is None
+    again = PilotCommit(pilot=4)
+    again.load_state_dict(json.loads(json.dumps(pc.state_dict())))
+    assert again.select("abcde", 1) == ["a", "c", "e"]
+    with pytest.raises(ValueError, match="another pilot"):
+        PilotCommit(pilot=8).load_state_dict(pc.state_dict())
+    never = PilotCommit(pilot=4, evict=None)
+    assert never.fold("b", 0, [1] * 4) == "too_easy"
+    assert not never.skip("b", 1)
+    assert pc.fold("a", 2, [1, 1, -1, -1]) == "commit"
+    with pytest.raises(v05.V05Error, match="before the prompt's last"):
+        pc.fold("a", 1, [1] * 4)
+    with pytest.raises(ValueError, match="fewer than the pilot"):
+        pc.fold("z", 3, [1, 1])
+    with pytest.raises(v05.V05Error, match="commits nothing"):
+        PilotCommit(lower=0.9)
+    with pytest.raises(v05.V05Error, match="evict"):
+        PilotCommit(evict=0.5)  # inside the band
+
+
+def test_pilot_commit_mode_in_plugin(segname):
+    """Pilots of 4 with 0..4 successes, commit 12, band [0.5, 0.75] from
+    Python: 2 and 3 of 4 commit (one "sample" decision of samples 4..15,
+    then a final group of 16), the rest drop at 4."""
+    wins = [0, 1, 2, 3, 4]
+    with v05.Plugin.create(segname, mode="pilot-commit", k_init=4,
+                           k_step=12, k_max=16, pc_lower=0.5,
+                           max_prompts=8) as p, \
+            v05.RewardWriter.attach(segname) as w:
+        assert p.config.pc_lower == 0.5 and p.config.pc_upper == 0.25
+        ds = p.submit([(f"q{i}", 0.0) for i in range(5)])
+        out = {}
+        while len(out) < 5:
+            for d in ds:
+                i = int(d.uid[1:])
+                if d.kind == "sample":
+                    if d.samples[0] == 4:
+                        assert d.samples == list(range(4, 16))
+                    for s in d.samples:
+                        w.push(d, s, 1.0 if s < wins[i] or
+                               (s >= 4 and s % 2) else -1.0)
+                else:
+                    out[i] = (d.kind, d.k)
+                    p.release(d)
+            if len(out) < 5:
+                assert p.wait_blocking(5.0)
+                ds = p.poll()
+    assert out == {0: ("drop", 4), 1: ("drop", 4), 2: ("final", 16),
+                   3: ("final", 16), 4: ("drop", 4)}
+    with pytest.raises(ValueError, match="pc_lower"):
+        v05.Plugin.create(segname, mode="pilot-commit", pc_lower=1.5)
+    with pytest.raises(v05.V05Error, match="must be the pilot"):
+        v05.Plugin.create(segname, mode="pilot-commit", k_step=8)
