@@ -75,3 +75,41 @@ def test_pilot_commit_mode_in_plugin(segname):
         v05.Plugin.create(segname, mode="pilot-commit", pc_lower=1.5)
     with pytest.raises(v05.V05Error, match="must be the pilot"):
         v05.Plugin.create(segname, mode="pilot-commit", k_step=8)
+
+
+def test_pilot_commit_under_verl_config():
+    """verl's side without verl: algorithm.v05_plugin passes the band
+    through; algorithm.v05_history={rule: pilot-commit} takes the pilot
+    and band from the plugin's keys, needs mode pilot-commit, and its
+    RuleHistory skips the solved prompts at later steps and folds pilots
+    as the library does."""
+    from v05.trainers.verl.agent_loop import plugin_params
+    from v05.trainers.verl.history import RuleHistory, history_config
+
+    cfg = {"algorithm": {"v05_plugin": {"mode": "pilot-commit", "k_init": 4,
+                                        "k_step": 4, "k_max": 8,
+                                        "pc_lower": 0.25}}}
+    params = plugin_params(cfg)
+    assert params["pc_lower"] == 0.25
+    assert plugin_params({"algorithm": {"v05_plugin": {
+        "mode": "ebpo", "ebpo_window": 256}}})["ebpo_window"] == 256
+    h = history_config({"v05_history": {"rule": "pilot-commit", "evict": 1.0}},
+                       params)
+    assert h["pc"] == {"pilot": 4, "lower": 0.25, "upper": 0.25, "evict": 1.0}
+    with pytest.raises(ValueError, match="mode pilot-commit"):
+        history_config({"v05_history": {"rule": "pilot-commit"}},
+                       {"mode": "grpo"})
+    with pytest.raises(ValueError, match="Pilot-Commit's"):
+        history_config({"v05_history": {"rule": "greso", "evict": 1.0}},
+                       params)
+    with pytest.raises(v05.V05Error, match="evict"):
+        history_config({"v05_history": {"rule": "pilot-commit",
+                                        "evict": 0.5}}, params)
+    rh = RuleHistory("pilot-commit", pc=h["pc"])
+    assert rh.plan(3, [0, 1, 2]) == [True, True, True]
+    rh.fold(3, [(0, [1.0] * 8), (1, [-1.0] * 8), (2, [1.0, -1.0] * 4)])
+    assert rh.plan(4, [0, 1, 2]) == [False, True, True]  # 0 solved
+    shadow = PilotCommit(**h["pc"])
+    for pid, r in ((0, [1.0] * 8), (1, [-1.0] * 8), (2, [1.0, -1.0] * 4)):
+        shadow.fold(pid, 3, r)
+    assert rh.state()["state"] == shadow.state_dict()
