@@ -129,3 +129,44 @@ def test_greso_filters_its_training_set(warm):
     assert 0.05 <= tr.history.p_easy <= 0.95
     assert 0.05 <= tr.history.p_hard <= 0.95
     assert tr.log[-1]["skipped"] == tr.skipped
+
+
+@pytest.mark.parametrize("name", ["dapo-16-fill", "pilot-commit-4-12",
+                                  "v05-eb-fill", "ebpo-8"])
+def test_fill_steps_train_b_informative_groups(warm, name):
+    """Issue 38's modes on a training set of 64: a mode with a fill trains
+    exactly B informative groups each step (rewards not all equal: the
+    shared rule, v05.core.fill) and nothing else, while every rollout,
+    dropped groups' included, is counted; pilot-commit's trained groups
+    are pilot + commit, its dropped ones their pilot alone, and its record
+    knows every prompt piloted; EBPO trains every group, all-same ones
+    included, with the plugin's advantages."""
+    state, heldout = warm
+    spec = T.mode_specs()[name]
+    tr = T.Trainer(spec, 0, state, heldout, record=True, train_set=64)
+    try:
+        issued0 = tr.plugin.stats()["samples_issued"]
+        asyncio.run(tr.train(3 * T.BUDGET))
+        st = tr.plugin.stats()
+    finally:
+        tr.close()
+    assert tr.rollouts == tr.sampler.calls == st["samples_issued"] - issued0
+    assert tr.rollouts == sum(sum(s["k"]) for s in tr.log)
+    assert len(tr.used) == sum(s["kept"] for s in tr.log)
+    for u in tr.used:
+        assert u["loss_adv"] == u["slot"]
+    mixed = [len(set(u["rewards"])) > 1 for u in tr.used]
+    if spec.fill:
+        assert all(s["kept"] == spec.fill for s in tr.log)
+        assert all(mixed)  # only informative groups are trained on
+        assert any(s["prompts"] > s["kept"] for s in tr.log)
+    else:
+        assert all(s["kept"] == s["prompts"] == 32 for s in tr.log)
+        assert not all(mixed)  # all-same groups trained too ...
+        assert any(any(a != 0.0 for a in u["slot"])  # ... with a signal
+                   for u, m in zip(tr.used, mixed) if not m)
+    if name == "pilot-commit-4-12":
+        assert all(u["k"] == 16 for u in tr.used)
+        ks = [k for s in tr.log for k in s["k"]]
+        assert set(ks) == {4, 16} and ks.count(16) == len(tr.used)
+        assert len(tr.history) == min(64, len(ks))
