@@ -73,3 +73,21 @@ def test_ebpo_mode_in_plugin(segname):
             p.release(d)
     with pytest.raises(ValueError, match="ebpo_window"):
         v05.Plugin.create(segname, mode="ebpo", ebpo_window=-1)
+
+
+def test_ebpo_in_sim(v05ctl):
+    """v05ctl sim --mode ebpo: one wave of G, no extra samples, every
+    group with an advantage; with no prior its shrinkage beats the plain
+    group mean (GRPO) at the same G."""
+    import subprocess
+
+    def sim(*args):
+        return json.loads(subprocess.run(
+            [v05ctl, "sim", "--prompts", "2048", "--no-prior", "--seed", "5",
+             "--k", "4", *args],
+            capture_output=True, text=True, check=True).stdout)
+
+    e, g = sim("--mode", "ebpo"), sim("--mode", "grpo")
+    assert e["rollouts_per_prompt"] == 4 and e["max_waves"] == 1
+    assert e["nonzero_share"] == 1.0 and g["nonzero_share"] < 0.8
+    assert e["mse"] < 0.8 * g["mse"]

@@ -113,3 +113,30 @@ def test_pilot_commit_under_verl_config():
     for pid, r in ((0, [1.0] * 8), (1, [-1.0] * 8), (2, [1.0, -1.0] * 4)):
         shadow.fold(pid, 3, r)
     assert rh.state()["state"] == shadow.state_dict()
+
+
+def test_pilot_commit_in_sim(v05ctl):
+    """v05ctl sim --mode pilot-commit: a pilot of 8, a commit of 24 for
+    the prompts in the band, the rest dropped at 8; over epochs, prompts
+    whose pilot was solved are evicted (every prompt at p = 1: all of them
+    after the first epoch), and 'never' keeps them."""
+    import subprocess
+
+    def sim(*args):
+        return json.loads(subprocess.run(
+            [v05ctl, "sim", "--prompts", "512", "--mode", "pilot-commit",
+             "--seed", "3", *args],
+            capture_output=True, text=True, check=True).stdout)
+
+    d = sim("--no-prior")
+    assert d["k"] == 8 and d["k_max"] == 32 and d["max_waves"] == 2
+    committed = 512 - d["dropped"]
+    assert d["rollouts_per_prompt"] == pytest.approx(
+        (8 * 512 + 24 * committed) / 512)
+    assert 0 < d["dropped"] < 512
+    d = sim("--p", "1", "--epochs", "3")
+    assert d["skipped"] == 2 * 512 and d["dropped"] == 512
+    d = sim("--p", "1", "--epochs", "3", "--pc-evict", "never")
+    assert d["skipped"] == 0 and d["dropped"] == 3 * 512
+    d = sim("--p", "0.5", "--pc-lower", "0.5", "--pc-upper", "0.5")
+    assert 0 < d["dropped"] < 512  # only pilots of exactly 4 of 8 commit
