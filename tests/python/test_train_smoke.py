@@ -33,21 +33,28 @@ def warm():
     return m.state_dict(), heldout
 
 
-@pytest.mark.parametrize("name", ["grpo-16", "v05"])
-def test_train_steps_use_the_plugins_advantages(warm, name):
+def three_steps(warm, spec, **kw):
+    """A recording run of three steps' budget: the trainer (closed) and
+    the samples its plugin issued."""
     state, heldout = warm
-    spec = T.mode_specs()[name]
-    tr = T.Trainer(spec, 0, state, heldout, record=True)
+    tr = T.Trainer(spec, 0, state, heldout, record=True, **kw)
     try:
         issued0 = tr.plugin.stats()["samples_issued"]
         asyncio.run(tr.train(3 * T.BUDGET))
-        st = tr.plugin.stats()
+        issued = tr.plugin.stats()["samples_issued"] - issued0
     finally:
         tr.close()
+    return tr, issued
+
+
+@pytest.mark.parametrize("name", ["grpo-16", "v05"])
+def test_train_steps_use_the_plugins_advantages(warm, name):
+    spec = T.mode_specs()[name]
+    tr, issued = three_steps(warm, spec)
     assert tr.step_no >= 2
     # Every rollout counted is one generate call, and one sample issued.
     assert tr.rollouts == tr.sampler.calls == tr.rollout.generate_calls
-    assert tr.rollouts == st["samples_issued"] - issued0
+    assert tr.rollouts == issued
     assert tr.rollouts == sum(sum(s["k"]) for s in tr.log)
     assert len(tr.used) == sum(s["kept"] for s in tr.log)
     assert sum(len(u["rewards"]) for u in tr.used) == tr.rollouts
@@ -141,16 +148,9 @@ def test_fill_steps_train_b_informative_groups(warm, name):
     are pilot + commit, its dropped ones their pilot alone, and its record
     knows every prompt piloted; EBPO trains every group, all-same ones
     included, with the plugin's advantages."""
-    state, heldout = warm
     spec = T.mode_specs()[name]
-    tr = T.Trainer(spec, 0, state, heldout, record=True, train_set=64)
-    try:
-        issued0 = tr.plugin.stats()["samples_issued"]
-        asyncio.run(tr.train(3 * T.BUDGET))
-        st = tr.plugin.stats()
-    finally:
-        tr.close()
-    assert tr.rollouts == tr.sampler.calls == st["samples_issued"] - issued0
+    tr, issued = three_steps(warm, spec, train_set=64)
+    assert tr.rollouts == tr.sampler.calls == issued
     assert tr.rollouts == sum(sum(s["k"]) for s in tr.log)
     assert len(tr.used) == sum(s["kept"] for s in tr.log)
     for u in tr.used:
