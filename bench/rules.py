@@ -36,6 +36,13 @@ RULES = {
     "GRPO G=16": ["--mode", "grpo", "--k", "16"],
     "DAPO G=16": ["--mode", "dapo", "--k", "16"],
     "GRPO G=4": ["--mode", "grpo", "--k", "4"],
+    # Issue 38: EBPO (one wave of G, no extra samples) at three group
+    # sizes, Pilot-Commit with its authors' 1:3 split at two sizes.
+    "EBPO G=4": ["--mode", "ebpo", "--k", "4"],
+    "EBPO G=8": ["--mode", "ebpo", "--k", "8"],
+    "EBPO G=16": ["--mode", "ebpo", "--k", "16"],
+    "pilot-commit p8c24": ["--mode", "pilot-commit", "--k", "8"],
+    "pilot-commit p4c12": ["--mode", "pilot-commit", "--k", "4"],
     "v05-eb default": ["--mode", "v05-eb"],
 }
 DEFAULT = "v05-eb default"
@@ -93,6 +100,8 @@ EPOCH_MODES = {
     "GRPO G=8": ["--mode", "grpo", "--k", "8"],
     "DAPO G=8": ["--mode", "dapo", "--k", "8"],
     "GRESO G=8": ["--mode", "greso", "--k", "8"],
+    "EBPO G=8": ["--mode", "ebpo", "--k", "8"],
+    "pilot-commit p8c24": ["--mode", "pilot-commit", "--k", "8"],
 }
 
 
@@ -153,6 +162,10 @@ def main():
               ["--prior-noise", str(n), "--hallucination", str(h)])
              for n in NOISES for h in HALLUCINATIONS]
     cells.append(("no prior (every prior 0)", ["--no-prior"]))
+    # Where a linear shrinkage (EBPO's) is not the Bayes rule: success
+    # rates piled near 0 and 1.
+    cells.append(("no prior, success rates from Beta(0.3, 0.3)",
+                  ["--no-prior", "--p-beta", "0.3"]))
     res = {}
     for name, cargs in cells:
         curve = [mean_runs(a.v05ctl, cargs + ["--mode", "v05-eb", "--k",
@@ -182,13 +195,19 @@ def main():
         "success probability is uniform on [0, 1], rewards are +-1 "
         "draws, the prior is the truth plus N(0, noise^2) with a share of "
         "uniformly random priors (hallucination), or 0 for every prompt "
-        "in the last cell. Each rule runs with its authors' defaults "
-        "(docs/RULES.md): reinforce-ada rounds of 8 up to 32, 4 of them "
-        "trained on; knapsack-prior a budget of 8 (or 4) per prompt, 2 to "
-        "64 each; GRPO and DAPO G = 16. *MSE* is the baseline's against "
-        "the prompt's true mean reward, over every group (Reinforce-Ada's "
-        "baseline is the mean of all its samples, the ones not trained on "
-        "included); *non-zero* the share of groups with a trained "
+        "in the last two cells (the last with success rates from "
+        "Beta(0.3, 0.3), piled near 0 and 1). Each rule runs with its "
+        "authors' defaults (docs/RULES.md): reinforce-ada rounds of 8 up "
+        "to 32, 4 of them trained on; knapsack-prior a budget of 8 (or 4) "
+        "per prompt, 2 to 64 each; GRPO and DAPO G = 16; EBPO one wave of "
+        "G, its running statistics over every group before and including "
+        "the one estimated; pilot-commit a pilot of 8 (or 4), a commit of "
+        "24 (or 12) for a pilot success rate in [0.125, 0.75], else the "
+        "prompt is dropped after its pilot. *MSE* is the baseline's "
+        "against the prompt's true mean reward, over every group "
+        "(Reinforce-Ada's baseline is the mean of all its samples, the "
+        "ones not trained on included; a prompt Pilot-Commit dropped has "
+        "its pilot's mean); *non-zero* the share of groups with a trained "
         "advantage that is not 0 (what Reinforce-Ada and Knapsack RL "
         "optimise; v05's fused baseline gives an all-same group a "
         "non-zero advantage whenever the prior disagrees with it); "

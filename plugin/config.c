@@ -25,6 +25,8 @@ V05_API void v05_config_default(struct v05_config *c)
 	c->stream_deadline_us = 2000;
 	c->eb_window = 512;
 	c->eb_cold = 64;
+	c->pc_lower = V05_PC_LOWER;
+	c->pc_upper = V05_PC_UPPER;
 	c->max_prompts = 4096;
 	c->max_producers = 16;
 	c->lane_capacity = 4096;
@@ -67,11 +69,21 @@ V05_API int v05_config_mode(struct v05_config *c, uint32_t mode)
 		c->params.k_max = V05_K_LIMIT;
 		c->pad_multiple = 1;
 		c->halt_fraction = 0.0;
-	} else if (mode == V05_MODE_GRESO) {
-		/* G = 8 per prompt, as the authors ran it; one wave. */
+	} else if (mode == V05_MODE_GRESO || mode == V05_MODE_EBPO) {
+		/* G = 8 per prompt (GRESO's authors'; EBPO's paper could not
+		 * be read here, docs/RULES.md); one wave. */
 		c->params.k_init = 8;
 		c->params.k_step = 1;
 		c->params.k_max = 8;
+		c->pad_multiple = 1;
+		c->halt_fraction = 0.0;
+	} else if (mode == V05_MODE_PILOT_COMMIT) {
+		/* A pilot of 8 (the authors' default), a commit of three
+		 * times that (their scripts' split: p16c48, p32c96). Padding
+		 * would change a commit's size, a halt cancel it. */
+		c->params.k_init = 8;
+		c->params.k_step = 24;
+		c->params.k_max = 32;
 		c->pad_multiple = 1;
 		c->halt_fraction = 0.0;
 	}
@@ -129,6 +141,33 @@ static int broker_check(const struct v05_config *c)
 	return 0;
 }
 
+/* Pilot-Commit's band and commit, EBPO's window. */
+static int rules_check(const struct v05_config *c)
+{
+	uint32_t mode = c->params.mode;
+
+	if (!(c->pc_lower >= 0.0 && c->pc_lower <= 1.0) ||
+	    !(c->pc_upper >= 0.0 && c->pc_upper <= 1.0))
+		return v05__fail(-EINVAL,
+				 "pc_lower %g / pc_upper %g: each in [0, 1]",
+				 c->pc_lower, c->pc_upper);
+	if (c->pc_lower > 1.0 - c->pc_upper)
+		return v05__fail(-EINVAL,
+				 "pc_lower %g is above 1 - pc_upper %g: the band commits nothing",
+				 c->pc_lower, 1.0 - c->pc_upper);
+	if (c->ebpo_window > 1000000000u || c->reserved_rules)
+		return v05__fail(-EINVAL,
+				 "ebpo_window %u is above 10^9 groups (or reserved_rules is not 0)",
+				 c->ebpo_window);
+	if (mode == V05_MODE_PILOT_COMMIT &&
+	    c->params.k_init + c->params.k_step != c->params.k_max)
+		return v05__fail(-EINVAL,
+				 "pilot-commit: k_max %u must be the pilot k_init %u plus the commit k_step %u",
+				 c->params.k_max, c->params.k_init,
+				 c->params.k_step);
+	return 0;
+}
+
 /* The cut-off's defaults (docs/SHM.md, "Cutting a lane off"): a claim is
  * judged on at least four times the rewards the segment can have
  * outstanding at once, the most of an honest producer's rewards one cancel
@@ -179,7 +218,11 @@ V05_API int v05_config_check(const struct v05_config *c)
 				 c->schedule == V05_SCHEDULE_STREAM ? "stream" : "rounds");
 	if (c->eb_early && c->params.k_init + c->params.k_step > c->params.k_max)
 		return v05__fail(-EINVAL, "eb_early needs k_init + k_step <= k_max");
-	if (v05__mode_is_ada(c->params.mode) &&
+	ret = rules_check(c);
+	if (ret)
+		return ret;
+	if ((v05__mode_is_ada(c->params.mode) ||
+	     c->params.mode == V05_MODE_PILOT_COMMIT) &&
 	    (c->pad_multiple != 1 || c->halt_fraction != 0.0))
 		return v05__fail(-EINVAL,
 				 "%s needs pad_multiple 1 and halt_fraction 0 (padding would add samples to its pool, a halt would cut its rounds short): v05_config_mode sets them",
@@ -252,6 +295,9 @@ void v05__shm_config_from(struct v05_shm_config *s, const struct v05_config *c,
 	s->eb_window = c->eb_window;
 	s->eb_cold = c->eb_cold;
 	s->eb_early = c->eb_early;
+	s->pc_lower = c->pc_lower;
+	s->pc_upper = c->pc_upper;
+	s->ebpo_window = c->ebpo_window;
 	s->journal_sync = c->journal_sync;
 	s->flags = c->flags;
 	s->sigma = c->params.sigma;
@@ -287,6 +333,9 @@ int v05__shm_config_check(struct v05_plugin *p)
 	c.eb_window = s->eb_window;
 	c.eb_cold = s->eb_cold;
 	c.eb_early = s->eb_early;
+	c.pc_lower = s->pc_lower;
+	c.pc_upper = s->pc_upper;
+	c.ebpo_window = s->ebpo_window;
 	c.journal_sync = s->journal_sync;
 	c.flags = s->flags;
 	memcpy(c.broker_uids, s->broker_uids, sizeof(c.broker_uids));

@@ -202,6 +202,10 @@ void v05__decide(struct v05_plugin *p, struct v05_prompt *e)
 		s->progress(p, b);
 		return;
 	}
+	/* EBPO: the group into the running statistics, then its estimate
+	 * under them (one wave: every decision is final). */
+	if (p->params.mode == V05_MODE_EBPO)
+		v05__ebpo_fold_prompt(p, e);
 	v05__estimate_prompt(p, e, &est, adv);
 	if (est.action == V05_ACTION_MORE &&
 	    p->batch_recs[b].state != V05_B_HALTED) {

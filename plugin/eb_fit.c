@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * v05-eb's fit as the plugin holds it: the running fit of the schedule
+ * v05-eb's fit as the plugin holds it (and EBPO's running statistics,
+ * beside it in the state region): the running fit of the schedule
  * without a barrier (its own part and the other engines', in the state
  * region; warm once eb_cold first waves are in), the barrier's per-batch
  * fit in the batch record, and what depends on them alone: a prompt's
@@ -20,6 +21,18 @@ double v05__prompt_successes(struct v05_plugin *p, const struct v05_prompt *e,
 	for (uint32_t i = 0; i < k; i++)
 		r[i] = (double)rw[i];
 	return v05__eb_successes(r, k);
+}
+
+void v05__ebpo_fold_prompt(struct v05_plugin *p, const struct v05_prompt *e)
+{
+	const float *rw = v05__slot_rewards(v05__slot(&p->seg, e->slot));
+	double r[V05_K_LIMIT];
+	double keep = p->cfg.ebpo_window ? 1.0 - 1.0 / p->cfg.ebpo_window : 1.0;
+	uint32_t k = v05__group_k(e);
+
+	for (uint32_t i = 0; i < k; i++)
+		r[i] = (double)rw[i];
+	v05__ebpo_fold_u(&p->fit->ebpo, keep, r, k);
 }
 
 static double weight(const struct v05_plugin *p)

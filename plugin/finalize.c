@@ -58,6 +58,22 @@ void v05__estimate_prompt(struct v05_plugin *p, const struct v05_prompt *e,
 			return;
 		}
 	}
+	if (p->params.mode == V05_MODE_EBPO) {
+		/* Under the running statistics, this group folded in
+		 * (decide.c). */
+		v05__ebpo_estimate_u(&p->fit->ebpo, r, k, est, adv);
+		return;
+	}
+	if (p->params.mode == V05_MODE_PILOT_COMMIT) {
+		/* The band the plugin was configured with. */
+		memset(est, 0, sizeof(*est));
+		est->k = k;
+		est->action = V05_ACTION_STOP;
+		est->mean = v05__mean_u(r, k);
+		v05__estimate_pc(&p->params, p->cfg.pc_lower, p->cfg.pc_upper,
+				 r, k, est, adv);
+		return;
+	}
 	v05__estimate_core(&p->params, e->prior, r, k, est, adv);
 }
 

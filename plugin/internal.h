@@ -44,9 +44,12 @@ struct v05_shm_config {
 	uint32_t lane_cut_records, lane_cut_permille;
 	/* Segment ABI 6: v05-eb's forgetting window, cold and early start. */
 	uint32_t eb_window, eb_cold, eb_early, pad_eb;
+	/* Segment ABI 8: Pilot-Commit's band, EBPO's window. */
+	double pc_lower, pc_upper;
+	uint32_t ebpo_window, pad_rules;
 };
 static_assert(sizeof(struct v05_shm_config) ==
-		      48 + 8 + V05_JOURNAL_PATH_MAX + 8 * V05_BROKER_ALLOW_MAX + 32,
+		      48 + 8 + V05_JOURNAL_PATH_MAX + 8 * V05_BROKER_ALLOW_MAX + 56,
 	      "shm config ABI");
 static_assert(offsetof(struct v05_shm_config, broker_uids) ==
 		      56 + V05_JOURNAL_PATH_MAX, "shm config ABI");
@@ -105,6 +108,8 @@ struct v05_fit_store {
 	struct v05_eb_state remote;
 	uint64_t remote_sets; /* v05_eb_state_set_remote calls */
 	uint64_t pad;
+	/* Segment ABI 8: EBPO's running statistics (mode ebpo). */
+	struct v05_ebpo ebpo;
 };
 static_assert(sizeof(struct v05_fit_store) <= 12288, "fit store fits");
 

@@ -84,6 +84,9 @@ struct v05_eb_fit;
 /* The successes in the prompt's first k received rewards. */
 double v05__prompt_successes(struct v05_plugin *p, const struct v05_prompt *e,
 			     uint32_t k);
+/* EBPO: the prompt's final group (k_init rewards, one wave) into the
+ * running statistics in the state region, the window's forgetting first. */
+void v05__ebpo_fold_prompt(struct v05_plugin *p, const struct v05_prompt *e);
 /* The running fit (no barrier): own part + the others'; false if empty. */
 bool v05__eb_running_fit(struct v05_plugin *p, struct v05_eb_fit *fit);
 /* eb_cold first waves folded in (own and handed in): a run is warm once. */

@@ -24,6 +24,8 @@ static const char *const mode_names[V05_MODE_COUNT] = {
 	[V05_MODE_KNAPSACK_PRIOR] = "knapsack-prior",
 	[V05_MODE_KNAPSACK] = "knapsack",
 	[V05_MODE_GRESO] = "greso",
+	[V05_MODE_EBPO] = "ebpo",
+	[V05_MODE_PILOT_COMMIT] = "pilot-commit",
 };
 
 static const char *const sigma_names[V05_SIGMA_COUNT] = {
@@ -98,6 +100,10 @@ V05_API int v05_params_check(const struct v05_params *p)
 				 "keep_n %u: only reinforce-ada keeps part of a group (give 0)",
 				 p->keep_n);
 	}
+	if (p->mode == V05_MODE_EBPO && p->k_init < 2)
+		return v05__fail(-EINVAL,
+				 "ebpo: k_init %u: a group needs 2 samples or more (its within-group variance)",
+				 p->k_init);
 	if (v05__mode_is_knapsack(p->mode) && p->k_init < V05_KNAPSACK_N_LOW)
 		return v05__fail(-EINVAL,
 				 "%s: k_init %u (the budget per prompt) is below the minimum per prompt, %u",
@@ -116,7 +122,7 @@ V05_API int v05_mode_from_name(const char *name)
 		if (strcmp(name, mode_names[m]) == 0)
 			return (int)m;
 	return v05__fail(-EINVAL,
-			 "mode '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo",
+			 "mode '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo, reinforce-ada, reinforce-ada-pos, knapsack-prior, knapsack, greso, ebpo, pilot-commit",
 			 name ? name : "(null)");
 }
 
@@ -330,8 +336,8 @@ static void estimate_fused(const struct v05_params *p, double prior,
  * verl's compute_grpo_outcome_advantage: a group of one has mean 0 and std 1;
  * otherwise mean and Bessel-corrected std; A = (r - mean) / (std + 1e-6).
  */
-static void estimate_group(const struct v05_params *p, const double *rewards,
-			   uint32_t k, struct v05_estimate *e, double *adv)
+void v05__estimate_group(const struct v05_params *p, const double *rewards,
+			 uint32_t k, struct v05_estimate *e, double *adv)
 {
 	bool all_equal = true;
 	double std = 1.0, mu = 0.0;
@@ -380,8 +386,11 @@ void v05__estimate_core(const struct v05_params *p, double prior,
 		estimate_fused(p, prior, rewards, k, e, adv);
 	} else if (v05__mode_is_ada(p->mode)) {
 		v05__estimate_ada(p, rewards, k, e, adv);
+	} else if (p->mode == V05_MODE_PILOT_COMMIT) {
+		v05__estimate_pc(p, V05_PC_LOWER, V05_PC_UPPER, rewards, k, e,
+				 adv);
 	} else {
-		estimate_group(p, rewards, k, e, adv);
+		v05__estimate_group(p, rewards, k, e, adv);
 		if (v05__mode_is_knapsack(p->mode))
 			v05__knapsack_clip_u(k, adv);
 	}
@@ -462,6 +471,9 @@ V05_API int v05_estimate(const struct v05_params *p, double prior,
 	if (p->mode == V05_MODE_V05_EB)
 		return v05__fail(-EINVAL,
 				 "mode v05-eb needs its batch's fit: use v05_eb_estimate");
+	if (p->mode == V05_MODE_EBPO)
+		return v05__fail(-EINVAL,
+				 "mode ebpo needs its running global statistics: use v05_ebpo_estimate");
 	ret = check_group(p, rewards, k, out, "estimate");
 	if (ret)
 		return ret;

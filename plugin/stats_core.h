@@ -184,5 +184,24 @@ void v05__estimate_ada(const struct v05_params *p, const double *r,
 int v05__knapsack_plan_u(const double *p01, uint32_t n, uint32_t per_prompt,
 			 uint32_t n_up, uint32_t *out);
 void v05__knapsack_clip_u(uint32_t k, double *adv);
+/* stats.c: verl's GRPO advantages on one group (mean, Bessel std,
+ * epsilon; an all-same group gets exactly 0); e->mean already set. */
+void v05__estimate_group(const struct v05_params *p, const double *rewards,
+			 uint32_t k, struct v05_estimate *e, double *adv);
+/* rule_ebpo.c, unchecked: a fold, the shrinkage S, one group's estimate. */
+struct v05_ebpo;
+void v05__ebpo_fold_u(struct v05_ebpo *s, double keep, const double *r,
+		      uint32_t k);
+double v05__ebpo_shrink_u(const struct v05_ebpo *s, uint32_t k);
+void v05__ebpo_estimate_u(const struct v05_ebpo *s, const double *r,
+			  uint32_t k, struct v05_estimate *e, double *adv);
+/* rule_pc.c, unchecked: a pilot's class (enum v05_pc_class; evict NaN:
+ * never); one group of mode pilot-commit under the band [lower, 1 -
+ * upper]: at k_init "more" (commit) or "drop", beyond it GRPO's. */
+int v05__pc_class_u(const double *r, uint32_t k, double lower, double upper,
+		    double evict);
+void v05__estimate_pc(const struct v05_params *p, double lower, double upper,
+		      const double *r, uint32_t k, struct v05_estimate *e,
+		      double *adv);
 
 #endif

@@ -50,6 +50,9 @@
 			* uid can write (v05-NAME:side), the broker's socket
 			* there; lanes granted by the broker are sealed
 			* memfds (lane statistics of 192 bytes: the grant).
+			* EBPO's running statistics in the state region,
+			* Pilot-Commit's band and EBPO's window in the
+			* stored config.
 			* 7: the keep mask in the slot header.
 			* 6: v05-eb's running fit in the state
 			* region; its window and cold start in the config.

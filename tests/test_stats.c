@@ -445,6 +445,7 @@ static void test_rejected_inputs(void **state)
 static void test_outputs_finite(void **state)
 {
 	double r[16], adv[16];
+	static const double fit_r[2] = { 1.0, -1.0 };
 
 	(void)state;
 	for (uint32_t mode = 0; mode < V05_MODE_COUNT; mode++) {
@@ -458,13 +459,27 @@ static void test_outputs_finite(void **state)
 
 					struct v05_eb_fit fit = { 10.0, 0.1 };
 
-					int rc = mode == V05_MODE_V05_EB ?
+					struct v05_ebpo eb;
+					int rc;
+
+					/* EBPO under statistics of this and
+					 * a mixed group (k >= 2). */
+					v05_ebpo_init(&eb);
+					rc = mode == V05_MODE_V05_EB ?
 						 v05_eb_estimate(&p, &fit, vi / 4.0,
 								 r, k, &e, adv) :
+					     mode == V05_MODE_EBPO ?
+						 (k < 2 ? 0 :
+						  v05_ebpo_fold(&eb, 1.0, r, k) ||
+						  v05_ebpo_fold(&eb, 1.0, fit_r, 2) ||
+						  v05_ebpo_estimate(&eb, r, k, &e,
+								    adv)) :
 						 v05_estimate(&p, vi / 4.0, r, k,
 							      &e, adv);
 
 					assert_int_equal(rc, 0);
+					if (mode == V05_MODE_EBPO && k < 2)
+						continue;
 					assert_true(isfinite(e.mean) &&
 						    isfinite(e.delta2) &&
 						    isfinite(e.weight) &&

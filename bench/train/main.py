@@ -38,7 +38,8 @@ def warm_state(seed: int, steps: int, heldout) -> dict:
 
 def run_one(spec, seed, state, heldout, budget, args):
     tr = T.Trainer(spec, seed, state, heldout, lr=args.lr,
-                   eval_every=args.eval_every, train_set=args.train_set)
+                   eval_every=args.eval_every, train_set=args.train_set,
+                   eval_rollouts=args.eval_rollouts)
     try:
         asyncio.run(tr.train(budget))
         return tr.result()
@@ -60,13 +61,18 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=250, help="supervised steps")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--eval-every", type=int, default=5)
+    ap.add_argument("--eval-rollouts", type=int, default=0,
+                    help="evaluate each time the rollouts pass a multiple "
+                    "of this instead (default 0: every --eval-every steps); "
+                    "steps of the modes with a fill differ in size")
     ap.add_argument("--heldout", type=int, default=360)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--train-set", type=int, default=0,
                     help="a fixed training set of N prompts visited in "
                     "epochs, for every mode (default 0: fresh prompts each "
                     "step); the modes with a cross-epoch state "
-                    "(knapsack-4/8, greso-8) need it")
+                    "(knapsack-4/8, greso-8, greso-8-fill, "
+                    "pilot-commit-4-12) need it")
     ap.add_argument("--out", default=None, help="raw results (default "
                     "bench/train/out/results.json; --quick: out/quick/results.json)")
     ap.add_argument("--no-report", action="store_true")
@@ -123,6 +129,7 @@ def main(argv=None):
                        steps=steps, seeds=seeds, warmup=args.warmup, lr=args.lr,
                        heldout=args.heldout, budget_per_step=T.BUDGET, commit=commit,
                        train_set=args.train_set,
+                       eval_rollouts=args.eval_rollouts,
                        params=M.n_params(M.TinyLM()),
                        command=" ".join(["bench/train/run"] + (argv or sys.argv[1:]))), f)
     print(f"done: {len(runs)} runs in {wall:.0f} s (warm-up {warm_s:.0f} s); "

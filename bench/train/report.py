@@ -15,10 +15,14 @@ PLOTS = os.path.join(HERE, "plots")
 ORDER = ["grpo-16", "dapo-16", "grpo-4", "fixed-1", "fixed-2", "fixed-4", "fixed-8",
          "v05", "v05-nohalt", "v05-eb", "reinforce-ada", "reinforce-ada-pos",
          "knapsack-prior-4", "knapsack-prior-8", "knapsack-4", "knapsack-8",
-         "dapo-8", "greso-8"]
+         "dapo-8", "greso-8", "dapo-16-fill", "greso-8-fill", "ebpo-8",
+         "ebpo-4", "pilot-commit-4-12", "v05-eb-fill"]
 # The published rules (issue 28, docs/RULES.md), compared with v05's modes.
 RULES = ["reinforce-ada", "reinforce-ada-pos", "knapsack-prior-4",
          "knapsack-prior-8", "knapsack-4", "knapsack-8", "greso-8"]
+# Issue 38's modes: a report holding one of them is the fill report.
+FILL = ["dapo-16-fill", "greso-8-fill", "ebpo-8", "ebpo-4",
+        "pilot-commit-4-12", "v05-eb-fill"]
 COLORS = {"grpo-16": "black", "dapo-16": "grey", "grpo-4": "tab:brown",
           "fixed-1": "tab:pink",
           "fixed-2": "tab:orange", "fixed-4": "tab:green", "fixed-8": "tab:olive",
@@ -26,7 +30,10 @@ COLORS = {"grpo-16": "black", "dapo-16": "grey", "grpo-4": "tab:brown",
           "reinforce-ada": "tab:red", "reinforce-ada-pos": "salmon",
           "knapsack-prior-4": "tab:gray", "knapsack-prior-8": "darkkhaki",
           "knapsack-4": "teal", "knapsack-8": "darkslategray",
-          "dapo-8": "silver", "greso-8": "gold"}
+          "dapo-8": "silver", "greso-8": "gold",
+          "dapo-16-fill": "dimgray", "greso-8-fill": "goldenrod",
+          "ebpo-8": "tab:green", "ebpo-4": "lime",
+          "pilot-commit-4-12": "tab:orange", "v05-eb-fill": "magenta"}
 
 
 def by_mode(runs):
@@ -40,6 +47,21 @@ def acc_on_grid(run, grid):
     x = [e["rollouts"] for e in run["evals"]]
     y = [e["acc"] for e in run["evals"]]
     return np.interp(grid, x, y)
+
+
+def to_target(run, target):
+    """Rollouts at which the held-out accuracy first reaches `target`
+    (linear between evaluations; 0 if it starts there), or None."""
+    prev = None
+    for e in run["evals"]:
+        r, a = e["rollouts"], e["acc"]
+        if a >= target:
+            if prev is None:
+                return 0.0
+            r0, a0 = prev
+            return r0 + (r - r0) * (target - a0) / (a - a0)
+        prev = (r, a)
+    return None
 
 
 def smooth(y, w=5):
@@ -91,6 +113,14 @@ def summarize(mruns, budget):
                            sum(x["prompts"] for x in logs))
                      if all("nonzero" in x for x in logs) else None),
             steps=float(np.mean([r["steps"] for r in runs])),
+            # The fill's skip by prior: of the prompts pulled, the share
+            # skipped (the log's count is cumulative).
+            skipped_prior=float(
+                sum(r["log"][-1].get("skipped_prior", 0) for r in runs) /
+                max(1, sum(r["log"][-1].get("skipped_prior", 0) +
+                           sum(x["prompts"] for x in r["log"]) for r in runs))),
+            fill_waves=float(np.mean([x.get("fill_waves", 0) for x in logs])),
+            seeds=[r["seed"] for r in runs],
             rollouts=float(np.mean([r["rollouts"] for r in runs])),
             wall=float(np.mean([r["wall"] for r in runs])),
             tp=tp, bl=bl, pr=pr)
@@ -272,10 +302,18 @@ def rule_rows(s):
     against its batch shape's fixed-size mode without a prior."""
     out = []
     pairs = []
-    for m in RULES:
+    rivals = RULES + [m for m in FILL if m != "v05-eb-fill"]
+    if any(m in FILL for m in s):
+        rivals = ["grpo-16"] + rivals  # the baseline of issue 38's report
+    for m in rivals:
         if m in s and "v05-eb" in s:
             pairs.append(("v05-eb", m))
-    for m, base in (("knapsack-prior-4", "grpo-4"),
+    for m, base in (("v05-eb-fill", "v05-eb"),
+                    ("dapo-16-fill", "grpo-16"),
+                    ("greso-8-fill", "grpo-16"),
+                    ("pilot-commit-4-12", "grpo-16"),
+                    ("ebpo-8", "grpo-16"),
+                    ("knapsack-prior-4", "grpo-4"),
                     ("knapsack-prior-8", "fixed-8"),
                     ("reinforce-ada", "grpo-16"),
                     ("knapsack-4", "grpo-4"),
@@ -292,6 +330,50 @@ def rule_rows(s):
             cells += [fmt(d), f"{int((d > 0).sum())}/{n}"]
         out.append("| " + " | ".join(cells) + " |")
     return out
+
+
+def eval_grid(runs):
+    """The median spacing of the evaluations, in rollouts."""
+    d = [b["rollouts"] - a["rollouts"] for r in runs
+         for a, b in zip(r["evals"], r["evals"][1:])]
+    return float(np.median(d)) if d else 0.0
+
+
+def target_rows(s, mruns, budget):
+    """The rollouts each run needs to reach its seed's T, grpo-16's final
+    held-out accuracy in that seed (every mode of a seed starts from the
+    same weights, seeds from different ones: 0.227 to 0.283), and
+    v05-eb's paired against each mode."""
+    if "grpo-16" not in s or "v05-eb" not in s:
+        return None, []
+    T = dict(zip(s["grpo-16"]["seeds"], s["grpo-16"]["final"]))
+    reach = {m: [to_target(r, T[r["seed"]]) if r["seed"] in T else None
+                 for r in runs] for m, runs in mruns.items()}
+    rows = ["| mode | reached in | rollouts to T | v05-eb minus the mode, paired | v05-eb faster in | beyond the seeds' spread |",
+            "|---|---|---|---|---|---|"]
+
+    def cens(x):  # not reached: the budget, a lower bound
+        return budget if x is None else x
+
+    ref = dict(zip(s["v05-eb"]["seeds"], reach["v05-eb"]))
+    for m, xs in reach.items():
+        got = [x for x in xs if x is not None]
+        rt = (fmt([cens(x) for x in xs], 0) +
+              (" (not reached: counted as the budget)" if len(got) < len(xs) else ""))
+        cells = [m, f"{len(got)}/{len(xs)}", rt]
+        if m != "v05-eb":
+            d = np.array([cens(ref[sd]) - cens(x)
+                          for sd, x in zip(s[m]["seeds"], xs) if sd in ref])
+            faster = int((d < 0).sum())
+            # Beyond the spread: one of the two faster in every seed (the
+            # paired differences' range excludes 0).
+            beyond = "v05-eb behind" if (d > 0).all() else \
+                "v05-eb ahead" if (d < 0).all() else "no"
+            cells += [fmt(d, 0), f"{faster}/{len(d)}", beyond]
+        else:
+            cells += ["-", "-", "-"]
+        rows.append("| " + " | ".join(cells) + " |")
+    return T, rows
 
 
 def git_rev():
@@ -346,7 +428,11 @@ def main(argv=None):
                   os.path.join(os.path.dirname(os.path.abspath(dest)), "plots"),
                   "" if stem == "RESULTS" else stem.lower() + "-")
     L = []
-    if any(m in RULES for m in s):
+    if any(m in FILL for m in s):
+        L.append("# Small-scale RL training: full batches and the newest "
+                 "published rules against v05 at equal rollout budget "
+                 "(issue 38)\n")
+    elif any(m in RULES for m in s):
         L.append("# Small-scale RL training: the published allocation rules "
                  "against v05 at equal rollout budget\n")
     else:
@@ -402,6 +488,35 @@ def main(argv=None):
                  f"{'-' if x['nonzero'] is None else format(x['nonzero'], '.1%')} | "
                  f"{x['wall']:.0f} |")
     L.append("")
+    if any(m in FILL for m in s):
+        T, trows = target_rows(s, mruns, budget)
+        if T is not None:
+            L.append("## Rollouts to a held-out accuracy\n")
+            L.append("T: grpo-16's final held-out accuracy in the same "
+                     "seed (its end point, as Pilot-Commit's paper takes "
+                     "its baselines'), seed by seed " +
+                     ", ".join(f"{T[k]:.3f}" for k in sorted(T)) +
+                     ". *rollouts to T*: where each run's "
+                     "held-out accuracy first reaches T, linear between "
+                     "its evaluations (about every "
+                     f"{eval_grid(R['runs']):.0f} rollouts), mean "
+                     "[min, max] over seeds; a run that never does counts "
+                     f"as the budget, {budget} (a lower bound). *v05-eb "
+                     "minus the mode*: paired by seed, negative where "
+                     "v05-eb gets there with fewer rollouts. *beyond the "
+                     "seeds' spread*: one of the two faster in every "
+                     "seed.\n")
+            L += trows
+            L.append("")
+        L.append("The fill (bench/train/README.md): *dropped* is the "
+                 "share of rolled-out groups not trained on (dropped by "
+                 "the rule, or not informative under a fill), their "
+                 "rollouts counted; v05-eb-fill's prompts skipped by "
+                 f"prior: {s.get('v05-eb-fill', {}).get('skipped_prior', 0):.1%} "
+                 "of those it pulled; waves of the fill "
+                 "per step: " + ", ".join(
+                     f"{m} {x['fill_waves']:.1f}" for m, x in s.items()
+                     if x["fill_waves"]) + ".\n")
     rules = rule_rows(s)
     if rules:
         L.append("## The published rules at the same budget\n")

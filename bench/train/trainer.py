@@ -14,6 +14,15 @@ the advantages from the plugin's slots for the policy-gradient loss
 (the paper's objective with one on-policy update, so rho = 1 and clipping
 never acts; DAPO's dropped groups leave the batch, B counts the kept ones;
 n = k but under reinforce-ada, which trains on n of its k samples).
+
+A mode with a fill (ModeSpec.fill = B, issue 38) fills each step to B
+informative groups: it rolls out the B it still needs, takes the
+informative ones (v05.core.fill: rewards not all equal, not dropped) and
+pulls as many prompts again as groups fell short, until B are in; the
+groups that are not informative leave the batch, their rollouts counted.
+`fill_wave` is that one step of the loop, the function to swap for the
+engine's streamed fill (v05.engines.fill.StreamFill) once the trainers
+have it.
 """
 
 import asyncio
@@ -26,8 +35,9 @@ import numpy as np
 import torch
 
 import v05
+from v05.core.fill import SkipRule, group_informative
 from v05.core.prior import ValueModelPrior
-from v05.core.rules import Greso, KnapsackHistory
+from v05.core.rules import Greso, KnapsackHistory, PilotCommit
 from v05.engines.driver import GroupRollout
 
 import model as M
@@ -50,8 +60,18 @@ class ModeSpec:
     # A rule with a cross-epoch state kept here, as a trainer keeps it
     # (v05.core.rules): "knapsack" (its own success-rate estimate is the
     # prior; no value model) or "greso" (its skip filter picks the prompts
-    # rolled out). Both need a fixed training set (--train-set).
+    # rolled out), "pilot-commit" (its record: prompts evicted as
+    # solved). All need a fixed training set (--train-set).
     history: str = ""
+    # Issue 38's fill: each step is filled to this many informative groups
+    # (0: no fill, the step is its prompt batch).
+    fill: int = 0
+    # The fill's skip by prior (v05.core.fill.SkipRule, v05-eb's own model
+    # once its running fit is warm): prompts predicted all-same are not
+    # rolled out.
+    skip: bool = False
+    # Plugin.create parameters beyond k_init (a pilot's commit, padding).
+    plugin: Dict[str, object] = dataclasses.field(default_factory=dict)
 
 
 def mode_specs() -> Dict[str, ModeSpec]:
@@ -84,6 +104,22 @@ def mode_specs() -> Dict[str, ModeSpec]:
                    history="knapsack"),
           ModeSpec("dapo-8", "dapo", 8, False),
           ModeSpec("greso-8", "greso", 8, False, rule=True, history="greso")]
+    # Issue 38: the steps filled to B informative groups (DAPO's and
+    # GRESO's own drop; Pilot-Commit's rounds until B are committed, its
+    # authors' loop), EBPO (no extra samples, every group trained on),
+    # and v05-eb with the fill and its skip by prior (padding off: a
+    # fill's waves are a few prompts each).
+    s += [ModeSpec("dapo-16-fill", "dapo", 16, False, fill=16),
+          ModeSpec("greso-8-fill", "greso", 8, False, rule=True,
+                   history="greso", fill=32),
+          ModeSpec("ebpo-8", "ebpo", 8, False, rule=True),
+          ModeSpec("ebpo-4", "ebpo", 4, False, rule=True,
+                   plugin={"k_max": 4}),
+          ModeSpec("pilot-commit-4-12", "pilot-commit", 4, False, rule=True,
+                   history="pilot-commit", fill=16,
+                   plugin={"k_step": 12, "k_max": 16}),
+          ModeSpec("v05-eb-fill", "v05-eb", 4, True, fill=32, skip=True,
+                   plugin={"pad_multiple": 1})]
     return {m.name: m for m in s}
 
 
@@ -133,7 +169,8 @@ class Trainer:
     def __init__(self, spec: ModeSpec, seed: int, init_state: dict,
                  heldout: List[task.Prompt], *, lr: float = 1e-3,
                  eval_every: int = 5, clip: float = 1.0, record: bool = False,
-                 lr_warmup: int = 10, train_set: int = 0):
+                 lr_warmup: int = 10, train_set: int = 0,
+                 eval_rollouts: int = 0):
         self.spec, self.seed = spec, seed
         torch.manual_seed(seed)
         self.policy = M.TinyLM()
@@ -151,21 +188,28 @@ class Trainer:
         self.stream = task.EpochStream(heldout, train_set, seed=1000 + seed) \
             if train_set else task.PromptStream(heldout, seed=1000 + seed)
         self.history = KnapsackHistory() if spec.history == "knapsack" else \
-            Greso(seed=seed) if spec.history == "greso" else None
-        self.skipped = 0  # greso: candidates its filter passed over
+            Greso(seed=seed) if spec.history == "greso" else \
+            PilotCommit(pilot=spec.k) if spec.history == "pilot-commit" \
+            else None
+        self.skipped = 0  # greso, pilot-commit: candidates passed over
+        self.skipped_prior = 0  # the fill's skip by prior
         self.eval_every, self.clip = eval_every, clip
+        # Evaluate each time the rollouts pass a multiple of this (0: every
+        # eval_every steps): steps of a fill differ in size.
+        self.eval_rollouts = eval_rollouts
         self.record = record          # keep the advantages the loss used (tests)
         self.used: List[dict] = []
         self.name = f"train-{os.getpid()}-{spec.name}-{seed}"
         # Raises ValueError for a mode this build of v05 does not know.
         if spec.rule:
             self.plugin = v05.Plugin.create(self.name, mode=spec.mode,
-                                            k_init=spec.k)
+                                            k_init=spec.k, **spec.plugin)
         else:
-            self.plugin = v05.Plugin.create(
-                self.name, mode=spec.mode, k_init=spec.k,
-                k_max=max(16, spec.k), pad_multiple=32,
-                halt_fraction=spec.halt)
+            kw = dict(k_max=max(16, spec.k), pad_multiple=32,
+                      halt_fraction=spec.halt)
+            kw.update(spec.plugin)
+            self.plugin = v05.Plugin.create(self.name, mode=spec.mode,
+                                            k_init=spec.k, **kw)
         self.prior = ValueModelPrior(self.plugin, valueprior.predict,
                                      batch_size=64, context_size=256, seed=seed)
         self.sampler = Sampler(self.policy, torch.Generator().manual_seed(seed))
@@ -204,93 +248,163 @@ class Trainer:
 
     def _take(self, B: int):
         """B prompts to roll out: (dataset index, prompt, epoch) each.
-        Under greso, candidates come in the training set's order until B
-        pass its filter (those it skips are passed over this epoch)."""
-        if not isinstance(self.history, Greso):
+        Under greso and pilot-commit, candidates come in the training
+        set's order until B pass its filter (GRESO's skip at this step;
+        Pilot-Commit's record: drawn this epoch already, or evicted)."""
+        if not isinstance(self.history, (Greso, PilotCommit)):
             return self.stream.take_ids(B)
-        out = []
+        out, passed = [], 0
         while len(out) < B:
             for c in self.stream.take_ids(B - len(out)):
-                if self.history.skip(c[0], self.step_no):
+                skip = self.history.skip(c[0], self.step_no) \
+                    if isinstance(self.history, Greso) else \
+                    self.history.skip(c[0], c[2])
+                if skip:
                     self.skipped += 1
+                    passed += 1
+                    if passed > 100 * (len(self.stream.prompts) + B):
+                        raise RuntimeError(f"{self.spec.name}: the filter "
+                                           "passes over every prompt")
                 else:
                     out.append(c)
         return out
 
-    async def step(self) -> dict:
-        B = self.batch_size()
-        taken = self._take(B)
-        ps = [p for _, p, _ in taken]
-        uids = [f"{self.step_no}:{i}" for i in range(B)]
-        self.prompts = dict(zip(uids, ps))
-        self.rewards_seen = {}
-
-        t = time.perf_counter()
-        true_p = M.success_prob(self.policy, ps).numpy()   # the policy that samples
-        self.times["true_p"] += time.perf_counter() - t
-
+    def _priors(self, uids, ps, taken):
         t = time.perf_counter()
         if isinstance(self.history, KnapsackHistory):
             # Knapsack RL's own estimate (None: no estimate yet).
             priors = {u: self.history.prior(pid)
                       for u, (pid, _, _) in zip(uids, taken)}
         elif self.history is not None:
-            priors = {u: 0.0 for u in uids}  # greso's groups use none
+            priors = {u: 0.0 for u in uids}  # the rules' groups use none
         else:
             priors = dict(self.prior.priors(
                 [(u, task.text(p)) for u, p in zip(uids, ps)]))
         self.times["prior"] += time.perf_counter() - t
+        return priors
 
-        st0 = self.plugin.stats()
-        calls0, waves0, gen0 = self.sampler.calls, self.sampler.waves, self.sampler.seconds
-        ent0, ntok0 = self.sampler.ent_sum, self.sampler.ntok
+    def _skip_rule(self) -> Optional[SkipRule]:
+        """The fill's skip by prior: v05-eb's own model of its prior (its
+        running fit) once warm, else the shared rule's defaults."""
+        if not self.spec.skip:
+            return None
+        try:
+            return SkipRule.from_eb_fit(self.plugin.eb_state().fit(),
+                                        seed=self.seed)
+        except ValueError:  # no first wave folded yet
+            return SkipRule(seed=self.seed)
+
+    async def _wave(self, taken, tag: str) -> List[dict]:
+        """Roll out `taken` through the plugin: one entry per prompt, its
+        group copied out of the slot (which is released), folded into the
+        rule's history. Under a skip rule the prompts it skips are not
+        rolled out (counted in self.skipped_prior)."""
+        uids = [f"{tag}:{i}" for i in range(len(taken))]
+        ps = [p for _, p, _ in taken]
+        priors = self._priors(uids, ps, taken)
+        rule = self._skip_rule()
+        if rule is not None:
+            keep = [i for i, u in enumerate(uids)
+                    if not rule.skip(task.text(taken[i][1]) if taken[i][0]
+                                     is None else taken[i][0], priors[u],
+                                     self.spec.k, visit=self.step_no)]
+            self.skipped_prior += len(uids) - len(keep)
+            uids = [uids[i] for i in keep]
+            taken = [taken[i] for i in keep]
+            ps = [ps[i] for i in keep]
+            if not uids:
+                return []
+        self.prompts.update(zip(uids, ps))
+
+        t = time.perf_counter()
+        true_p = M.success_prob(self.policy, ps).numpy()   # the policy that samples
+        self.times["true_p"] += time.perf_counter() - t
+
+        gen0 = self.sampler.seconds
         t = time.perf_counter()
         results = await self.rollout.run([(u, p, priors[u]) for u, p in zip(uids, ps)])
         self.times["rollout"] += time.perf_counter() - t
         self.times["generate"] += self.sampler.seconds - gen0
-        st1 = self.plugin.stats()
-        spent = self.sampler.calls - calls0
-
-        # The loss, from the slots' advantages.
-        t = time.perf_counter()
-        seq_p, seq_o, seq_a, seq_w = [], [], [], []
-        ks, baselines, pri, tp, dropped, nonzero = [], [], [], [], 0, 0
+        out = []
         for i, u in enumerate(uids):
             r = results[u]
             g = r.group
             k = int(g.k)
-            ks.append(k)
-            baselines.append(float(g.baseline))
-            pri.append(0.0 if priors[u] is None else priors[u])
+            rew = [self.rewards_seen[u][s] for s in range(k)]
+            e = dict(uid=u, prompt=ps[i], prior=priors[u], k=k,
+                     baseline=float(g.baseline), true_p=float(true_p[i]),
+                     dropped=bool(r.dropped), rewards=rew,
+                     outputs=r.outputs,
+                     adv=np.array(g.advantages, dtype=np.float32),
+                     kept=list(g.kept),
+                     informative=group_informative(self.spec.mode, g,
+                                                   dropped=r.dropped))
             if self.history is not None:
-                rew = [self.rewards_seen[u][s] for s in range(k)]
                 pid, _, epoch = taken[i]
-                if isinstance(self.history, KnapsackHistory):
+                if isinstance(self.history, (KnapsackHistory, PilotCommit)):
                     self.history.fold(pid, epoch, rew)
                 else:
                     self.history.fold(pid, rew)
-            tp.append(float(true_p[i]))
-            if r.dropped:
-                dropped += 1
-            else:
-                adv = torch.tensor(np.array(g.advantages, dtype=np.float32))
-                if self.record:
-                    self.used.append(dict(uid=u, prior=priors[u], k=k,
-                                          slot=np.array(g.advantages).tolist(),
-                                          rewards=[self.rewards_seen[u][s] for s in range(k)],
-                                          loss_adv=adv.tolist(), mode=self.spec.mode))
-                # The samples trained on: all k but under reinforce-ada.
-                kept_s = g.kept
-                nonzero += any(float(adv[s]) != 0.0 for s in kept_s)
-                for s in kept_s:
-                    seq_p.append(ps[i])
-                    seq_o.append(r.outputs[s])
-                    seq_a.append(adv[s])
-                    seq_w.append(1.0 / len(kept_s))
             r.group = None
             del g
             self.plugin.release(r.decision)
-        kept = B - dropped
+            out.append(e)
+        return out
+
+    async def fill_wave(self, need: int, wave: int) -> List[dict]:
+        """One turn of the fill: pull `need` prompts (through the rule's
+        filter), roll them out (the skip rule may pass over some) and
+        return their entries; the caller keeps the informative ones."""
+        return await self._wave(self._take(need), f"{self.step_no}:{wave}")
+
+    async def step(self) -> dict:
+        st0 = self.plugin.stats()
+        calls0, waves0 = self.sampler.calls, self.sampler.waves
+        ent0, ntok0 = self.sampler.ent_sum, self.sampler.ntok
+        self.prompts, self.rewards_seen = {}, {}
+        fill_waves = 0
+        if self.spec.fill:
+            # Each wave pulls as many prompts as informative groups are
+            # still missing (the replacement never overshoots B).
+            entries, trained = [], []
+            while len(trained) < self.spec.fill and fill_waves < 1000:
+                got = await self.fill_wave(self.spec.fill - len(trained),
+                                           fill_waves)
+                fill_waves += 1
+                entries += got
+                trained += [e for e in got if e["informative"]]
+            # The epoch the step ended in (a fresh stream has none).
+            epoch = max(0, getattr(self.stream, "epoch", 0))
+        else:
+            taken = self._take(self.batch_size())
+            entries = await self._wave(taken, str(self.step_no))
+            trained = [e for e in entries if not e["dropped"]]
+            epoch = taken[-1][2]
+        B = len(entries)
+        spent = self.sampler.calls - calls0
+        st1 = self.plugin.stats()
+
+        # The loss, from the slots' advantages.
+        t = time.perf_counter()
+        seq_p, seq_o, seq_a, seq_w = [], [], [], []
+        nonzero = 0
+        for e in trained:
+            adv = torch.tensor(e["adv"])
+            if self.record:
+                self.used.append(dict(uid=e["uid"], prior=e["prior"],
+                                      k=e["k"], slot=e["adv"].tolist(),
+                                      rewards=e["rewards"],
+                                      loss_adv=adv.tolist(),
+                                      mode=self.spec.mode))
+            # The samples trained on: all k but under reinforce-ada.
+            kept_s = e["kept"]
+            nonzero += any(float(adv[s]) != 0.0 for s in kept_s)
+            for s in kept_s:
+                seq_p.append(e["prompt"])
+                seq_o.append(e["outputs"][s])
+                seq_a.append(adv[s])
+                seq_w.append(1.0 / len(kept_s))
+        kept = len(trained)
         gnorm = 0.0
         if seq_p:
             lp, _ = M.seq_logprob(self.policy, seq_p, seq_o)
@@ -305,29 +419,36 @@ class Trainer:
         self.times["update"] += time.perf_counter() - t
         if isinstance(self.history, Greso):
             # The skip rates adapt after each step but the first epoch's.
-            self.history.step_end(first_epoch=taken[-1][2] == 0)
+            self.history.step_end(first_epoch=epoch == 0)
 
         self.rollouts += spent
-        if self.spec.adaptive:
+        if self.spec.adaptive and not self.spec.fill:
             self.expected_k = 0.7 * self.expected_k + 0.3 * spent / B
+        tp = [e["true_p"] for e in entries]
+        pri = [0.0 if e["prior"] is None else e["prior"] for e in entries]
+        baselines = [e["baseline"] for e in entries]
         mu = 2 * np.asarray(tp) - 1
         rec = dict(step=self.step_no, rollouts=self.rollouts, prompts=B,
-                   spent=spent, kept=kept, dropped=dropped,
+                   spent=spent, kept=kept, dropped=B - kept,
                    # groups with a trained advantage that is not 0 (the
                    # "effective gradient" Reinforce-Ada and Knapsack raise)
                    nonzero=nonzero,
+                   informative=sum(e["informative"] for e in entries),
+                   fill_waves=fill_waves,
+                   skipped_prior=self.skipped_prior,
                    waves=self.sampler.waves - waves0,
                    rounds=st1["rounds"] - st0["rounds"],
                    halts=st1["halts"] - st0["halts"],
                    padded=st1["samples_padded"] - st0["samples_padded"],
                    grad_norm=gnorm,
                    skipped=self.skipped,
-                   epoch=taken[-1][2],
+                   epoch=epoch,
                    entropy=(self.sampler.ent_sum - ent0) / max(1, self.sampler.ntok - ntok0),
                    reward=float(np.mean([np.mean(list(v.values())) for v in self.rewards_seen.values()])),
                    mse=float(np.mean((np.asarray(baselines) - mu) ** 2)),
                    prior_mse=float(np.mean((np.asarray(pri) - mu) ** 2)),
-                   k=ks, baseline=[round(b, 4) for b in baselines],
+                   k=[e["k"] for e in entries],
+                   baseline=[round(b, 4) for b in baselines],
                    true_p=[round(x, 4) for x in tp], prior=[round(x, 4) for x in pri])
         self.log.append(rec)
         self.step_no += 1
@@ -336,8 +457,13 @@ class Trainer:
     async def train(self, budget_rollouts: int, progress=None):
         self.evaluate()
         while self.rollouts < budget_rollouts:
+            before = self.rollouts
             await self.step()
-            if self.step_no % self.eval_every == 0:
+            if self.eval_rollouts:
+                if self.rollouts // self.eval_rollouts > \
+                        before // self.eval_rollouts:
+                    self.evaluate()
+            elif self.step_no % self.eval_every == 0:
                 self.evaluate()
             if progress:
                 progress(self)

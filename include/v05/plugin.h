@@ -135,6 +135,19 @@ struct v05_config {
 	 */
 	uint32_t eb_early;
 	uint32_t reserved_eb; /* 0 */
+	/*
+	 * Pilot-Commit (mode "pilot-commit", docs/RULES.md): a prompt whose
+	 * pilot success rate lies in [pc_lower, 1 - pc_upper] gets its
+	 * commit samples, any other is dropped (defaults V05_PC_LOWER,
+	 * V05_PC_UPPER, the authors'). EBPO (mode "ebpo"): its running
+	 * statistics forget with a window of ebpo_window groups (each fold
+	 * first multiplies the old weight by 1 - 1/ebpo_window); 0, the
+	 * default, forgets nothing (the paper's Welford).
+	 */
+	double pc_lower;
+	double pc_upper;
+	uint32_t ebpo_window;
+	uint32_t reserved_rules; /* 0 */
 };
 
 /* Defaults: mode v05-eb (two waves, no halt; docs/STATISTICS.md explains
@@ -150,7 +163,9 @@ V05_API void v05_config_paper(struct v05_config *c);
 /* Set the mode and the defaults it needs (docs/RULES.md): reinforce-ada
  * and reinforce-ada-pos k 8/8/32, keep_n 0 (4), pad 1, halt 0;
  * knapsack-prior k_init 8 (the budget per prompt), k_max 64, pad 1, halt
- * 0; the other modes only the mode. 0 or -EINVAL (unknown mode). */
+ * 0; greso k 8/1/8, pad 1, halt 0; ebpo k 8/1/8 (one wave), pad 1, halt
+ * 0; pilot-commit a pilot of 8 and a commit of 24 (k 8/24/32), pad 1,
+ * halt 0; the other modes only the mode. 0 or -EINVAL (unknown mode). */
 V05_API int v05_config_mode(struct v05_config *c, uint32_t mode);
 /* 0, or -EINVAL naming the field in v05_errmsg(). */
 V05_API int v05_config_check(const struct v05_config *c);

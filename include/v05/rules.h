@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The cross-epoch state of the published rules that need one (docs/RULES.md):
- * Knapsack RL's per-prompt success-rate estimate (mode "knapsack") and
- * GRESO's pre-rollout filter (mode "greso"). The state belongs to the
+ * Knapsack RL's per-prompt success-rate estimate (mode "knapsack"),
+ * GRESO's pre-rollout filter (mode "greso") and Pilot-Commit's evictions
+ * (mode "pilot-commit"). The state belongs to the
  * training run, not to an engine: the caller (the trainer) keeps one record
  * per dataset prompt and the run's GRESO rates, saves them with its
  * checkpoint, and hands the plugin what they say at submit (a prompt's
@@ -145,6 +146,49 @@ V05_API int v05_greso_step_end(struct v05_greso *g);
 V05_API int v05_greso_refill(uint32_t b_train, uint32_t kept,
 			     double zv_share, uint32_t b_default,
 			     uint32_t *b_next);
+
+/* ---- Pilot-Commit: which prompts come back ------------------------------
+ *
+ * As its authors' code runs it (docs/RULES.md): a pilot's success rate p
+ * (the mean of (1 + r) / 2 over its rewards) below `lower` is too hard:
+ * deferred, the prompt comes back next epoch; above 1 - `upper` too easy:
+ * skipped this epoch; at or above `evict` (their scripts: 1.0, every
+ * pilot sample a success; NaN: never) solved: evicted, never drawn again
+ * from the next epoch on; in [lower, 1 - upper] committed (the plugin's
+ * mode "pilot-commit" gives it its commit samples). A prompt is drawn at
+ * most once per epoch: one whose pilot was folded this epoch is not drawn
+ * again in it (what a dataloader does; a stream that wraps within an
+ * epoch would otherwise pilot it twice).
+ */
+enum v05_pc_class {
+	V05_PC_COMMIT = 0,   /* in the band: committed, trained on     */
+	V05_PC_TOO_HARD = 1, /* below the band: deferred               */
+	V05_PC_TOO_EASY = 2, /* above the band: skipped this epoch     */
+	V05_PC_SOLVED = 3,   /* at or above evict: evicted             */
+};
+
+struct v05_pc_prompt {
+	uint64_t epoch; /* the epoch of its last pilot                   */
+	uint32_t last;  /* enum v05_pc_class of that pilot               */
+	uint32_t seen;  /* 1 once a pilot was folded                     */
+};
+
+/* The class of a pilot of k rewards (finite, in [-1, 1]) under the band
+ * [lower, 1 - upper] (both in [0, 1], lower <= 1 - upper) and evict (in
+ * [0, 1], or NaN: never). Returns the enum v05_pc_class, -EINVAL or -EDOM.
+ * Solved wins over too easy. */
+V05_API int v05_pc_class(const double *rewards, uint32_t k, double lower,
+			 double upper, double evict);
+
+/* A pilot of prompt x in `epoch` (epochs do not go back): its class, as
+ * v05_pc_class, recorded in x. */
+V05_API int v05_pc_fold(struct v05_pc_prompt *x, uint64_t epoch,
+			const double *rewards, uint32_t k, double lower,
+			double upper, double evict);
+
+/* 1: do not draw x in `epoch` (evicted, and `epoch` is later than its
+ * eviction; or piloted in this epoch already); 0: draw it; -EINVAL. */
+V05_API int v05_pc_skip(const struct v05_pc_prompt *x, uint64_t epoch);
 
 #ifdef __cplusplus
 }

@@ -59,6 +59,12 @@ enum v05_mode {
 			     * (v05/rules.h), the authors' defaults */
 	V05_MODE_GRESO,     /* dapo's groups, G = 8; the skip filter is
 			     * the trainer's (v05/rules.h)           */
+	V05_MODE_EBPO,      /* EBPO's baseline: each group's mean shrunk
+			     * toward a running global mean; one wave */
+	V05_MODE_PILOT_COMMIT, /* Pilot-Commit: a pilot of k_init, then
+				* k_step more for a pilot success rate in
+				* the band, else dropped; the evictions
+				* are the trainer's (v05/rules.h)      */
 	V05_MODE_COUNT
 };
 
@@ -121,6 +127,20 @@ struct v05_params {
 #define V05_KNAPSACK_ALPHA 0.9
 #define V05_KNAPSACK_ADV_CLIP 5.0
 
+/*
+ * Pilot-Commit (arXiv 2605.26606; its authors' code, read: docs/RULES.md):
+ * a pilot of k_init samples per prompt; a prompt whose pilot success rate
+ * p (the mean of (1 + r) / 2) lies in the band [lower, 1 - upper] gets
+ * k_step more (the commit), and its group of k_init + k_step is trained on
+ * with GRPO's advantages; any other is dropped after its pilot (too hard:
+ * deferred; too easy: skipped; the trainer keeps which, v05/rules.h). The
+ * band is the plugin's configuration (struct v05_config: pc_lower,
+ * pc_upper); v05_estimate, which has no configuration, uses these, the
+ * authors' (their scripts' lower 0.125, upper 0.25: p in [0.125, 0.75]).
+ */
+#define V05_PC_LOWER 0.125
+#define V05_PC_UPPER 0.25
+
 struct v05_estimate {
 	uint32_t k;        /* rewards used                                 */
 	uint32_t action;   /* enum v05_action                              */
@@ -140,7 +160,8 @@ V05_API void v05_params_default(struct v05_params *p);
 V05_API int v05_params_check(const struct v05_params *p);
 
 /* Mode name ("v05", "v05-fixed", "grpo", "dapo", "v05-eb",
- * "reinforce-ada", "reinforce-ada-pos", "knapsack-prior") or NULL. */
+ * "reinforce-ada", "reinforce-ada-pos", "knapsack-prior", "knapsack",
+ * "greso", "ebpo", "pilot-commit") or NULL. */
 V05_API const char *v05_mode_name(uint32_t mode);
 /* Mode by name; returns the mode or -EINVAL. */
 V05_API int v05_mode_from_name(const char *name);
@@ -329,6 +350,56 @@ V05_API int v05_eb_estimate(const struct v05_params *p,
 			    const struct v05_eb_fit *fit, double prior,
 			    const double *rewards, uint32_t k,
 			    struct v05_estimate *out, double *adv);
+
+/* ---- EBPO: a group's mean shrunk toward a running global mean ----------
+ *
+ * EBPO (arXiv 2602.05165; docs/RULES.md says what of it could be read):
+ * the baseline of a group of k rewards with mean m is
+ *     b = S m_glob + (1 - S) m,   S = (s_w^2 / k) / (s_w^2 / k + tau^2)
+ * with m_glob the running mean of the group means, s_w^2 the running mean
+ * of the groups' within-group variances (Bessel), tau^2 the between-group
+ * variance of the true means, max(0, var(group means) - mean(s_q^2 / k_q)),
+ * all kept by Welford's online update over the groups folded so far (the
+ * group itself included: fold, then estimate). Advantages are
+ * (r - b) / (s_w + V05_GRPO_EPSILON): an all-same group still gets one
+ * whenever the global mean disagrees with it. No extra samples: one wave
+ * of k_init (>= 2, a group of one has no within-group variance).
+ *
+ * Forgetting (keep in [0, 1], 1: none, the paper's Welford): folding first
+ * multiplies the old weight (and sums of squares) by keep, so a group folded
+ * j groups ago weighs keep^j. Plain data: copy it, save it.
+ */
+struct v05_ebpo {
+	double weight;   /* the folded groups' weight (their count, keep 1) */
+	double mean;     /* weighted mean of the group means: m_glob        */
+	double m2;       /* weighted sum of squared deviations of the means */
+	double within;   /* weighted mean of the within-group variances     */
+	double noise;    /* weighted mean of within-group variance / k      */
+	uint64_t groups; /* groups ever folded                              */
+};
+
+/* Zero: no group yet (an estimate is then the group's own mean). */
+V05_API void v05_ebpo_init(struct v05_ebpo *s);
+
+/* One group's k >= 2 rewards (finite, in [-1, 1]) into s, the old weight
+ * first times keep. 0, -EINVAL (NULL, k outside [2, 64], keep outside
+ * [0, 1]) or -EDOM (a reward). */
+V05_API int v05_ebpo_fold(struct v05_ebpo *s, double keep,
+			  const double *rewards, uint32_t k);
+
+/* S, the weight of the global mean, for a group of k under s: 0 while
+ * fewer than two groups' worth of weight is in, or when nothing varies;
+ * else in [0, 1]. -EINVAL for NULL or k outside [2, 64]. */
+V05_API int v05_ebpo_shrinkage(const struct v05_ebpo *s, uint32_t k,
+			       double *shrink);
+
+/* One group under s (fold it into s first, as the plugin does): mean,
+ * baseline b, weight = 1 - S (the group mean's), sigma = s_w (1 before any
+ * within-group variance), action stop; adv (may be NULL) gets k advantages.
+ * 0, -EINVAL or -EDOM as above. */
+V05_API int v05_ebpo_estimate(const struct v05_ebpo *s, const double *rewards,
+			      uint32_t k, struct v05_estimate *out,
+			      double *adv);
 
 /* Scale helpers: V = 2p - 1 for p in [0, 1]; r = 2b - 1 for b in {0, 1}. */
 V05_API int v05_prior_from_p(double p, double *prior);

@@ -33,21 +33,28 @@ def warm():
     return m.state_dict(), heldout
 
 
-@pytest.mark.parametrize("name", ["grpo-16", "v05"])
-def test_train_steps_use_the_plugins_advantages(warm, name):
+def three_steps(warm, spec, **kw):
+    """A recording run of three steps' budget: the trainer (closed) and
+    the samples its plugin issued."""
     state, heldout = warm
-    spec = T.mode_specs()[name]
-    tr = T.Trainer(spec, 0, state, heldout, record=True)
+    tr = T.Trainer(spec, 0, state, heldout, record=True, **kw)
     try:
         issued0 = tr.plugin.stats()["samples_issued"]
         asyncio.run(tr.train(3 * T.BUDGET))
-        st = tr.plugin.stats()
+        issued = tr.plugin.stats()["samples_issued"] - issued0
     finally:
         tr.close()
+    return tr, issued
+
+
+@pytest.mark.parametrize("name", ["grpo-16", "v05"])
+def test_train_steps_use_the_plugins_advantages(warm, name):
+    spec = T.mode_specs()[name]
+    tr, issued = three_steps(warm, spec)
     assert tr.step_no >= 2
     # Every rollout counted is one generate call, and one sample issued.
     assert tr.rollouts == tr.sampler.calls == tr.rollout.generate_calls
-    assert tr.rollouts == st["samples_issued"] - issued0
+    assert tr.rollouts == issued
     assert tr.rollouts == sum(sum(s["k"]) for s in tr.log)
     assert len(tr.used) == sum(s["kept"] for s in tr.log)
     assert sum(len(u["rewards"]) for u in tr.used) == tr.rollouts
@@ -129,3 +136,37 @@ def test_greso_filters_its_training_set(warm):
     assert 0.05 <= tr.history.p_easy <= 0.95
     assert 0.05 <= tr.history.p_hard <= 0.95
     assert tr.log[-1]["skipped"] == tr.skipped
+
+
+@pytest.mark.parametrize("name", ["dapo-16-fill", "pilot-commit-4-12",
+                                  "v05-eb-fill", "ebpo-8"])
+def test_fill_steps_train_b_informative_groups(warm, name):
+    """Issue 38's modes on a training set of 64: a mode with a fill trains
+    exactly B informative groups each step (rewards not all equal: the
+    shared rule, v05.core.fill) and nothing else, while every rollout,
+    dropped groups' included, is counted; pilot-commit's trained groups
+    are pilot + commit, its dropped ones their pilot alone, and its record
+    knows every prompt piloted; EBPO trains every group, all-same ones
+    included, with the plugin's advantages."""
+    spec = T.mode_specs()[name]
+    tr, issued = three_steps(warm, spec, train_set=64)
+    assert tr.rollouts == tr.sampler.calls == issued
+    assert tr.rollouts == sum(sum(s["k"]) for s in tr.log)
+    assert len(tr.used) == sum(s["kept"] for s in tr.log)
+    for u in tr.used:
+        assert u["loss_adv"] == u["slot"]
+    mixed = [len(set(u["rewards"])) > 1 for u in tr.used]
+    if spec.fill:
+        assert all(s["kept"] == spec.fill for s in tr.log)
+        assert all(mixed)  # only informative groups are trained on
+        assert any(s["prompts"] > s["kept"] for s in tr.log)
+    else:
+        assert all(s["kept"] == s["prompts"] == 32 for s in tr.log)
+        assert not all(mixed)  # all-same groups trained too ...
+        assert any(any(a != 0.0 for a in u["slot"])  # ... with a signal
+                   for u, m in zip(tr.used, mixed) if not m)
+    if name == "pilot-commit-4-12":
+        assert all(u["k"] == 16 for u in tr.used)
+        ks = [k for s in tr.log for k in s["k"]]
+        assert set(ks) == {4, 16} and ks.count(16) == len(tr.used)
+        assert len(tr.history) == min(64, len(ks))

@@ -268,3 +268,41 @@ def test_greso_filter_skips_before_the_plugin(segname, tmp_path, monkeypatch):
         skipped.update(entry["skipped"])
     assert {0, 1} & skipped  # the always-same prompts, skipped at times
     assert trainer.v05_history.state_dict() == shadow.state_dict()
+
+
+def test_pilot_commit_record_evicts_solved(segname, tmp_path, monkeypatch):
+    """Mode pilot-commit (pilot 4, commit 4) with a PilotCommit record
+    over 4 epochs: prompt 0 always succeeds, so its first pilot is solved
+    and it is never drawn again; prompt 1 never does: too hard, dropped
+    at 4 and drawn every epoch; each generation rolls out what the record,
+    fed the same groups, selects; a group in the band has 8 samples."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from v05.core.rules import PilotCommit
+    from v05.trainers.trl import V05GRPOTrainer
+
+    with v05.Plugin.create(segname, mode="pilot-commit", k_init=4, k_step=4,
+                           k_max=8, max_prompts=64) as plugin:
+        with v05.Plugin.create(segname + "f", mode="greso") as other, \
+                pytest.raises(ValueError, match="needs mode pilot-commit"):
+            V05GRPOTrainer(model=None, v05_plugin=other,
+                           v05_history=PilotCommit(pilot=4))
+        trainer = _history_trainer(tmp_path, plugin, _by_prompt,
+                                   PilotCommit(pilot=4), 8)
+        trainer.train()
+        trainer.v05_writer.close()
+    shadow = PilotCommit(pilot=4)
+    drawn = []
+    for entry, groups in zip(trainer.v05_filter_log, trainer.v05_groups):
+        cands = entry["kept"] + entry["skipped"]
+        want = shadow.select(cands, entry["epoch"]) or cands[:1]
+        assert sorted(entry["kept"]) == sorted(want)
+        for g in groups.values():
+            cls = shadow.fold(g["prompt"], entry["epoch"],
+                              list(g["rewards"][:g["k"]]))
+            assert g["k"] == (8 if cls == "commit" else 4)
+            assert g["dropped"] == (cls != "commit")
+            drawn.append((entry["epoch"], g["prompt"]))
+    assert [e for e, pid in drawn if pid == 0] == [0]  # evicted after
+    assert [e for e, pid in drawn if pid == 1] == [0, 1, 2, 3]
+    assert shadow.last(0) == "solved" and shadow.last(1) == "too_hard"
+    assert trainer.v05_history.state_dict() == shadow.state_dict()

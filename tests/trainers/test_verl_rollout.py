@@ -661,3 +661,37 @@ def test_history_greso_through_transfer_queue(env, tmp_path):
         if manager is not None:
             manager.v05_close()
         tq.close()
+
+
+def test_history_pilot_commit_skips_the_solved(env, tmp_path):
+    """Pilot-Commit under verl: a saved record with prompts 0-4 solved at
+    step 0; at step 1 those have no rows and are not piloted again, the
+    others are (each folded at step 1). The band is [0, 0.9999], so only
+    a solved pilot (8 of 8, odds (2/3)^8 = 0.04 a prompt with this server's
+    rewards) drops: the chunk has rows unless all five do (1 in 10^7), and
+    each prompt with rows has its pilot of 8 and commit of 4."""
+    import json
+
+    from v05.core.rules import PilotCommit
+
+    pc = dict(pilot=8, lower=0.0, upper=0.0001, evict=1.0)
+    shadow = PilotCommit(**pc)
+    for pid in range(5):
+        shadow.fold(pid, 0, [1.0] * 8)
+    (tmp_path / "history.json").write_text(json.dumps({
+        "rule": "pilot-commit", "step": 0, "first_epoch": True,
+        "state": shadow.state_dict()}))
+    manager = history_manager(env, tmp_path, "pilot-commit", "pilot-commit",
+                              k_init=8, k_step=4, k_max=12, pc_lower=0.0,
+                              pc_upper=0.0001)
+    try:
+        got = groups_of(manager.generate_sequences(step_prompts(10, "p", 1)))
+    finally:
+        manager.v05_close()
+    assert got and not set(got) & set(range(5))
+    assert all(len(r) == 12 for r in got.values())  # committed: 8 + 4
+    saved = json.loads((tmp_path / "history.json").read_text())
+    epochs = {pid: epoch for pid, epoch, _ in saved["state"]["prompts"]}
+    assert epochs == {**{p: 0 for p in range(5)}, **{p: 1 for p in range(5, 10)}}
+    for pid in got:
+        assert PilotCommit(**pc).fold(pid, 1, got[pid]) == "commit"

@@ -37,9 +37,9 @@ void help_sim(FILE *f)
 		"mean_k, max_k, halts,\n"
 		"rounds, waves_per_batch (dispatches per batch, the first one\n"
 		"included), max_waves, dropped, nonzero_share (the share of groups\n"
-		"with a trained advantage that is not 0), skipped (greso: prompts\n"
-		"not rolled out), saving_vs_g16 (1 - rollouts per\n"
-		"prompt / 16), and the advantages' distribution: adv (this mode's\n"
+		"with a trained advantage that is not 0), skipped (greso,\n"
+		"pilot-commit: prompts not rolled out), saving_vs_g16 (1 -\n"
+		"rollouts per prompt / 16), and the advantages' distribution: adv (this mode's\n"
 		"|A| p99, p99.9, max and mean A^2 over every sample) and adv_grpo\n"
 		"(the same for verl's (r - mean) / (std + 1e-6) on the same groups).\n"
 		"\n"
@@ -49,7 +49,7 @@ void help_sim(FILE *f)
 		"[-1, 1]; each reward is +1 with probability p, else -1.\n"
 		"\n", f);
 	/* Two literals: C99 promises only 4095 characters in one. */
-	fprintf(f,
+	fputs(
 		"options:\n"
 		"  --prompts N         prompts (default 10000)\n"
 		"  --prior-noise S     prior noise std, >= 0 (default 0.1)\n"
@@ -67,15 +67,32 @@ void help_sim(FILE *f)
 		"                      knapsack (the same, p from each prompt's\n"
 		"                      own past rewards: --epochs), greso (dapo's\n"
 		"                      groups of --k 8 and its skip filter over\n"
-		"                      --epochs; each batch is a training step)\n"
+		"                      --epochs; each batch is a training step),\n"
+		"                      ebpo (one wave of --k 8, each group's mean\n"
+		"                      shrunk toward the running mean of the\n"
+		"                      groups'), pilot-commit (a pilot of --k 8,\n"
+		"                      then up to --k-max 32 for a pilot success\n"
+		"                      rate in the band, else dropped; solved\n"
+		"                      prompts evicted over --epochs)\n"
 		"  --epochs E          visit the prompts E times, fresh rewards\n"
-		"                      each time (default 1); knapsack and greso\n"
-		"                      carry their history across epochs\n"
+		"                      each time (default 1); knapsack, greso and\n"
+		"                      pilot-commit carry their history across\n"
+		"                      epochs\n"
+		"  --pc-lower L, --pc-upper U\n"
+		"                      pilot-commit's band [L, 1 - U] (default\n"
+		"                      0.125, 0.25)\n"
+		"  --pc-evict E        pilot-commit: a pilot success rate >= E\n"
+		"                      evicts the prompt from later epochs\n"
+		"                      (default 1; 'never' to keep every prompt)\n"
+		"  --ebpo-window W     ebpo: its statistics forget with a window\n"
+		"                      of W groups (default 0: never)\n"
 		"  --p-beta A          each p from Beta(A, A) (A < 1 piles prompts\n"
 		"                      near 0 and 1) instead of uniform\n"
 		"  --paper             the paper's exact behaviour: mode v05, halt\n"
 		"                      0.25, --sigma paper, rounds (later options\n"
 		"                      still override)\n"
+		, f);
+	fprintf(f,
 		"  --sigma NORM        rms (bounded, default) or paper (fused modes)\n"
 		"  --schedule S        rounds (default) or stream\n"
 		"  --k K               group size: v05's and v05-eb's k_init (default 4),\n"
@@ -198,6 +215,10 @@ int cmd_sim(int argc, char **argv)
 		{ "no-prior", no_argument, NULL, 'N' },
 		{ "epochs", required_argument, NULL, 'Y' },
 		{ "p-beta", required_argument, NULL, 'B' },
+		{ "pc-lower", required_argument, NULL, 'L' },
+		{ "pc-upper", required_argument, NULL, 'U' },
+		{ "pc-evict", required_argument, NULL, 'X' },
+		{ "ebpo-window", required_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -206,7 +227,8 @@ int cmd_sim(int argc, char **argv)
 			      .cost = V05_DEFAULT_COST, .halt = 0.25,
 			      .mode = V05_MODE_V05_EB, .k_max = 16, .pad = 32,
 			      .drift_noise = -1.0, .drift_hallucination = -1.0,
-			      .epochs = 1 };
+			      .epochs = 1, .pc_lower = V05_PC_LOWER,
+			      .pc_upper = V05_PC_UPPER, .pc_evict = 1.0 };
 	double prior = 0.8;
 	uint64_t v;
 	int opt, fr = 0, ret, have_kmax = 0;
@@ -231,7 +253,7 @@ int cmd_sim(int argc, char **argv)
 			ret = v05_mode_from_name(optarg);
 			if (ret < 0)
 				return v05ctl_usage_error("sim",
-					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo, reinforce-ada, reinforce-ada-pos, knapsack-prior, knapsack, greso",
+					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo, reinforce-ada, reinforce-ada-pos, knapsack-prior, knapsack, greso, ebpo, pilot-commit",
 					optarg);
 			o.mode = (uint32_t)ret;
 			break;
@@ -342,6 +364,27 @@ int cmd_sim(int argc, char **argv)
 				return EXIT_USAGE;
 			o.have_beta = 1;
 			break;
+		case 'L':
+			if (opt_double("--pc-lower", optarg, 0, 1, &o.pc_lower))
+				return EXIT_USAGE;
+			o.have_band = 1;
+			break;
+		case 'U':
+			if (opt_double("--pc-upper", optarg, 0, 1, &o.pc_upper))
+				return EXIT_USAGE;
+			o.have_band = 1;
+			break;
+		case 'X':
+			if (strcmp(optarg, "never") == 0)
+				o.pc_evict = NAN;
+			else if (opt_double("--pc-evict", optarg, 0, 1, &o.pc_evict))
+				return EXIT_USAGE;
+			break;
+		case 'O':
+			if (opt_u64("--ebpo-window", optarg, 0, 1000000000, &v))
+				return EXIT_USAGE;
+			o.ebpo_window = (uint32_t)v;
+			break;
 		case 'V':
 			if (opt_double("--prior", optarg, -1, 1, &prior))
 				return EXIT_USAGE;
@@ -371,6 +414,14 @@ int cmd_sim(int argc, char **argv)
 	if ((o.mode == V05_MODE_V05 || o.mode == V05_MODE_V05_EB) && o.k > o.k_max)
 		return v05ctl_usage_error("sim", "--k: %u is above --k-max %u",
 					  o.k, o.k_max);
+	if (o.pc_lower > 1.0 - o.pc_upper)
+		return v05ctl_usage_error("sim",
+			"--pc-lower %g is above 1 - --pc-upper %g: the band commits nothing",
+			o.pc_lower, 1.0 - o.pc_upper);
+	if (!isnan(o.pc_evict) && !(o.pc_evict > 1.0 - o.pc_upper))
+		return v05ctl_usage_error("sim",
+			"--pc-evict %g is not above 1 - --pc-upper %g (a solved prompt is above the band)",
+			o.pc_evict, 1.0 - o.pc_upper);
 	if (o.drift_noise < 0.0)
 		o.drift_noise = o.noise;
 	if (o.drift_hallucination < 0.0)

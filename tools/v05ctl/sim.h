@@ -28,6 +28,12 @@ struct sim_opts {
 	 * below 1 it piles prompts near 0 and 1, as real datasets do. */
 	double p_beta;
 	int have_beta;
+	/* Pilot-Commit's band (have_band: given, else the library's) and
+	 * eviction of solved prompts across epochs (NaN: never). */
+	double pc_lower, pc_upper, pc_evict;
+	int have_band;
+	/* EBPO's forgetting window in groups (0: none, the default). */
+	uint32_t ebpo_window;
 };
 
 /* |A| of every final sample, this mode's and grpo's on the same groups. */
@@ -42,7 +48,7 @@ struct sim_out {
 	uint32_t max_k, max_waves;
 	uint64_t dropped, groups, nonzero; /* nonzero: a trained advantage
 					    * that is not 0 */
-	uint64_t skipped; /* greso: candidates not rolled out */
+	uint64_t skipped; /* greso, pilot-commit: candidates not rolled out */
 	struct adv_acc adv, grpo;
 };
 

@@ -81,6 +81,9 @@ struct sim_hist {
 	struct v05_knapsack_hist *kh; /* knapsack: by prompt            */
 	struct v05_greso_prompt *gx;  /* greso: by prompt                */
 	struct v05_greso g;
+	struct v05_pc_prompt *px;     /* pilot-commit: by prompt         */
+	uint32_t pilot;               /* pilot-commit: its pilot's size  */
+	double lower, upper, evict;   /* pilot-commit: its band, evict   */
 	uint64_t epoch;
 };
 
@@ -111,6 +114,10 @@ static int fold_history(struct sim_hist *hs, uint64_t i,
 		return sim_fail("knapsack history");
 	if (hs->gx && v05_greso_fold(&hs->g, &hs->gx[i], r, g->k) < 0)
 		return sim_fail("greso fold");
+	/* The pilot: a group's first k_init rewards. */
+	if (hs->px && v05_pc_fold(&hs->px[i], hs->epoch, r, hs->pilot, hs->lower,
+				  hs->upper, hs->evict) < 0)
+		return sim_fail("pilot-commit fold");
 	return 0;
 }
 
@@ -261,8 +268,11 @@ int sim_run(const struct sim_opts *o)
 		hs.gx = calloc(o->prompts, sizeof(*hs.gx));
 		v05_greso_init(&hs.g, o->seed);
 	}
+	if (o->mode == V05_MODE_PILOT_COMMIT && o->epochs > 1)
+		hs.px = calloc(o->prompts, sizeof(*hs.px));
 	if ((o->mode == V05_MODE_KNAPSACK && !hs.kh) ||
-	    (o->mode == V05_MODE_GRESO && !hs.gx))
+	    (o->mode == V05_MODE_GRESO && !hs.gx) ||
+	    (o->mode == V05_MODE_PILOT_COMMIT && o->epochs > 1 && !hs.px))
 		return EXIT_FAILED;
 	for (uint64_t i = 0; i < o->prompts; i++) {
 		/* The drift starts with the first batch at or after half. */
@@ -294,10 +304,19 @@ int sim_run(const struct sim_opts *o)
 		c.params.k_init = o->k;
 		if (o->mode == V05_MODE_ADA || o->mode == V05_MODE_ADA_POS)
 			c.params.k_step = o->k; /* rounds of k_init */
-		if (o->mode == V05_MODE_GRESO)
+		if (o->mode == V05_MODE_GRESO || o->mode == V05_MODE_EBPO)
 			c.params.k_max = o->k; /* one group of G */
+		if (o->mode == V05_MODE_PILOT_COMMIT)
+			c.params.k_max = 4 * o->k; /* the authors' 1:3 split */
 		if (o->have_k_max)
 			c.params.k_max = o->k_max;
+		if (o->mode == V05_MODE_PILOT_COMMIT)
+			c.params.k_step = c.params.k_max - c.params.k_init;
+		if (o->have_band) {
+			c.pc_lower = o->pc_lower;
+			c.pc_upper = o->pc_upper;
+		}
+		c.ebpo_window = o->ebpo_window;
 		if (o->have_halt)
 			c.halt_fraction = o->halt;
 		if (o->have_pad)
@@ -313,6 +332,10 @@ int sim_run(const struct sim_opts *o)
 		c.halt_fraction = o->halt;
 		c.pad_multiple = o->pad;
 	}
+	hs.pilot = c.params.k_init;
+	hs.lower = c.pc_lower;
+	hs.upper = c.pc_upper;
+	hs.evict = o->pc_evict;
 	c.max_prompts = bsz;
 	c.max_producers = 1;
 	c.max_batches = 2;
@@ -346,10 +369,12 @@ int sim_run(const struct sim_opts *o)
 		 * which candidates are rolled out. */
 		for (uint32_t i = 0; i < cand; i++) {
 			int skip = hs.gx ? v05_greso_skip(&hs.g, &hs.gx[first + i],
-							  first + i, batches) : 0;
+							  first + i, batches) :
+				   hs.px ? v05_pc_skip(&hs.px[first + i], e) : 0;
 
 			if (skip < 0) {
-				ret = sim_fail("greso skip");
+				ret = sim_fail(hs.gx ? "greso skip" :
+						       "pilot-commit skip");
 				break;
 			}
 			if (skip)
@@ -464,6 +489,7 @@ out:
 	free(rows);
 	free(hs.kh);
 	free(hs.gx);
+	free(hs.px);
 	free(out.adv.abs);
 	free(out.grpo.abs);
 	return ret;

@@ -16,7 +16,7 @@ __all__ = ["lib", "path_loaded", "V05Error", "check", "Params", "Estimate",
            "Config", "PromptIn", "Decision_", "Group_", "Support", "Reward",
            "ObserverInfo", "LaneStat", "DECISION_ROW", "GROUP_ROW",
            "REWARD_ROW",
-           "KnapsackHist", "GresoPrompt", "Greso"]
+           "KnapsackHist", "GresoPrompt", "Greso", "Ebpo", "PcPrompt"]
 
 
 class V05Error(OSError):
@@ -69,7 +69,10 @@ class Config(ctypes.Structure):
                 ("lane_cut_records", ctypes.c_uint32),
                 ("lane_cut_permille", ctypes.c_uint32),
                 ("eb_window", ctypes.c_uint32), ("eb_cold", ctypes.c_uint32),
-                ("eb_early", ctypes.c_uint32), ("reserved_eb", ctypes.c_uint32)]
+                ("eb_early", ctypes.c_uint32), ("reserved_eb", ctypes.c_uint32),
+                ("pc_lower", ctypes.c_double), ("pc_upper", ctypes.c_double),
+                ("ebpo_window", ctypes.c_uint32),
+                ("reserved_rules", ctypes.c_uint32)]
 
 
 class PromptIn(ctypes.Structure):
@@ -127,6 +130,17 @@ class Greso(ctypes.Structure):
     _fields_ = [("p_easy", ctypes.c_double), ("p_hard", ctypes.c_double),
                 ("seed", ctypes.c_uint64), ("total", ctypes.c_uint64),
                 ("easy", ctypes.c_uint64), ("hard", ctypes.c_uint64)]
+
+
+class Ebpo(ctypes.Structure):
+    _fields_ = [("weight", ctypes.c_double), ("mean", ctypes.c_double),
+                ("m2", ctypes.c_double), ("within", ctypes.c_double),
+                ("noise", ctypes.c_double), ("groups", ctypes.c_uint64)]
+
+
+class PcPrompt(ctypes.Structure):
+    _fields_ = [("epoch", ctypes.c_uint64), ("last", ctypes.c_uint32),
+                ("seen", ctypes.c_uint32)]
 
 
 class Support(ctypes.Structure):
@@ -191,10 +205,10 @@ path_loaded = None  # the libv05 this process uses (set by _load)
 
 
 def _check_abi():
-    expect = {Params: 32, Estimate: 64, Config: 256, EbState: 5968, PromptIn: 24,
+    expect = {Params: 32, Estimate: 64, Config: 280, EbState: 5968, PromptIn: 24,
               Decision_: 64, Group_: 112, Support: 16, Reward: 24,
               ObserverInfo: 936, LaneStat: 80, KnapsackHist: 32,
-              GresoPrompt: 8, Greso: 48}
+              GresoPrompt: 8, Greso: 48, Ebpo: 48, PcPrompt: 16}
     for struct, size in expect.items():
         if ctypes.sizeof(struct) != size:
             raise ImportError(f"v05: ctypes {struct.__name__} is "
@@ -203,6 +217,7 @@ def _check_abi():
     if Config.journal_path.offset != 88 or ObserverInfo.journal_error.offset != 136 \
             or Config.lane_cut_records.offset != 232 \
             or Config.eb_window.offset != 240 \
+            or Config.pc_lower.offset != 256 \
             or ObserverInfo.broker.offset != 776 or LaneStat.cut.offset != 56:
         raise ImportError("v05: ctypes layout drifted from the C ABI")
     # The struct rows read the same bytes as the ctypes mirrors, field
@@ -302,6 +317,20 @@ _sig("v05_greso_skip", _int, ctypes.POINTER(Greso), ctypes.POINTER(GresoPrompt),
 _sig("v05_greso_step_end", _int, ctypes.POINTER(Greso))
 _sig("v05_greso_refill", _int, _u32, _u32, ctypes.c_double, _u32,
      ctypes.POINTER(_u32))
+_sig("v05_ebpo_init", None, ctypes.POINTER(Ebpo))
+_sig("v05_ebpo_fold", _int, ctypes.POINTER(Ebpo), ctypes.c_double,
+     ctypes.POINTER(ctypes.c_double), _u32)
+_sig("v05_ebpo_shrinkage", _int, ctypes.POINTER(Ebpo), _u32,
+     ctypes.POINTER(ctypes.c_double))
+_sig("v05_ebpo_estimate", _int, ctypes.POINTER(Ebpo),
+     ctypes.POINTER(ctypes.c_double), _u32, ctypes.POINTER(Estimate),
+     ctypes.POINTER(ctypes.c_double))
+_sig("v05_pc_class", _int, ctypes.POINTER(ctypes.c_double), _u32,
+     ctypes.c_double, ctypes.c_double, ctypes.c_double)
+_sig("v05_pc_fold", _int, ctypes.POINTER(PcPrompt), _u64,
+     ctypes.POINTER(ctypes.c_double), _u32, ctypes.c_double, ctypes.c_double,
+     ctypes.c_double)
+_sig("v05_pc_skip", _int, ctypes.POINTER(PcPrompt), _u64)
 _sig("v05_eb_estimate", _int, ctypes.POINTER(Params), ctypes.POINTER(EbFit),
      ctypes.c_double, ctypes.POINTER(ctypes.c_double), _u32,
      ctypes.POINTER(Estimate), ctypes.POINTER(ctypes.c_double))

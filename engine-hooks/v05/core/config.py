@@ -34,6 +34,20 @@ def _ids(what: str, ids, lookup) -> List[int]:
     return out
 
 
+def _share(name: str, value) -> float:
+    """A number in [0, 1] (a threshold on a success rate)."""
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        raise TypeError(f"{name} is {value!r}, not a number in [0, 1]")
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} is {value!r}, not a number in [0, 1]") \
+            from None
+    if not 0.0 <= f <= 1.0:  # false for NaN too
+        raise ValueError(f"{name} is {value!r}, not a number in [0, 1]")
+    return f
+
+
 def _uid_of_name(name: str) -> int:
     import pwd
     return pwd.getpwnam(name).pw_uid
@@ -79,7 +93,10 @@ def make_config(name: str, *, cost: Optional[float] = None,
                 lane_cut_fraction: Optional[float] = None,
                 eb_window: Optional[int] = None,
                 eb_cold: Optional[int] = None,
-                eb_early: Optional[float] = None) -> _lib.Config:
+                eb_early: Optional[float] = None,
+                pc_lower: Optional[float] = None,
+                pc_upper: Optional[float] = None,
+                ebpo_window: Optional[int] = None) -> _lib.Config:
     """The v05_config for Plugin.create(name, ...). Parameters as in
     include/v05/plugin.h (struct v05_config); every one is checked.
     A parameter left at None keeps the library's default
@@ -109,10 +126,16 @@ def make_config(name: str, *, cost: Optional[float] = None,
     off, the default): early start, k_step more samples with the first
     wave of a prompt whose chance of needing more is at least that; those
     not needed after all come back as "abort" decisions.
-    mode "reinforce-ada" / "reinforce-ada-pos" / "knapsack-prior": the
-    published allocation rules (docs/RULES.md), each with its own
-    defaults (v05_config_mode); keep_n is Reinforce-Ada's n, the samples
-    of a group trained on (default k_init / 2)."""
+    mode "reinforce-ada" / "reinforce-ada-pos" / "knapsack-prior" /
+    "knapsack" / "greso" / "ebpo" / "pilot-commit": the published
+    allocation rules (docs/RULES.md), each with its own defaults
+    (v05_config_mode); keep_n is Reinforce-Ada's n, the samples of a
+    group trained on (default k_init / 2). pc_lower and pc_upper
+    (pilot-commit): a pilot success rate in [pc_lower, 1 - pc_upper]
+    earns the commit (defaults 0.125 and 0.25, its authors'); k_init is
+    the pilot, k_step the commit, k_max their sum. ebpo_window (ebpo):
+    its running statistics forget with a window of that many groups
+    (default 0: never, the paper's Welford)."""
     c = _lib.Config()
     if paper:
         lib.v05_config_paper(ctypes.byref(c))
@@ -216,6 +239,11 @@ def make_config(name: str, *, cost: Optional[float] = None,
                              "in [0, 1]")
         # 0 is "off": the smallest threshold is 1 per mille.
         c.eb_early = max(1, round(f * 1000)) if f > 0 else 0
+    for field, value in (("pc_lower", pc_lower), ("pc_upper", pc_upper)):
+        if value is not None:
+            setattr(c, field, _share(field, value))
+    if ebpo_window is not None:
+        c.ebpo_window = u32("ebpo_window", ebpo_window)
     c.flags |= ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
                 (CONFIG_EXTERNAL_HALT if external_halt else 0) |
                 (CONFIG_PRODUCER_BROKER if producer_broker else 0) |

@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: MIT
 """The published rules' cross-epoch state, kept by the trainer: Knapsack
-RL's per-prompt success-rate estimate (mode "knapsack") and GRESO's
-pre-rollout filter (mode "greso"). The arithmetic is libv05's
+RL's per-prompt success-rate estimate (mode "knapsack"), GRESO's
+pre-rollout filter (mode "greso"), Pilot-Commit's record of the prompts
+that come back (mode "pilot-commit"); and EBPO's running statistics for
+a trainer that computes EBPO's baseline itself (mode "ebpo" keeps its
+own in the plugin). The arithmetic is libv05's
 (include/v05/rules.h); these classes hold one record per dataset prompt,
 keyed by a stable prompt id (the dataset index: a trainer's per-batch uid,
 verl's fresh uuid, would be a new prompt every epoch), and save as plain
@@ -17,7 +20,7 @@ from . import _checks, _lib
 from ._lib import check, lib
 from .decision import key_of
 
-__all__ = ["KnapsackHistory", "Greso"]
+__all__ = ["KnapsackHistory", "Greso", "PilotCommit", "Ebpo"]
 
 PromptId = Hashable
 
@@ -213,3 +216,160 @@ class Greso:
                                        ctypes.byref(p)), f"greso state of {pid!r}")
             xs[pid] = x
         self._g, self._x = g, xs
+
+
+PC_CLASSES = {0: "commit", 1: "too_hard", 2: "too_easy", 3: "solved"}
+
+
+class PilotCommit:
+    """Pilot-Commit's record of which prompts come back (arXiv 2605.26606,
+    as its authors' code runs it; docs/RULES.md). `fold` each prompt's
+    group with the epoch it was drawn in: its first `pilot` rewards are
+    the pilot, classed "commit" (success rate in [lower, 1 - upper]: the
+    plugin's mode "pilot-commit" gave it its commit), "too_hard"
+    (deferred: back next epoch), "too_easy" (skipped this epoch) or
+    "solved" (rate at or above `evict`: never drawn again; None: never
+    evicts). `skip(pid, epoch)`: a prompt is drawn once per epoch, a
+    solved one no more. pilot, lower and upper must be the plugin's
+    k_init, pc_lower and pc_upper."""
+
+    def __init__(self, pilot: int = 8, lower: float = 0.125,
+                 upper: float = 0.25, evict: Optional[float] = 1.0):
+        self.pilot = _checks.u32("pilot", pilot, 1, 64)
+        self.lower, self.upper = float(lower), float(upper)
+        self.evict = None if evict is None else float(evict)
+        # The band and evict checked by the library, on a group of one.
+        one = (ctypes.c_double * 1)(1.0)
+        check(lib.v05_pc_class(one, 1, self.lower, self.upper,
+                               self._evict()), "pilot-commit")
+        self._x: Dict[PromptId, _lib.PcPrompt] = {}
+
+    def _evict(self) -> float:
+        return math.nan if self.evict is None else self.evict
+
+    def __len__(self) -> int:
+        return len(self._x)
+
+    def fold(self, pid: PromptId, epoch: int, rewards: Sequence[float]
+             ) -> str:
+        """A drawn prompt's group (its rewards in sample order, at least
+        the pilot's) in `epoch` (epochs do not go back); returns the
+        pilot's class."""
+        if len(rewards) < self.pilot:
+            raise ValueError(f"pilot-commit fold of {pid!r}: {len(rewards)} "
+                             f"rewards, fewer than the pilot's {self.pilot}")
+        r, k = _rewards(f"pilot-commit fold of {pid!r}",
+                        list(rewards)[:self.pilot])
+        x = self._x.get(pid)
+        if x is None:
+            x = self._x[pid] = _lib.PcPrompt()
+        c = check(lib.v05_pc_fold(ctypes.byref(x),
+                                  _checks.u64("epoch", epoch), r, k,
+                                  self.lower, self.upper, self._evict()),
+                  f"pilot-commit fold of {pid!r}")
+        return PC_CLASSES[c]
+
+    def skip(self, pid: PromptId, epoch: int) -> bool:
+        x = self._x.get(pid)
+        if x is None:
+            return False
+        return bool(check(lib.v05_pc_skip(ctypes.byref(x),
+                                          _checks.u64("epoch", epoch)),
+                          f"pilot-commit skip of {pid!r}"))
+
+    def select(self, pids: Iterable[PromptId], epoch: int
+               ) -> List[PromptId]:
+        """The candidates drawn in `epoch`, in order."""
+        return [pid for pid in pids if not self.skip(pid, epoch)]
+
+    def last(self, pid: PromptId) -> Optional[str]:
+        """The class of the prompt's last pilot (None: never drawn)."""
+        x = self._x.get(pid)
+        return None if x is None else PC_CLASSES[x.last]
+
+    def evicted(self) -> List[PromptId]:
+        return [pid for pid, x in self._x.items() if x.last == 3]
+
+    def state_dict(self) -> dict:
+        return {"version": 1, "pilot": self.pilot, "lower": self.lower,
+                "upper": self.upper, "evict": self.evict,
+                "prompts": [[pid, x.epoch, x.last]
+                            for pid, x in self._x.items()]}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("version") != 1:
+            raise ValueError("not a PilotCommit state (version 1)")
+        if (state["pilot"], state["lower"], state["upper"], state["evict"]) \
+                != (self.pilot, self.lower, self.upper, self.evict):
+            raise ValueError("PilotCommit state of another pilot, band or "
+                             f"evict: {state['pilot']}, {state['lower']}, "
+                             f"{state['upper']}, {state['evict']}")
+        xs = {}
+        for pid, epoch, last in state["prompts"]:
+            pid = tuple(pid) if isinstance(pid, list) else pid
+            x = _lib.PcPrompt(epoch, last, 1)
+            check(lib.v05_pc_skip(ctypes.byref(x), epoch),
+                  f"pilot-commit state of {pid!r}")  # refuses a bad one
+            xs[pid] = x
+        self._x = xs
+
+
+class Ebpo:
+    """EBPO's running statistics (arXiv 2602.05165; docs/RULES.md) for a
+    trainer that computes its baseline itself: `fold` each group (k >= 2
+    rewards), then `estimate` it. window: forget with a window of that
+    many groups (0: never, the paper's Welford). Mode "ebpo" of a plugin
+    keeps the same statistics itself."""
+
+    def __init__(self, window: int = 0):
+        w = _checks.u32("window", window)
+        self.keep = 1.0 - 1.0 / w if w else 1.0
+        self._s = _lib.Ebpo()
+        lib.v05_ebpo_init(ctypes.byref(self._s))
+
+    @property
+    def mean(self) -> float:
+        """The running mean of the group means."""
+        return self._s.mean
+
+    @property
+    def groups(self) -> int:
+        return self._s.groups
+
+    def fold(self, rewards: Sequence[float]) -> None:
+        r, k = _rewards("ebpo fold", rewards)
+        check(lib.v05_ebpo_fold(ctypes.byref(self._s), self.keep, r, k),
+              "ebpo fold")
+
+    def shrinkage(self, k: int) -> float:
+        """S, the global mean's weight in a group of k's baseline."""
+        out = ctypes.c_double()
+        check(lib.v05_ebpo_shrinkage(ctypes.byref(self._s),
+                                     _checks.u32("k", k), ctypes.byref(out)),
+              "ebpo shrinkage")
+        return out.value
+
+    def estimate(self, rewards: Sequence[float]) -> dict:
+        """baseline, weight (the group mean's, 1 - S), sigma, advantages."""
+        r, k = _rewards("ebpo estimate", rewards)
+        e = _lib.Estimate()
+        adv = (ctypes.c_double * k)()
+        check(lib.v05_ebpo_estimate(ctypes.byref(self._s), r, k,
+                                    ctypes.byref(e), adv), "ebpo estimate")
+        return {"mean": e.mean, "baseline": e.baseline, "weight": e.weight,
+                "sigma": e.sigma, "advantages": list(adv)}
+
+    def state_dict(self) -> dict:
+        s = self._s
+        return {"version": 1, "keep": self.keep,
+                "stats": [s.weight, s.mean, s.m2, s.within, s.noise,
+                          s.groups]}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("version") != 1:
+            raise ValueError("not an Ebpo state (version 1)")
+        s = _lib.Ebpo(*state["stats"])
+        out = ctypes.c_double()
+        check(lib.v05_ebpo_shrinkage(ctypes.byref(s), 2, ctypes.byref(out)),
+              "ebpo state")  # refuses statistics that cannot be
+        self.keep, self._s = float(state["keep"]), s

@@ -66,7 +66,7 @@ def reward_from_score(score, lo: float = 0.0, hi: float = 1.0, *,
 
 
 RULE_MODES = ("reinforce-ada", "reinforce-ada-pos", "knapsack-prior",
-              "knapsack", "greso")
+              "knapsack", "greso", "ebpo", "pilot-commit")
 
 
 def estimate(prior: float, rewards: Sequence[float], *,
@@ -82,7 +82,9 @@ def estimate(prior: float, rewards: Sequence[float], *,
     (v05_params_default; for the published rules, their own:
     v05_config_mode). k_init is the group size the rule started from (by
     default the number of rewards, for the rules their own); keep_n
-    Reinforce-Ada's n. "keep" lists the samples trained on."""
+    Reinforce-Ada's n. "keep" lists the samples trained on. Mode
+    "pilot-commit" answers with the default band (its authors'); mode
+    "ebpo" needs its running statistics: v05.core.rules.Ebpo.estimate."""
     p = _lib.Params()
     if mode in RULE_MODES:
         c = _lib.Config()

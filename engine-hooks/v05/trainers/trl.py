@@ -43,7 +43,9 @@ until it has 8 outcomes) and folds each finished group with the epoch
 (``int(state.epoch)``); a ``Greso`` filter drops, before the plugin sees
 them, the prompts it skips at this step (``state.global_step``; at least
 one prompt of a generation is rolled out), folds each rolled-out group
-and ends a step after each generation (adapting nothing in epoch 0). A
+and ends a step after each generation (adapting nothing in epoch 0); a
+``PilotCommit`` record under mode "pilot-commit" drops the prompts drawn
+this epoch already or evicted as solved and folds each group's pilot. A
 prompt is known across epochs by ``v05_prompt_id(example)``, default the
 example's "v05_id" column, else its prompt's text. The state is saved in
 each checkpoint (``v05_history.json``) and read back on resume.
@@ -62,7 +64,7 @@ from typing import Callable, Dict, Hashable, List, Optional, Union
 import torch
 
 from ..core.plugin import Plugin
-from ..core.rules import Greso, KnapsackHistory
+from ..core.rules import Greso, KnapsackHistory, PilotCommit
 from ..core.stats import reward_from_score
 from ..core.writer import RewardWriter
 
@@ -116,8 +118,9 @@ class V05GRPOTrainer(GRPOTrainer):
     ``args.num_generations`` only sets how many distinct prompts a
     generation batch has (generation_batch_size / num_generations).
     v05_history: a KnapsackHistory (mode "knapsack": it gives the priors,
-    v05_prior must be None) or a Greso filter (any mode; "greso" is the
-    published rule), kept across epochs; v05_prompt_id: example -> a
+    v05_prior must be None), a Greso filter (any mode; "greso" is the
+    published rule) or a PilotCommit record (mode "pilot-commit"), kept
+    across epochs; v05_prompt_id: example -> a
     stable id (default: its "v05_id" column, else its prompt's text).
     """
 
@@ -125,7 +128,8 @@ class V05GRPOTrainer(GRPOTrainer):
                  v05_prior: Optional[Callable[[dict], float]] = None,
                  v05_to_reward: Callable[[float], float] = binary_to_reward,
                  v05_wait: float = 30.0,
-                 v05_history: Optional[Union[KnapsackHistory, Greso]] = None,
+                 v05_history: Optional[Union[KnapsackHistory, Greso,
+                                             PilotCommit]] = None,
                  v05_prompt_id: Optional[Callable[[dict], Hashable]] = None,
                  **kwargs):
         if isinstance(v05_history, KnapsackHistory):
@@ -136,10 +140,15 @@ class V05GRPOTrainer(GRPOTrainer):
                 raise ValueError(f"V05GRPOTrainer: a KnapsackHistory needs "
                                  f"mode knapsack; the plugin runs "
                                  f"{v05_plugin.mode}")
+        elif isinstance(v05_history, PilotCommit):
+            if v05_plugin.mode != "pilot-commit":
+                raise ValueError(f"V05GRPOTrainer: a PilotCommit record "
+                                 f"needs mode pilot-commit; the plugin runs "
+                                 f"{v05_plugin.mode}")
         elif v05_history is not None and not isinstance(v05_history, Greso):
             raise TypeError(f"V05GRPOTrainer: v05_history is "
                             f"{type(v05_history).__name__}, not a "
-                            "KnapsackHistory or a Greso")
+                            "KnapsackHistory, a Greso or a PilotCommit")
         super().__init__(*args, **kwargs)
         if self.accelerator.num_processes != 1:
             raise NotImplementedError("V05GRPOTrainer: one process only")
@@ -181,14 +190,16 @@ class V05GRPOTrainer(GRPOTrainer):
     def _v05_select(self, examples):
         """A Greso filter's choice among the generation's prompts (at least
         one is kept: a generation of none would have nothing to train)."""
-        if not isinstance(self.v05_history, Greso):
+        h = self.v05_history
+        if not isinstance(h, (Greso, PilotCommit)):
             return examples
         step = self.state.global_step
+        # GRESO's draws are per step, Pilot-Commit's record per epoch.
+        when = step if isinstance(h, Greso) else int(self.state.epoch or 0)
         kept, skipped = [], []
         for x in examples:
             pid = self.v05_prompt_id(x)
-            (skipped if self.v05_history.skip(pid, step) else kept).append(
-                (pid, x))
+            (skipped if h.skip(pid, when) else kept).append((pid, x))
         if not kept:
             kept.append(skipped.pop(0))
         self.v05_filter_log.append({
@@ -207,7 +218,7 @@ class V05GRPOTrainer(GRPOTrainer):
         for uid in uids:
             g = groups[uid]
             rewards = [float(r) for r in g["rewards"][:g["k"]]]
-            if isinstance(h, KnapsackHistory):
+            if isinstance(h, (KnapsackHistory, PilotCommit)):
                 h.fold(g["prompt"], epoch, rewards)
             else:
                 h.fold(g["prompt"], rewards)

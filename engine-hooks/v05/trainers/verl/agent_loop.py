@@ -75,7 +75,8 @@ log = logging.getLogger(__name__)
 PLUGIN_KEYS = ("cost", "k_init", "k_step", "k_max", "halt_fraction",
                "pad_multiple", "mode", "schedule", "max_prompts",
                "max_producers", "lane_capacity", "max_batches",
-               "stream_deadline_us", "sigma", "paper")
+               "stream_deadline_us", "sigma", "paper", "pc_lower", "pc_upper",
+               "ebpo_window")
 DEFAULT_ROW_MULTIPLE = 32  # the paper's pad
 
 
@@ -199,7 +200,7 @@ class V05Core:
             self._v05_history = ray.remote(RuleHistory).options(
                 name=f"v05-history-{self._v05_prefix}-{h['rule']}",
                 get_if_exists=True, num_cpus=0).remote(
-                    h["rule"], h["seed"], h["path"])
+                    h["rule"], h["seed"], h["path"], h.get("pc"))
         return self._v05_history
 
     def _v05_rollout(self) -> GroupRollout:

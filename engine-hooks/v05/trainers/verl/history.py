@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: MIT
 """The rules with a cross-epoch state (docs/RULES.md) under verl: one
 RuleHistory per training run, a named Ray actor every rollout worker
-reaches, holding a KnapsackHistory (mode knapsack: the priors) or a Greso
-filter (the prompts skipped). Configured with
-``+algorithm.v05_history={rule: knapsack|greso, path: FILE, seed: 0}``.
+reaches, holding a KnapsackHistory (mode knapsack: the priors), a Greso
+filter (the prompts skipped) or a PilotCommit record (mode pilot-commit:
+the prompts evicted as solved; its pilot and band are the plugin's
+k_init, pc_lower and pc_upper). Configured with
+``+algorithm.v05_history={rule: knapsack|greso|pilot-commit, path: FILE,
+seed: 0, evict: 1.0}`` (evict: Pilot-Commit's, null never evicts).
 
 verl's checkpoint does not hold the rollout side's state, so the actor
 keeps its own: it loads FILE when it starts (a restarted run has its
@@ -11,20 +14,20 @@ history back) and rewrites it (atomically) each time a new training step
 begins, so a crash loses at most the last step's groups. A prompt is
 known across epochs by its dataset index (the row's "index", verl's
 extra_info.index); the training step stands for the epoch in Knapsack's
-history (each prompt is seen once per epoch, so its last step is its last
-epoch). GRESO's step ends when the first chunk of a later step asks; its
+history and in Pilot-Commit's record (each prompt is seen once per
+epoch, so its last step is its last epoch). GRESO's step ends when the first chunk of a later step asks; its
 first epoch ends when a prompt comes back."""
 
 import json
 import os
 from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
-from ...core.rules import Greso, KnapsackHistory
+from ...core.rules import Greso, KnapsackHistory, PilotCommit
 from .config import cfg_get
 
 __all__ = ["RuleHistory", "history_config", "prompt_id", "RULES"]
 
-RULES = ("knapsack", "greso")
+RULES = ("knapsack", "greso", "pilot-commit")
 
 
 def history_config(algo, plugin_params: Dict[str, Any]
@@ -35,9 +38,10 @@ def history_config(algo, plugin_params: Dict[str, Any]
     if raw is None:
         return None
     h = dict(raw.items()) if hasattr(raw, "items") else None
-    if h is None or set(h) - {"rule", "path", "seed"}:
+    if h is None or set(h) - {"rule", "path", "seed", "evict"}:
         raise ValueError(f"v05: algorithm.v05_history={raw!r}: a dict of "
-                         "rule (knapsack or greso), path, seed")
+                         "rule (knapsack, greso or pilot-commit), path, "
+                         "seed, evict")
     if h.get("rule") not in RULES:
         raise ValueError(f"v05: algorithm.v05_history.rule={h.get('rule')!r}"
                          f"; known: {RULES}")
@@ -46,8 +50,22 @@ def history_config(algo, plugin_params: Dict[str, Any]
         raise ValueError("v05: algorithm.v05_history.rule=knapsack gives "
                          "the priors of mode knapsack; algorithm.v05_plugin"
                          f".mode is {mode}")
+    if h["rule"] == "pilot-commit" and mode != "pilot-commit":
+        raise ValueError("v05: algorithm.v05_history.rule=pilot-commit "
+                         "keeps the evictions of mode pilot-commit; "
+                         f"algorithm.v05_plugin.mode is {mode}")
+    if "evict" in h and h["rule"] != "pilot-commit":
+        raise ValueError("v05: algorithm.v05_history.evict is "
+                         "Pilot-Commit's (rule pilot-commit)")
     h["seed"] = int(h.get("seed", 0))
     h["path"] = str(h["path"]) if h.get("path") else None
+    if h["rule"] == "pilot-commit":
+        # The plugin's pilot and band (v05_config_mode's defaults).
+        h["pc"] = {"pilot": int(plugin_params.get("k_init", 8)),
+                   "lower": float(plugin_params.get("pc_lower", 0.125)),
+                   "upper": float(plugin_params.get("pc_upper", 0.25)),
+                   "evict": h.pop("evict", 1.0)}
+        PilotCommit(**h["pc"])  # refuses a bad band or evict now
     return h
 
 
@@ -70,11 +88,14 @@ class RuleHistory:
     """The actor's body (ray.remote(RuleHistory)); every method takes and
     returns plain data."""
 
-    def __init__(self, rule: str, seed: int = 0, path: Optional[str] = None):
+    def __init__(self, rule: str, seed: int = 0, path: Optional[str] = None,
+                 pc: Optional[Dict[str, Any]] = None):
         self.rule, self.seed, self.path = rule, seed, path
         self.step: Optional[int] = None
         self.first_epoch = True
-        self.h = KnapsackHistory() if rule == "knapsack" else Greso(seed)
+        self.h = KnapsackHistory() if rule == "knapsack" else \
+            PilotCommit(**(pc or {})) if rule == "pilot-commit" else \
+            Greso(seed)
         if path and os.path.exists(path):
             with open(path) as f:
                 saved = json.load(f)
@@ -86,11 +107,13 @@ class RuleHistory:
             self.first_epoch = saved["first_epoch"]
 
     def plan(self, step: int, pids: Sequence[Hashable]) -> List[Any]:
-        """Knapsack: each prompt's prior (None: no estimate yet). GRESO:
-        whether each prompt is rolled out at this step."""
+        """Knapsack: each prompt's prior (None: no estimate yet). GRESO and
+        Pilot-Commit: whether each prompt is rolled out at this step."""
         self._advance(step)
         if self.rule == "knapsack":
             return [self.h.prior(p) for p in pids]
+        if self.rule == "pilot-commit":
+            return [not self.h.skip(p, int(step)) for p in pids]
         if self.first_epoch and any(self.h.seen(p) for p in pids):
             self.first_epoch = False  # a prompt came back
         return [not self.h.skip(p, step) for p in pids]
@@ -98,7 +121,7 @@ class RuleHistory:
     def fold(self, step: int, groups: Sequence[Tuple[Hashable, List[float]]]
              ) -> None:
         for pid, rewards in groups:
-            if self.rule == "knapsack":
+            if self.rule in ("knapsack", "pilot-commit"):
                 self.h.fold(pid, step, rewards)
             else:
                 self.h.fold(pid, rewards)
