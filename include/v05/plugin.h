@@ -257,7 +257,7 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
  * counts nothing twice); the next decision fits own + remote. Both are
  * kept in the segment (a takeover keeps them). -EINVAL unless the plugin
  * runs v05-eb with the stream schedule; -EDOM for a state with a value
- * that is not finite or a negative weight.
+ * that is not finite or a weight outside [0, folded].
  */
 V05_API int v05_eb_state_get(struct v05_plugin *p, struct v05_eb_state *own);
 V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
