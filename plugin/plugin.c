@@ -177,10 +177,11 @@ static int journal_abs(const char *path, char *out, size_t len)
 	return 0;
 }
 
-V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
+V05_API int v05_plugin_create(const char *name, const struct v05_config *in,
 			      struct v05_plugin **out)
 {
 	char jpath[V05_JOURNAL_PATH_MAX] = "";
+	struct v05_config full, *c = &full;
 	struct v05_geometry g;
 	struct v05_plugin *p;
 	int ret;
@@ -188,7 +189,10 @@ V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
 	v05__clear_error();
 	if (!out)
 		return v05__fail(-EINVAL, "plugin_create: NULL out");
-	ret = v05_config_check(c);
+	/* The caller's config as this library's (its size: plugin.h). */
+	ret = v05__config_load(in, &full);
+	if (!ret)
+		ret = v05_config_check(c);
 	if (ret)
 		return ret;
 	if (c->journal_path) {

@@ -98,10 +98,9 @@ def make_config(name: str, *, cost: Optional[float] = None,
     defaults (v05_config_mode); keep_n is Reinforce-Ada's n, the samples
     of a group trained on (default k_init / 2)."""
     c = _lib.Config()
-    if paper:
-        lib.v05_config_paper(ctypes.byref(c))
-    else:
-        lib.v05_config_default(ctypes.byref(c))
+    _lib.check(lib.v05_config_init(ctypes.byref(c), ctypes.sizeof(c),
+                              _lib.const("V05_CONFIG_INIT_PAPER") if paper
+                              else 0), "config")
     if mode is not None and mode not in MODES:
         raise ValueError(f"mode {mode!r} is not one of {sorted(MODES)}")
     if sigma is not None and sigma not in SIGMAS:

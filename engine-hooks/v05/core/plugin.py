@@ -197,8 +197,8 @@ class Plugin:
         out = []
         uids, finals = self._uids, self._final_keys
         rows = memoryview(buf).cast("B")[:n * DECISION_ROW.size]
-        for (key, mask, batch, latency, baseline, kind, slot, k, flags, gen,
-             _) in DECISION_ROW.iter_unpack(rows):
+        for (key, mask, batch, latency, baseline, kind, slot, k, flags,
+             gen) in DECISION_ROW.iter_unpack(rows):
             kind = KINDS.get(kind, "?")
             uid = None if kind == "barrier" else \
                 uids.get(key) or self._uid_of(key, slot)
