@@ -10,6 +10,7 @@
 #include "top.h"
 #include "../shm/error.h"
 #include "v05/observer.h"
+#include "one_thread.h"
 
 static int check_stream_eb(const struct v05_plugin *p, const char *what)
 {
@@ -26,6 +27,7 @@ static int check_stream_eb(const struct v05_plugin *p, const char *what)
 
 V05_API int v05_eb_state_get(struct v05_plugin *p, struct v05_eb_state *own)
 {
+	V05_ONE_THREAD(p, "eb_state_get");
 	int ret;
 
 	v05__clear_error();
@@ -41,6 +43,7 @@ V05_API int v05_eb_state_get(struct v05_plugin *p, struct v05_eb_state *own)
 V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
 				    const struct v05_eb_state *others)
 {
+	V05_ONE_THREAD(p, "eb_state_set_remote");
 	int ret;
 
 	v05__clear_error();

@@ -171,6 +171,9 @@ struct v05_plugin {
 	/* slots released before the journal had them */
 	uint32_t *pending_free;
 	uint32_t npending_free;
+	/* V05_CHECK_THREADS: the token of the thread inside a call on this
+	 * handle, 0 when none (one_thread.h). */
+	uintptr_t in_call;
 };
 
 static inline uint64_t *v05__ctr(struct v05_plugin *p, int c)

@@ -19,6 +19,7 @@
 #include "../shm/doorbell.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
+#include "one_thread.h"
 
 #define POLL_BUDGET 65536u /* records per poll, bounds a poll's latency */
 #define DRAIN_BATCH 64u    /* records per lane per turn                 */
@@ -248,6 +249,13 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 		return 0;
 	if (flags & ~(V05_CLOSE_UNLINK | V05_CLOSE_KEEP_READABLE))
 		return v05__fail(-EINVAL, "unknown close flags 0x%x", flags);
+#ifdef V05_CHECK_THREADS
+	/* Taken and never given back: the handle is freed below. */
+	if (!v05__call_enter(p).ok)
+		return v05__fail(-EBUSY,
+				 "plugin_close: another thread is in a call on plugin %s; a plugin handle is used by one thread at a time (v05/plugin.h)",
+				 p->seg.name);
+#endif
 	/* First: the broker's thread uses the mapping and the descriptors. */
 	v05__broker_stop(p->broker);
 	p->broker = NULL;
@@ -338,6 +346,7 @@ static __attribute__((noinline)) void poll_woken(struct v05_plugin *p)
 V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 		     uint32_t max)
 {
+	V05_ONE_THREAD(p, "poll");
 	/*
 	 * A poll with nothing to do must cost about what scanning the lanes
 	 * does (bench_poll measures the two side by side): every step below

@@ -17,8 +17,11 @@ rule of docs/PACKAGING.md ("One version series"):
    may only grow at its end, a reserved field only be renamed), else the
    soname's major must have changed.
 
-  check_abi.py LIBRARY SOURCE_ROOT            check (meson test 'abi')
-  check_abi.py LIBRARY SOURCE_ROOT --write    write abi/v05-VERSION.abi
+  check_abi.py LIBRARY SOURCE_ROOT [--dump PROG]            check
+  check_abi.py LIBRARY SOURCE_ROOT [--dump PROG] --write    write
+      abi/v05-VERSION.abi; PROG (tests/abi_dump.c, linked with LIBRARY:
+      meson test 'abi' passes it) prints v05_abi(), else LIBRARY is loaded
+      with ctypes (not a sanitizer build then)
   check_abi.py LIBRARY OLD_ROOT --dwarf-only --version V --write --abi-dir abi
       describe a library from before v05_abi() from its DWARF alone (how
       abi/v05-0.4.0.abi was made from the tree 0.4 shipped as, 19e0b0e)
@@ -183,6 +186,7 @@ def main():
     ap.add_argument("--dwarf-only", action="store_true")
     ap.add_argument("--version")
     ap.add_argument("--abi-dir", help="default: ROOT/abi")
+    ap.add_argument("--dump", help="a program printing v05_abi()")
     a = ap.parse_args()
     abi_dir = a.abi_dir or os.path.join(a.root, "abi")
     structs = public_structs(a.root)
@@ -191,10 +195,15 @@ def main():
     if a.dwarf_only:
         layouts, tagged, version = dwarf(a.lib, structs), set(), a.version
     else:
-        lib = ctypes.CDLL(os.path.abspath(a.lib))
-        lib.v05_abi.restype = lib.v05_version.restype = ctypes.c_char_p
-        version = lib.v05_version().decode()
-        layouts, tagged = library_layouts(lib.v05_abi().decode())
+        if a.dump:
+            text = subprocess.run([a.dump], capture_output=True, text=True,
+                                  check=True).stdout
+        else:
+            lib = ctypes.CDLL(os.path.abspath(a.lib))
+            lib.v05_abi.restype = ctypes.c_char_p
+            text = lib.v05_abi().decode()
+        version = text.splitlines()[0].split()[1]
+        layouts, tagged = library_layouts(text)
         # 1. The library's account against its DWARF.
         if set(layouts) != structs:
             fail.append(f"v05_abi() describes {sorted(set(layouts))}, the "

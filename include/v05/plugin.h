@@ -14,6 +14,19 @@
  *
  * The decision flow and both schedules are explained, with a worked
  * example, in docs/PLUGIN.md.
+ *
+ * Threads: a plugin handle is used by one thread at a time. Its calls must
+ * not overlap: make them from one thread (the engine's loop), or serialise
+ * them yourself; there is no lock inside. Handing the handle from one
+ * thread to another between calls is fine. Another thread with something
+ * for the plugin hands it to the owning thread (the Python package:
+ * Plugin.post_eb_remote, applied by the next poll). Exceptions, callable
+ * from any thread at any time: v05_fd, v05_wait_path, v05_wait_reason (set
+ * at create) and v05_counters (relaxed snapshots). Builds with debug info
+ * check the rule: a call made while another thread is inside one on the
+ * same handle is refused with -EBUSY and does nothing (release builds do
+ * not check). Producers, readers and observers are handles of their own,
+ * each also used by one thread at a time.
  */
 #ifndef V05_PLUGIN_H
 #define V05_PLUGIN_H
