@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../shm/error.h"
+#include "../shm/layout.h"
 #include "v05.h"
 
 #define C(x) { #x, (int64_t)(x) }
@@ -27,6 +28,9 @@ static const struct {
 	C(V05_COUNTER_SLOTS), C(V05_K_LIMIT),
 	C(V05_JOURNAL_SYNC_NONE), C(V05_JOURNAL_SYNC_BATCH),
 	C(V05_MODE_COUNT),
+	/* The segment ABI this library speaks (docs/SHM.md, "Telling
+	 * segment ABIs apart"). */
+	C(V05_SHM_ABI),
 };
 
 V05_API int v05_constant(const char *name, int64_t *value)
