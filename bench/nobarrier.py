@@ -148,18 +148,9 @@ def render(summary):
 
 
 def main():
-    ap = argparse.ArgumentParser(prog="bench/nobarrier.py")
-    ap.add_argument("--v05ctl", default=simrun.V05CTL)
-    ap.add_argument("--from", dest="src", metavar="SUMMARY",
-                    help="rewrite the page from a saved summary, run nothing")
-    a = ap.parse_args()
-    if a.src:
-        summary = simrun.load(a.src)
-    else:
-        summary = measure(a.v05ctl)
-        summary["run"] = simrun.identity("python3 bench/nobarrier.py "
-                                         "(after ninja -C build)")
-        simrun.save("nobarrier.json", summary)
+    _, summary = simrun.summary_of(
+        argparse.ArgumentParser(prog="bench/nobarrier.py"), "nobarrier.json",
+        "ninja -C build && python3 bench/nobarrier.py", measure)
     lines = render(summary)
     with open(os.path.join(simrun.ROOT, "bench", "NOBARRIER.md"), "w") as f:
         f.write("\n".join(lines))

@@ -139,12 +139,14 @@ def epochs_part(epochs):
         "share of prompt visits GRESO's filter passed over; *MSE*, "
         "*non-zero* and *largest abs(A)* over the groups rolled out (the "
         "largest over the seeds, as *waves / batch*).", ""]
-    for cell, modes in epochs.items():
+    for cell in EPOCH_CELLS:  # the measured order, whatever the JSON's
+        modes = epochs[cell]
         lines += [f"### {cell}", "",
                   "| mode | rollouts / prompt | MSE | non-zero | skipped | "
                   "dropped / group | largest abs(A) | waves / batch |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for label, acc in modes.items():
+        for label in EPOCH_MODES:
+            acc = modes[label]
             lines.append(f"| {label} | {acc['r']:.2f} | {acc['mse']:.4f} | "
                          f"{acc['nz']:.3f} | {acc['skip']:.3f} | "
                          f"{acc['drop']:.3f} | {acc['max_a']:.2f} | "
@@ -156,13 +158,16 @@ def epochs_part(epochs):
 SUMMARY = "bench/results/rules.json"
 
 
+# The prior cells, in the page's order.
+CELLS = [(f"noise {n}, hallucination {h}",
+          ["--prior-noise", str(n), "--hallucination", str(h)])
+         for n in NOISES for h in HALLUCINATIONS] + \
+    [("no prior (every prior 0)", ["--no-prior"])]
+
+
 def measure(v05ctl):
-    cells = [(f"noise {n}, hallucination {h}",
-              ["--prior-noise", str(n), "--hallucination", str(h)])
-             for n in NOISES for h in HALLUCINATIONS]
-    cells.append(("no prior (every prior 0)", ["--no-prior"]))
     res = {}
-    for name, cargs in cells:
+    for name, cargs in CELLS:
         curve = [mean_runs(v05ctl, cargs + ["--mode", "v05-eb", "--k",
                                             str(k), "--k-max",
                                             str(max(16, 2 * k))])
@@ -182,19 +187,12 @@ def measure(v05ctl):
 
 def main():
     ap = argparse.ArgumentParser(prog="bench/rules.py")
-    ap.add_argument("--v05ctl", default=simrun.V05CTL)
     ap.add_argument("--out", default=os.path.join(simrun.ROOT, "bench",
                                                   "RULES.md"))
-    ap.add_argument("--from", dest="src", metavar="SUMMARY",
-                    help="rewrite the page from a saved summary, run nothing")
-    a = ap.parse_args()
-    if a.src:
-        summary = simrun.load(a.src)
-    else:
-        summary = measure(a.v05ctl)
-        summary["run"] = simrun.identity("python3 bench/rules.py (after "
-                                         "ninja -C build; about 5 minutes)")
-        simrun.save("rules.json", summary)
+    a, summary = simrun.summary_of(
+        ap, "rules.json",
+        "ninja -C build && python3 bench/rules.py",
+        measure)
     res = summary["cells"]
     lines = [
         "# The published allocation rules against v05's default "
@@ -226,18 +224,20 @@ def main():
         "rule wins).",
         "",
     ]
-    summary = {label: [] for label in RULES if label != DEFAULT}
-    for name, rows in res.items():
+    ratios = {label: [] for label in RULES if label != DEFAULT}
+    for name, _ in CELLS:  # the measured order, whatever the JSON's
+        rows = res[name]
         lines += [f"## {name}", "",
                   "| mode | rollouts / prompt | MSE | v05-eb at equal "
                   "rollouts | ratio | non-zero | largest abs(A) | "
                   "waves / batch |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for label, r in rows.items():
+        for label in RULES:
+            r = rows[label]
             eq = r["eb_equal"]
             ratio = r["mse"] / eq if eq else None
             if ratio is not None and label != DEFAULT:
-                summary[label].append(ratio)
+                ratios[label].append(ratio)
             lines.append(
                 f"| {label} | {r['rollouts']:.2f} | {r['mse']:.4f} | "
                 f"{'%.4f' % eq if eq else '-'} | "
@@ -252,7 +252,7 @@ def main():
               "out, and counted):", "",
               "| mode | MSE ratio to v05-eb at equal rollouts | range | "
               "cells |", "|---|---:|---|---:|"]
-    for label, xs in summary.items():
+    for label, xs in ratios.items():
         if xs:
             lines.append(f"| {label} | {simrun.gmean(xs):.3f} | "
                          f"{min(xs):.3f}-{max(xs):.3f} | {len(xs)} of "
