@@ -130,9 +130,13 @@ int v05__knapsack_plan_u(const double *p01, uint32_t n, uint32_t per_prompt,
 	}
 	if (eligible == 0) {
 		/* Nothing the knapsack can value: the budget goes to the
-		 * prompts never solved, else uniformly. */
+		 * prompts never solved (what they cannot take, once all are
+		 * at n_up, to the others: the budget is spent unless every
+		 * prompt is at n_up, as v05_knapsack_plan promises), else
+		 * uniformly. */
 		if (zero)
-			spread(p01, n, n_up, out, r, 0);
+			spread(p01, n, n_up, out, spread(p01, n, n_up, out, r, 0),
+			       2);
 		else
 			for (uint32_t i = 0; i < n; i++)
 				out[i] = per_prompt;

@@ -130,6 +130,24 @@ static void test_knapsack_edge_prior(void **state)
 	fx_close(&f);
 }
 
+/* No prompt the knapsack can value, the unsolved ones full: the rest of
+ * the budget goes to the others (fuzz_edges found it left unspent; -0.0
+ * counts as 0). */
+static void test_knapsack_unsolved_full(void **state)
+{
+	double p[2] = { 1.0, -0.0 }, q[3] = { 0.0, 1.0, 1.0 };
+	uint32_t out[3];
+
+	(void)state;
+	assert_int_equal(v05_knapsack_plan(p, 2, 4, 4, out), 0);
+	assert_int_equal(out[0], 4);
+	assert_int_equal(out[1], 4);
+	assert_int_equal(v05_knapsack_plan(q, 3, 6, 8, out), 0);
+	assert_int_equal(out[0], 8);
+	assert_int_equal(out[1] + out[2], 10);
+	check_plan(q, 3, 6, 8, out);
+}
+
 /* ---- thresholds, in the precision rewards are kept in -------------------- */
 
 static struct v05_params params_of(uint32_t mode)
@@ -379,6 +397,7 @@ int main(void)
 		cmocka_unit_test(test_knapsack_edge_p),
 		cmocka_unit_test(test_knapsack_edge_mix),
 		cmocka_unit_test(test_knapsack_edge_prior),
+		cmocka_unit_test(test_knapsack_unsolved_full),
 		cmocka_unit_test(test_ada_threshold),
 		cmocka_unit_test(test_ada_threshold_plugin),
 		cmocka_unit_test(test_greso_thresholds),
