@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""bench/ENGINE.md from every bench/out/engine-<engine>-s<sigma>.json that
-bench/engine_run.py wrote, and one SVG per run (running sequences over time
-for the last batch of the first repetition, one panel per mode) in
-bench/plots/. Ratios are per repetition (each mode against fixed k=4 and
-GRPO G=16 of the same repetition), then the median and the range."""
+"""bench/ENGINE.md from the runs bench/engine_run.py wrote
+(bench/out/engine-<engine>-s<sigma>....json), and one SVG per run (running
+sequences over time for the last batch of the first repetition, one panel
+per mode) in bench/plots/. Each run's summary, its JSON without the plot's
+traces, is kept in bench/results/engine/ (committed), and the page is made
+from those: a run made elsewhere keeps its section as long as its summary
+is there, and rerunning this script with no bench/out rewrites the page
+(not the plots) from them. Ratios are per repetition (each mode against
+fixed k=4 and GRPO G=16 of the same repetition), then the median and the
+range."""
 import glob
 import json
 import os
@@ -383,33 +388,35 @@ def section(run, svg_rel):
     return lines
 
 
-def kept_sections(path, fresh):
-    """ENGINE.md's sections ("## " to the next) of runs with no JSON here
-    (bench/out is not committed: a new machine has only the runs made on
-    it), whose heading none of `fresh` has: kept as they were, each with
-    its own commit and rerun command."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except FileNotFoundError:
-        return []
-    out = []
-    for part in text.split("\n## ")[1:]:
-        body = ("## " + part).rstrip("\n").split("\n")
-        if body[0] not in fresh:
-            out.append(body + [""])
-    return out
+RESULTS = os.path.join(ROOT, "bench", "results", "engine")
+
+
+def summarise(run):
+    """A run's summary: everything but the plot's traces."""
+    return dict(run, rows=[{k: v for k, v in r.items() if k != "trace"}
+                           for r in run["rows"]])
 
 
 def main():
-    runs = []
+    fresh = {}
     for path in sorted(glob.glob(os.path.join(ROOT, "bench", "out",
                                               "engine-*.json"))):
         with open(path) as f:
+            run = json.load(f)
+        fresh[tag_of(engine_of(run), run["args"])] = run
+    os.makedirs(RESULTS, exist_ok=True)
+    for tag, run in fresh.items():
+        with open(os.path.join(RESULTS, tag + ".json"), "w") as f:
+            json.dump(summarise(run), f, sort_keys=True,
+                      separators=(",", ":"))
+            f.write("\n")
+    runs = []
+    for path in sorted(glob.glob(os.path.join(RESULTS, "*.json"))):
+        with open(path) as f:
             runs.append(json.load(f))
     if not runs:
-        sys.exit("bench/engine_report.py: no bench/out/engine-*.json; run "
-                 "bench/engine first")
+        sys.exit("bench/engine_report.py: no run in bench/out or "
+                 "bench/results/engine; run bench/engine first")
     os.makedirs(os.path.join(ROOT, "bench", "plots"), exist_ok=True)
     lines = [
         "# v05 on real engines: what long-tailed rollouts cost in wall time",
@@ -417,8 +424,9 @@ def main():
         "Written by `bench/engine_report.py` from the runs of "
         "`bench/engine` (bench/engine_run.py) listed below, on this 2-core "
         "Debian 12 VM (shared and noisy: compare the per-repetition ratios, "
-        "not the absolute seconds); a run whose JSON is not in bench/out "
-        "keeps its section as an earlier report wrote it. Columns: *wall* "
+        "not the absolute seconds), each from its summary in "
+        "`bench/results/engine/` (committed; `python3 bench/engine_report.py` "
+        "rewrites this page from them). Columns: *wall* "
         "is the engine time of "
         "the mode's batches summed; *tokens* the tokens of finished "
         "samples, *wasted* those of samples aborted; *busy* the mean of "
@@ -439,16 +447,16 @@ def main():
         "against the tiny model's exact success probability.",
         "",
     ]
-    fresh = []
     for run in runs:
-        a = run["args"]
-        tag = tag_of(engine_of(run), a)
+        tag = tag_of(engine_of(run), run["args"])
         rel = f"plots/{tag}.svg"
-        ok = svg(run, os.path.join(ROOT, "bench", rel))
-        fresh.append(section(run, rel if ok else None))
+        # The plot needs the traces: drawn from a run in bench/out, kept
+        # as it is otherwise.
+        ok = svg(fresh[tag], os.path.join(ROOT, "bench", rel)) \
+            if tag in fresh else \
+            os.path.exists(os.path.join(ROOT, "bench", rel))
+        lines += section(run, rel if ok else None)
     md = os.path.join(ROOT, "bench", "ENGINE.md")
-    for sec in kept_sections(md, {s[0] for s in fresh}) + fresh:
-        lines += sec
     with open(md, "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))

@@ -4,14 +4,14 @@
 12-cell prior grid, several batches per run so the cross-batch fit is what
 is measured, the barrier-free default against v05-eb's barrier and the
 paper's rule without its halt; and a cell whose value model changes half
-way (how fast the fit follows). Writes bench/NOBARRIER.md.
+way (how fast the fit follows). Writes bench/results/nobarrier.json (the
+summary, committed) and bench/NOBARRIER.md from it.
 
     python3 bench/nobarrier.py [--v05ctl build/tools/v05ctl/v05ctl]
+    python3 bench/nobarrier.py --from bench/results/nobarrier.json
 """
 import argparse
-import datetime
 import os
-import platform
 
 import simrun  # this folder
 
@@ -34,31 +34,51 @@ def sim(v05ctl, args, prompts=PROMPTS):
 gmean = simrun.gmean
 
 
-def main():
-    root = simrun.ROOT
-    ap = argparse.ArgumentParser(prog="bench/nobarrier.py")
-    ap.add_argument("--v05ctl", default=simrun.V05CTL)
-    a = ap.parse_args()
-    cells = {}
+SUMMARY = "bench/results/nobarrier.json"
+
+
+def measure(v05ctl):
+    """Every figure the page shows: per cell and mode (MSE, rollouts); the
+    changing value model's run per mode (whole, and batches 6 to 13)."""
+    cells = []
     for n in NOISES:
         for h in HALLUCINATIONS:
             for label, margs in MODES.items():
                 mse = ro = 0.0
                 for seed in SEEDS:
-                    d = sim(a.v05ctl, margs + ["--prior-noise", str(n),
-                                               "--hallucination", str(h),
-                                               "--seed", str(seed)])
+                    d = sim(v05ctl, margs + ["--prior-noise", str(n),
+                                             "--hallucination", str(h),
+                                             "--seed", str(seed)])
                     mse += d["mse"] / len(SEEDS)
                     ro += d["rollouts_per_prompt"] / len(SEEDS)
-                cells[(n, h, label)] = (mse, ro)
+                cells.append({"noise": n, "hallucination": h, "mode": label,
+                              "mse": mse, "rollouts": ro})
             print(f"cell noise {n} hallucination {h}: done", flush=True)
+    drift = {}
+    for label, margs in list(MODES.items())[:2]:
+        d = sim(v05ctl, margs + [
+            "--prior-noise", "0.1", "--hallucination", "0",
+            "--drift-hallucination", "0.5", "--seed", "1"],
+            prompts=2 * PROMPTS)
+        drift[label] = {
+            "mse": d["mse"], "rollouts": d["rollouts_per_prompt"],
+            "batches": [{"mse": b["mse"],
+                         "rollouts": b["rollouts_per_prompt"],
+                         "fit_n0": b.get("fit_n0", 0),
+                         "fit_h": b.get("fit_h", 0)}
+                        for b in d["batches"][5:13]]}
+    return {"cells": cells, "drift": drift}
+
+
+def render(summary):
+    cells = {(c["noise"], c["hallucination"], c["mode"]):
+             (c["mse"], c["rollouts"]) for c in summary["cells"]}
+    drift = summary["drift"]
     nb, bar, pap = MODES
     lines = [
         "# v05-eb without a barrier: the statistics (`v05ctl sim`)",
         "",
-        f"Written by `bench/nobarrier.py` on {datetime.date.today()}, "
-        f"{platform.machine()} ({os.cpu_count()} cores); rerun: "
-        "`python3 bench/nobarrier.py` after `ninja -C build`. "
+        simrun.provenance("bench/nobarrier.py", summary, SUMMARY) + " "
         f"{PROMPTS} prompts per run in batches of {BATCH} (8 batches: the "
         "running fit carries across them), seeds "
         f"{', '.join(map(str, SEEDS))} averaged per cell, c = 0.0039, "
@@ -95,14 +115,6 @@ def main():
         f"rollouts <= 1.05 | MSE {mp:.3f} at rollouts {rp:.3f} | "
         f"{'met' if ok2 else 'NOT met'} |",
         "",
-    ]
-    drift = {}
-    for label, margs in list(MODES.items())[:2]:
-        drift[label] = sim(a.v05ctl, margs + [
-            "--prior-noise", "0.1", "--hallucination", "0",
-            "--drift-hallucination", "0.5", "--seed", "1"],
-            prompts=2 * PROMPTS)
-    lines += [
         "## A value model that changes",
         "",
         f"{2 * PROMPTS} prompts in batches of {BATCH}, prior noise 0.1; the "
@@ -115,25 +127,32 @@ def main():
         "running fit n0, h |",
         "|---:|---|---|---|",
     ]
-    for i in range(5, 13):
-        b = drift[bar]["batches"][i]
-        s = drift[nb]["batches"][i]
-        lines.append(f"| {i + 1} | {b['mse']:.4f} ({b['rollouts_per_prompt']:.2f}) "
-                     f"| {s['mse']:.4f} ({s['rollouts_per_prompt']:.2f}) | "
-                     f"{s.get('fit_n0', 0):.3g}, {s.get('fit_h', 0):.3g} |")
+    for i, (b, s) in enumerate(zip(drift[bar]["batches"],
+                                   drift[nb]["batches"])):
+        lines.append(f"| {i + 6} | {b['mse']:.4f} ({b['rollouts']:.2f}) "
+                     f"| {s['mse']:.4f} ({s['rollouts']:.2f}) | "
+                     f"{s['fit_n0']:.3g}, {s['fit_h']:.3g} |")
     lines += [
         "",
         f"Whole run: barrier MSE {drift[bar]['mse']:.4f} at "
-        f"{drift[bar]['rollouts_per_prompt']:.3f} rollouts per prompt, no "
+        f"{drift[bar]['rollouts']:.3f} rollouts per prompt, no "
         f"barrier {drift[nb]['mse']:.4f} at "
-        f"{drift[nb]['rollouts_per_prompt']:.3f}. The barrier refits each "
+        f"{drift[nb]['rollouts']:.3f}. The barrier refits each "
         "batch from its own first wave, so it follows at once; the running "
         "fit still trusts the old value model for the first batch after "
         "the change (its window holds 512 first waves), and has moved "
         "within one batch of it.",
         "",
     ]
-    with open(os.path.join(root, "bench", "NOBARRIER.md"), "w") as f:
+    return lines
+
+
+def main():
+    _, summary = simrun.summary_of(
+        argparse.ArgumentParser(prog="bench/nobarrier.py"), "nobarrier.json",
+        "ninja -C build && python3 bench/nobarrier.py", measure)
+    lines = render(summary)
+    with open(os.path.join(simrun.ROOT, "bench", "NOBARRIER.md"), "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
 

@@ -2,13 +2,20 @@
 # SPDX-License-Identifier: MIT
 """Turn bench/out/*.json (written by bench/run) into bench/RESULTS.md and
 bench/plots/*.svg. Every number in RESULTS.md comes from those files; the
-goals are judged here, from the same numbers, and reported either way."""
+goals are judged here, from the same numbers, and reported either way.
+The files, with the machine and commit they were measured on, are kept in
+bench/results/run.json (committed), from which the page is rewritten:
+
+    report.py OUT_DIR RERUN_COMMAND      (bench/run)
+    report.py --from bench/results/run.json
+"""
 
 import json
 import os
 import platform
 import subprocess
 import sys
+import tempfile
 
 import stats_report
 
@@ -529,11 +536,55 @@ def plots(out, recs, stats_recs):
 # ------------------------------------------------------------------ main
 
 
+SUMMARY = "bench/results/run.json"
+
+
+def save_inputs(out, m, rerun):
+    """Every file of OUT_DIR (JSON, or JSON lines as a list), with the
+    machine, commit and command: the summary the page is made from. A
+    simulator run's per-batch figures are left out: the page reads only
+    its totals."""
+    files = {}
+    for name in sorted(os.listdir(out)):
+        with open(os.path.join(out, name)) as f:
+            files[name] = [{k: v for k, v in json.loads(x).items()
+                            if k != "batches"} for x in f if x.strip()] \
+                if name.endswith(".jsonl") else json.load(f)
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(ROOT, SUMMARY), "w") as f:
+        json.dump({"machine": m, "rerun": rerun, "files": files}, f,
+                  sort_keys=True, separators=(",", ":"))
+        f.write("\n")
+
+
+def restore_inputs(path, out):
+    """The files of a summary back in OUT_DIR; its machine and command."""
+    with open(path) as f:
+        s = json.load(f)
+    for name, content in s["files"].items():
+        with open(os.path.join(out, name), "w") as f:
+            if name.endswith(".jsonl"):
+                f.write("".join(json.dumps(x) + "\n" for x in content))
+            else:
+                json.dump(content, f)
+    return s["machine"], s["rerun"]
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--from":
+        with tempfile.TemporaryDirectory() as out:
+            m, rerun = restore_inputs(sys.argv[2], out)
+            write(out, m, rerun)
+        return
     if len(sys.argv) != 3:
-        sys.exit("usage: report.py OUT_DIR RERUN_COMMAND")
+        sys.exit("usage: report.py OUT_DIR RERUN_COMMAND | report.py --from SUMMARY")
     out, rerun = sys.argv[1], sys.argv[2]
     m = machine()
+    save_inputs(out, m, rerun)
+    write(out, m, rerun)
+
+
+def write(out, m, rerun):
     recs = sim_records(out)
     goals = []
     body = []
@@ -549,11 +600,13 @@ def main():
     made = plots(out, recs, stats_recs)
 
     head = ["# v05 benchmark results", "",
-            "Written by `bench/report.py` from the run below; do not edit by "
-            "hand. Rerun with `%s` (bench/README.md explains each "
+            "Written by `bench/report.py` from the run below, whose every "
+            "input is in `%s` (committed; `python3 bench/report.py --from "
+            "%s` rewrites this page, plots included, from it); do not edit "
+            "by hand. Rerun with `%s` (bench/README.md explains each "
             "benchmark). These VMs are shared and noisy: compare the ratios, "
             "measured side by side in one run, more than the absolute "
-            "figures." % rerun, "",
+            "figures." % (SUMMARY, SUMMARY, rerun), "",
             "| | |", "|---|---|",
             "| date | %s |" % m["date"],
             "| commit | %s |" % m["commit"],

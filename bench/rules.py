@@ -10,15 +10,15 @@ interpolated), so each rule is compared at equal rollouts. Then the
 rules with a cross-epoch state (knapsack with its own estimate, GRESO's
 filter) over 10 epochs of the same prompts, beside the modes that need
 none, with success rates spread uniformly and piled near 0 and 1. Writes
-bench/RULES.md.
+bench/results/rules.json (the summary, committed) and bench/RULES.md from
+it.
 
     python3 bench/rules.py [--v05ctl build/tools/v05ctl/v05ctl]
+    python3 bench/rules.py --from bench/results/rules.json
 """
 import argparse
-import datetime
 import math
 import os
-import platform
 
 import simrun  # this folder
 
@@ -105,27 +105,11 @@ EPOCH_MODES = {
 }
 
 
-def epochs_part(v05ctl):
-    """The epochs runs' table lines."""
-    lines = [
-        "## The rules with a cross-epoch state, over epochs", "",
-        f"{EPOCH_PROMPTS} prompts seen {EPOCHS} times (`--epochs "
-        f"{EPOCHS}`, batches of {EPOCH_BATCH}, each a training step), "
-        "fresh rewards each epoch, prior noise 0.1 for the modes that use "
-        "a prior, seeds as above. `knapsack` plans each batch from each "
-        "prompt's own past rewards (no estimate in the first epoch: the "
-        "uniform share), `greso` skips prompts whose recent groups were "
-        "all-same (each batch a step; the rates adapt after the first "
-        "epoch) and drops all-same groups as DAPO does. *rollouts* per "
-        "prompt and epoch, skipped prompts counted as 0; *skipped* the "
-        "share of prompt visits GRESO's filter passed over; *MSE*, "
-        "*non-zero* and *largest abs(A)* over the groups rolled out (the "
-        "largest over the seeds, as *waves / batch*).", ""]
+def epochs_measure(v05ctl):
+    """The epochs runs: cell -> mode -> figures."""
+    out = {}
     for cell, cargs in EPOCH_CELLS.items():
-        lines += [f"### {cell}", "",
-                  "| mode | rollouts / prompt | MSE | non-zero | skipped | "
-                  "dropped / group | largest abs(A) | waves / batch |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        out[cell] = {}
         for label, margs in EPOCH_MODES.items():
             acc = {"r": 0.0, "mse": 0.0, "nz": 0.0, "skip": 0.0, "drop": 0.0,
                    "max_a": 0.0, "waves": 0.0}
@@ -143,52 +127,90 @@ def epochs_part(v05ctl):
                 acc["drop"] += d["dropped"] / (visits - d["skipped"]) / n
                 acc["max_a"] = max(acc["max_a"], d["adv"]["max"])
                 acc["waves"] = max(acc["waves"], d["waves_per_batch"])
+            out[cell][label] = acc
+        print(f"epochs, {cell}: done", flush=True)
+    return out
+
+
+def epochs_part(epochs):
+    """The epochs runs' table lines."""
+    lines = [
+        "## The rules with a cross-epoch state, over epochs", "",
+        f"{EPOCH_PROMPTS} prompts seen {EPOCHS} times (`--epochs "
+        f"{EPOCHS}`, batches of {EPOCH_BATCH}, each a training step), "
+        "fresh rewards each epoch, prior noise 0.1 for the modes that use "
+        "a prior, seeds as above. `knapsack` plans each batch from each "
+        "prompt's own past rewards (no estimate in the first epoch: the "
+        "uniform share), `greso` skips prompts whose recent groups were "
+        "all-same (each batch a step; the rates adapt after the first "
+        "epoch) and drops all-same groups as DAPO does. *rollouts* per "
+        "prompt and epoch, skipped prompts counted as 0; *skipped* the "
+        "share of prompt visits GRESO's filter passed over; *MSE*, "
+        "*non-zero* and *largest abs(A)* over the groups rolled out (the "
+        "largest over the seeds, as *waves / batch*).", ""]
+    for cell in EPOCH_CELLS:  # the measured order, whatever the JSON's
+        modes = epochs[cell]
+        lines += [f"### {cell}", "",
+                  "| mode | rollouts / prompt | MSE | non-zero | skipped | "
+                  "dropped / group | largest abs(A) | waves / batch |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for label in EPOCH_MODES:
+            acc = modes[label]
             lines.append(f"| {label} | {acc['r']:.2f} | {acc['mse']:.4f} | "
                          f"{acc['nz']:.3f} | {acc['skip']:.3f} | "
                          f"{acc['drop']:.3f} | {acc['max_a']:.2f} | "
                          f"{acc['waves']:.2f} |")
         lines.append("")
-        print(f"epochs, {cell}: done", flush=True)
     return lines
 
 
-def main():
-    ap = argparse.ArgumentParser(prog="bench/rules.py")
-    ap.add_argument("--v05ctl", default=simrun.V05CTL)
-    ap.add_argument("--out", default=os.path.join(simrun.ROOT, "bench",
-                                                  "RULES.md"))
-    a = ap.parse_args()
-    cells = [(f"noise {n}, hallucination {h}",
-              ["--prior-noise", str(n), "--hallucination", str(h)])
-             for n in NOISES for h in HALLUCINATIONS]
-    cells.append(("no prior (every prior 0)", ["--no-prior"]))
-    # Where a linear shrinkage (EBPO's) is not the Bayes rule: success
-    # rates piled near 0 and 1.
-    cells.append(("no prior, success rates from Beta(0.3, 0.3)",
-                  ["--no-prior", "--p-beta", "0.3"]))
+SUMMARY = "bench/results/rules.json"
+
+
+# The prior cells, in the page's order; the last, where a linear shrinkage
+# (EBPO's) is not the Bayes rule: success rates piled near 0 and 1.
+CELLS = [(f"noise {n}, hallucination {h}",
+          ["--prior-noise", str(n), "--hallucination", str(h)])
+         for n in NOISES for h in HALLUCINATIONS] + \
+    [("no prior (every prior 0)", ["--no-prior"]),
+     ("no prior, success rates from Beta(0.3, 0.3)",
+      ["--no-prior", "--p-beta", "0.3"])]
+
+
+def measure(v05ctl):
     res = {}
-    for name, cargs in cells:
-        curve = [mean_runs(a.v05ctl, cargs + ["--mode", "v05-eb", "--k",
-                                              str(k), "--k-max",
-                                              str(max(16, 2 * k))])
+    for name, cargs in CELLS:
+        curve = [mean_runs(v05ctl, cargs + ["--mode", "v05-eb", "--k",
+                                            str(k), "--k-max",
+                                            str(max(16, 2 * k))])
                  for k in EB_K] + \
-            [mean_runs(a.v05ctl, cargs + ["--mode", "v05-eb", "--k", str(k),
-                                          "--k-max", str(k)])
+            [mean_runs(v05ctl, cargs + ["--mode", "v05-eb", "--k", str(k),
+                                        "--k-max", str(k)])
              for k in EB_ONE_WAVE]
         rows = {}
         for label, margs in RULES.items():
-            r = mean_runs(a.v05ctl, cargs + margs)
+            r = mean_runs(v05ctl, cargs + margs)
             r["eb_equal"] = at_rollouts(curve, r["rollouts"])
             rows[label] = r
         res[name] = rows
         print(f"{name}: done", flush=True)
+    return {"cells": res, "epochs": epochs_measure(v05ctl)}
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="bench/rules.py")
+    ap.add_argument("--out", default=os.path.join(simrun.ROOT, "bench",
+                                                  "RULES.md"))
+    a, summary = simrun.summary_of(
+        ap, "rules.json",
+        "ninja -C build && python3 bench/rules.py",
+        measure)
+    res = summary["cells"]
     lines = [
         "# The published allocation rules against v05's default "
         "(`v05ctl sim`)",
         "",
-        f"Written by `bench/rules.py` on {datetime.date.today()}, "
-        f"{platform.machine()} ({os.cpu_count()} cores); rerun: "
-        "`python3 bench/rules.py` after `ninja -C build` (about 5 minutes). "
+        simrun.provenance("bench/rules.py", summary, SUMMARY) + " "
         f"{PROMPTS} prompts per run in batches of {BATCH}, seeds "
         f"{', '.join(map(str, SEEDS))} averaged per cell (the largest |A| "
         "and waves: the largest over the seeds). Each prompt's true "
@@ -220,18 +242,20 @@ def main():
         "rule wins).",
         "",
     ]
-    summary = {label: [] for label in RULES if label != DEFAULT}
-    for name, rows in res.items():
+    ratios = {label: [] for label in RULES if label != DEFAULT}
+    for name, _ in CELLS:  # the measured order, whatever the JSON's
+        rows = res[name]
         lines += [f"## {name}", "",
                   "| mode | rollouts / prompt | MSE | v05-eb at equal "
                   "rollouts | ratio | non-zero | largest abs(A) | "
                   "waves / batch |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for label, r in rows.items():
+        for label in RULES:
+            r = rows[label]
             eq = r["eb_equal"]
             ratio = r["mse"] / eq if eq else None
             if ratio is not None and label != DEFAULT:
-                summary[label].append(ratio)
+                ratios[label].append(ratio)
             lines.append(
                 f"| {label} | {r['rollouts']:.2f} | {r['mse']:.4f} | "
                 f"{'%.4f' % eq if eq else '-'} | "
@@ -246,14 +270,14 @@ def main():
               "out, and counted):", "",
               "| mode | MSE ratio to v05-eb at equal rollouts | range | "
               "cells |", "|---|---:|---|---:|"]
-    for label, xs in summary.items():
+    for label, xs in ratios.items():
         if xs:
             lines.append(f"| {label} | {simrun.gmean(xs):.3f} | "
                          f"{min(xs):.3f}-{max(xs):.3f} | {len(xs)} of "
                          f"{len(res)} |")
         else:
             lines.append(f"| {label} | - | - | 0 of {len(res)} |")
-    lines += [""] + epochs_part(a.v05ctl)
+    lines += [""] + epochs_part(summary["epochs"])
     with open(a.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"wrote {a.out}")

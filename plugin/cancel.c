@@ -7,6 +7,7 @@
 
 #include "mechanics.h"
 #include "../shm/error.h"
+#include "one_thread.h"
 
 static int find_batch(const struct v05_plugin *p, uint64_t id, uint32_t *b)
 {
@@ -54,6 +55,7 @@ static void cancel_prompt(struct v05_plugin *p, struct v05_prompt *e)
 
 V05_API int v05_cancel(struct v05_plugin *p, uint64_t batch)
 {
+	V05_ONE_THREAD(p, "cancel");
 	uint32_t b, n = 0;
 
 	v05__clear_error();

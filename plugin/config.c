@@ -13,7 +13,8 @@
 #include "../shm/broker.h"
 #include "../shm/error.h"
 
-V05_API void v05_config_default(struct v05_config *c)
+/* The library's own config, whole: the defaults, or the paper's. */
+static void defaults(struct v05_config *c, bool paper)
 {
 	memset(c, 0, sizeof(*c));
 	c->size = sizeof(*c);
@@ -33,21 +34,89 @@ V05_API void v05_config_default(struct v05_config *c)
 	c->max_batches = 64;
 	c->file_mode = 0600;
 	c->journal_sync = V05_JOURNAL_SYNC_NONE;
+	if (paper) {
+		c->params.mode = V05_MODE_V05;
+		c->params.sigma = V05_SIGMA_PAPER;
+		c->halt_fraction = 0.25;
+		c->schedule = V05_SCHEDULE_ROUNDS;
+	}
 }
 
-V05_API void v05_config_paper(struct v05_config *c)
+/* A caller's config is never written past the size it says it has. */
+V05_API int v05_config_init(struct v05_config *c, size_t size,
+			    unsigned flags)
 {
-	v05_config_default(c);
-	c->params.mode = V05_MODE_V05;
-	c->params.sigma = V05_SIGMA_PAPER;
-	c->halt_fraction = 0.25;
-	c->schedule = V05_SCHEDULE_ROUNDS;
+	struct v05_config full;
+
+	v05__clear_error();
+	if (!c)
+		return v05__fail(-EINVAL, "config_init: NULL config");
+	if (size < V05_CONFIG_SIZE_MIN || size > 65536)
+		return v05__fail(-EINVAL,
+				 "config_init: size %zu is not a v05_config's (%u to 65536 bytes; this library's is %zu)",
+				 size, V05_CONFIG_SIZE_MIN, sizeof(full));
+	if (flags & ~V05_CONFIG_INIT_PAPER)
+		return v05__fail(-EINVAL, "config_init: unknown flags 0x%x", flags);
+	defaults(&full, flags & V05_CONFIG_INIT_PAPER);
+	if (size <= sizeof(full)) {
+		memcpy(c, &full, size);
+	} else {
+		memcpy(c, &full, sizeof(full));
+		memset((uint8_t *)c + sizeof(full), 0, size - sizeof(full));
+	}
+	c->size = (uint32_t)size;
+	return 0;
+}
+
+/* The exported functions (for a binding that calls them by name): the
+ * size every caller of this soname has. Parenthesised: the header's
+ * macros of the same names pass the caller's own size. */
+V05_API void (v05_config_default)(struct v05_config *c)
+{
+	v05_config_init(c, V05_CONFIG_SIZE_MIN, 0);
+}
+
+V05_API void (v05_config_paper)(struct v05_config *c)
+{
+	v05_config_init(c, V05_CONFIG_SIZE_MIN, V05_CONFIG_INIT_PAPER);
+}
+
+/*
+ * The caller's config of c->size bytes as this library's (openat2's and
+ * clone3's rule): an earlier header's, smaller, gets the defaults for the
+ * fields it lacks; a later header's, larger, is taken when every byte this
+ * library does not know is 0 (the later fields at their defaults).
+ */
+int v05__config_load(const struct v05_config *c, struct v05_config *full)
+{
+	const uint8_t *b = (const uint8_t *)c;
+
+	if (!c)
+		return v05__fail(-EINVAL, "config: NULL");
+	if (c->size < V05_CONFIG_SIZE_MIN || c->size > 65536)
+		return v05__fail(-EINVAL,
+				 "config size %u is not a v05_config's (%u to 65536 bytes; this library's is %zu): fill it with v05_config_init or v05_config_default",
+				 c->size, V05_CONFIG_SIZE_MIN, sizeof(*full));
+	for (size_t i = sizeof(*full); i < c->size; i++)
+		if (b[i])
+			return v05__fail(-E2BIG,
+					 "config byte %zu is set, past the %zu bytes of this library's (%s): its fields there are a later release's",
+					 i, sizeof(*full), v05_version());
+	defaults(full, false);
+	memcpy(full, c, c->size < sizeof(*full) ? c->size : sizeof(*full));
+	full->size = sizeof(*full);
+	return 0;
 }
 
 V05_API int v05_config_mode(struct v05_config *c, uint32_t mode)
 {
 	if (!c)
 		return v05__fail(-EINVAL, "config: NULL");
+	/* Every field written here is in the V05_CONFIG_SIZE_MIN bytes. */
+	if (c->size < V05_CONFIG_SIZE_MIN || c->size > 65536)
+		return v05__fail(-EINVAL,
+				 "config size %u is not a v05_config's: fill it with v05_config_init first",
+				 c->size);
 	if (mode >= V05_MODE_COUNT)
 		return v05__fail(-EINVAL, "mode %u is unknown", mode);
 	c->params.mode = mode;
@@ -179,16 +248,14 @@ static uint32_t cut_records_default(const struct v05_config *c)
 	return n < 4096 ? 4096 : n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
-V05_API int v05_config_check(const struct v05_config *c)
+V05_API int v05_config_check(const struct v05_config *in)
 {
+	struct v05_config full, *c = &full;
 	int ret;
 
-	if (!c)
-		return v05__fail(-EINVAL, "config: NULL");
-	if (c->size != sizeof(*c))
-		return v05__fail(-EINVAL,
-				 "config size %u, this library's is %zu (use v05_config_default)",
-				 c->size, sizeof(*c));
+	ret = v05__config_load(in, &full);
+	if (ret)
+		return ret;
 	ret = v05_params_check(&c->params);
 	if (ret)
 		return ret;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../shm/error.h"
+#include "../shm/layout.h"
 #include "v05.h"
 
 #define C(x) { #x, (int64_t)(x) }
@@ -20,6 +21,7 @@ static const struct {
 	C(V05_CONFIG_WAIT_THREAD), C(V05_CONFIG_EXTERNAL_HALT),
 	C(V05_CONFIG_PRODUCER_BROKER), C(V05_CONFIG_BROKER_OVERFLOW_IDS),
 	C(V05_BROKER_ALLOW_MAX),
+	C(V05_CONFIG_INIT_PAPER), C(V05_CONFIG_SIZE_MIN),
 	C(V05_CLOSE_UNLINK), C(V05_CLOSE_KEEP_READABLE),
 	C(V05_ATTACH_ANY_UID),
 	C(V05_PRODUCER_DEFER), C(V05_PRODUCER_ANY_UID),
@@ -27,6 +29,9 @@ static const struct {
 	C(V05_COUNTER_SLOTS), C(V05_K_LIMIT),
 	C(V05_JOURNAL_SYNC_NONE), C(V05_JOURNAL_SYNC_BATCH),
 	C(V05_MODE_COUNT),
+	/* The segment ABI this library speaks (docs/SHM.md, "Telling
+	 * segment ABIs apart"). */
+	C(V05_SHM_ABI),
 };
 
 V05_API int v05_constant(const char *name, int64_t *value)

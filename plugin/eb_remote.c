@@ -4,12 +4,13 @@
  * and from the other engines (docs/STATISTICS.md, "Several engines").
  */
 #include <errno.h>
-#include <math.h>
 #include <string.h>
 
+#include "stats_core.h"
 #include "top.h"
 #include "../shm/error.h"
 #include "v05/observer.h"
+#include "one_thread.h"
 
 static int check_stream_eb(const struct v05_plugin *p, const char *what)
 {
@@ -26,6 +27,7 @@ static int check_stream_eb(const struct v05_plugin *p, const char *what)
 
 V05_API int v05_eb_state_get(struct v05_plugin *p, struct v05_eb_state *own)
 {
+	V05_ONE_THREAD(p, "eb_state_get");
 	int ret;
 
 	v05__clear_error();
@@ -41,6 +43,7 @@ V05_API int v05_eb_state_get(struct v05_plugin *p, struct v05_eb_state *own)
 V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
 				    const struct v05_eb_state *others)
 {
+	V05_ONE_THREAD(p, "eb_state_set_remote");
 	int ret;
 
 	v05__clear_error();
@@ -49,16 +52,9 @@ V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
 		return ret;
 	if (!others)
 		return v05__fail(-EINVAL, "eb_state_set_remote: NULL state");
-	if (!(isfinite(others->weight) && others->weight >= 0.0))
-		return v05__fail(-EDOM,
-				 "eb_state_set_remote: weight %g is not a finite number >= 0",
-				 others->weight);
-	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
-		for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
-			if (!isfinite(others->ll[j][l]))
-				return v05__fail(-EDOM,
-						 "eb_state_set_remote: log-likelihood [%u][%u] is %g",
-						 j, l, others->ll[j][l]);
+	ret = v05__eb_state_check(others, "eb_state_set_remote");
+	if (ret)
+		return ret;
 	p->fit_memo_ok = false;
 	memcpy(&p->fit->remote, others, sizeof(*others));
 	p->fit->remote_sets++;

@@ -133,6 +133,28 @@ void v05__eb_fit_u(const double *prior, const uint32_t *k, const double *s,
 
 /* ---- checked public entry points ------------------------------------- */
 
+/*
+ * A state this library could have made: every grid value finite, a
+ * finite weight in [0, folded] (each group adds 1 and forgetting only
+ * lowers it). A NaN or infinite value would make every fit the grid's
+ * first point (no comparison with NaN is true), so none gets in.
+ */
+int v05__eb_state_check(const struct v05_eb_state *st, const char *what)
+{
+	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
+		for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
+			if (!isfinite(st->ll[j][l]))
+				return v05__fail(-EDOM,
+						 "%s: log-likelihood [%u][%u] is %g, not a finite number",
+						 what, j, l, st->ll[j][l]);
+	if (!(isfinite(st->weight) && st->weight >= 0.0 &&
+	      st->weight <= (double)st->folded))
+		return v05__fail(-EDOM,
+				 "%s: weight %g is not a finite number in [0, folded = %llu]",
+				 what, st->weight, (unsigned long long)st->folded);
+	return 0;
+}
+
 V05_API void v05_eb_state_init(struct v05_eb_state *st)
 {
 	if (st)
@@ -142,9 +164,14 @@ V05_API void v05_eb_state_init(struct v05_eb_state *st)
 V05_API int v05_eb_state_fold(struct v05_eb_state *st, double keep,
 			      double prior, uint32_t k, double s)
 {
+	int ret;
+
 	v05__clear_error();
 	if (!st)
 		return v05__fail(-EINVAL, "eb_state_fold: NULL state");
+	ret = v05__eb_state_check(st, "eb_state_fold");
+	if (ret)
+		return ret;
 	if (!(keep >= 0.0 && keep <= 1.0))
 		return v05__fail(-EDOM, "eb_state_fold: keep %g is not in [0, 1]",
 				 keep);
@@ -164,9 +191,20 @@ V05_API int v05_eb_state_fold(struct v05_eb_state *st, double keep,
 V05_API int v05_eb_state_add(struct v05_eb_state *dst,
 			     const struct v05_eb_state *src)
 {
+	int ret;
+
 	v05__clear_error();
 	if (!dst || !src)
 		return v05__fail(-EINVAL, "eb_state_add: NULL state");
+	ret = v05__eb_state_check(dst, "eb_state_add (dst)");
+	if (!ret)
+		ret = v05__eb_state_check(src, "eb_state_add (src)");
+	if (ret)
+		return ret;
+	if (src->folded > UINT64_MAX - dst->folded)
+		return v05__fail(-EOVERFLOW, "eb_state_add: %llu + %llu groups overflow the count",
+				 (unsigned long long)dst->folded,
+				 (unsigned long long)src->folded);
 	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
 		for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
 			dst->ll[j][l] += src->ll[j][l];
@@ -178,9 +216,14 @@ V05_API int v05_eb_state_add(struct v05_eb_state *dst,
 V05_API int v05_eb_state_fit(const struct v05_eb_state *st,
 			     struct v05_eb_fit *fit)
 {
+	int ret;
+
 	v05__clear_error();
 	if (!st || !fit)
 		return v05__fail(-EINVAL, "eb_state_fit: NULL argument");
+	ret = v05__eb_state_check(st, "eb_state_fit");
+	if (ret)
+		return ret;
 	if (!(st->weight > 0.0))
 		return v05__fail(-EAGAIN, "eb_state_fit: the state holds no group");
 	v05__eb_argmax_u(st, NULL, fit);

@@ -199,6 +199,9 @@ struct v05_plugin {
 	/* slots released before the journal had them */
 	uint32_t *pending_free;
 	uint32_t npending_free;
+	/* V05_CHECK_THREADS: the token of the thread inside a call on this
+	 * handle, 0 when none (one_thread.h). */
+	uintptr_t in_call;
 };
 
 static inline uint64_t *v05__ctr(struct v05_plugin *p, int c)
@@ -241,6 +244,9 @@ static inline int v05__lane_event_counter(enum v05_lane_event ev)
 void v05__clock_refresh(struct v05_plugin *p);
 
 /* config.c: the configuration's copy in the segment header. */
+/* The caller's config (c->size bytes) as this library's whole one, or
+ * -EINVAL / -E2BIG (config.c). */
+int v05__config_load(const struct v05_config *c, struct v05_config *full);
 void v05__shm_config_from(struct v05_shm_config *s, const struct v05_config *c,
 			  const char *journal_abs);
 int v05__shm_config_check(struct v05_plugin *p);

@@ -202,7 +202,7 @@ V05_API int v05_observer_lanes(struct v05_observer *o,
 		out[i].cuts = v05_load_relaxed(&own->cuts);
 		out[i].cut_records = v05_load_relaxed(&own->cut_records);
 		out[i].cut_rejected = v05_load_relaxed(&own->cut_rejected);
-		out[i].reserved = 0;
+		memset(out[i].reserved, 0, sizeof(out[i].reserved));
 	}
 	return (int)n;
 }

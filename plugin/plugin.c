@@ -19,6 +19,7 @@
 #include "../shm/doorbell.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
+#include "one_thread.h"
 
 #define POLL_BUDGET 65536u /* records per poll, bounds a poll's latency */
 #define DRAIN_BATCH 64u    /* records per lane per turn                 */
@@ -181,9 +182,10 @@ static int journal_abs(const char *path, char *out, size_t len)
  * journal, its messages); v05_plugin_replace makes them under another
  * name first. */
 int v05__plugin_create_at(const char *file_name, const char *name,
-			  const struct v05_config *c, struct v05_plugin **out)
+			  const struct v05_config *in, struct v05_plugin **out)
 {
 	char jpath[V05_JOURNAL_PATH_MAX] = "";
+	struct v05_config full, *c = &full;
 	struct v05_geometry g;
 	struct v05_plugin *p;
 	int ret;
@@ -191,7 +193,10 @@ int v05__plugin_create_at(const char *file_name, const char *name,
 	v05__clear_error();
 	if (!out)
 		return v05__fail(-EINVAL, "plugin_create: NULL out");
-	ret = v05_config_check(c);
+	/* The caller's config as this library's (its size: plugin.h). */
+	ret = v05__config_load(in, &full);
+	if (!ret)
+		ret = v05_config_check(c);
 	if (ret)
 		return ret;
 	if (c->journal_path) {
@@ -250,6 +255,13 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 		return 0;
 	if (flags & ~(V05_CLOSE_UNLINK | V05_CLOSE_KEEP_READABLE))
 		return v05__fail(-EINVAL, "unknown close flags 0x%x", flags);
+#ifdef V05_CHECK_THREADS
+	/* Taken and never given back: the handle is freed below. */
+	if (!v05__call_enter(p).ok)
+		return v05__fail(-EBUSY,
+				 "plugin_close: another thread is in a call on plugin %s; a plugin handle is used by one thread at a time (v05/plugin.h)",
+				 p->seg.name);
+#endif
 	/* First: the broker's thread uses the mapping and the descriptors. */
 	v05__plugin_stop_broker(p);
 	v05__segment_own(&p->seg, false);
@@ -346,6 +358,7 @@ static __attribute__((noinline)) void poll_woken(struct v05_plugin *p)
 V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 		     uint32_t max)
 {
+	V05_ONE_THREAD(p, "poll");
 	/*
 	 * A poll with nothing to do must cost about what scanning the lanes
 	 * does (bench_poll measures the two side by side): every step below

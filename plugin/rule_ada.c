@@ -26,11 +26,17 @@ static void exits(const struct v05_params *p, uint32_t n, uint32_t *kpos,
 	}
 }
 
+/* A success: above the threshold, as float32 (stats_core.h, v05__r32). */
+static bool success(double r)
+{
+	return v05__r32(r) > v05__r32(V05_ADA_TAU);
+}
+
 static void count(const double *r, uint32_t k, uint32_t *pos, uint32_t *neg)
 {
 	*pos = 0;
 	for (uint32_t i = 0; i < k; i++)
-		*pos += r[i] > V05_ADA_TAU;
+		*pos += success(r[i]);
 	*neg = k - *pos;
 }
 
@@ -68,10 +74,10 @@ uint64_t v05__ada_keep(const struct v05_params *p, const double *r,
 	kn = neg < take - kp ? neg : take - kp;
 	kp += pos - kp < take - kp - kn ? pos - kp : take - kp - kn;
 	for (uint32_t i = 0; i < k && (kp || kn); i++) {
-		if (r[i] > V05_ADA_TAU && kp) {
+		if (success(r[i]) && kp) {
 			keep |= 1ull << i;
 			kp--;
-		} else if (r[i] <= V05_ADA_TAU && kn) {
+		} else if (!success(r[i]) && kn) {
 			keep |= 1ull << i;
 			kn--;
 		}

@@ -85,11 +85,12 @@ V05_API int v05_greso_fold(struct v05_greso *g, struct v05_greso_prompt *x,
 		if (!(rewards[i] >= -1.0 && rewards[i] <= 1.0))
 			return v05__fail(-EDOM, "greso: reward %u = %g is not in [-1, 1]",
 					 i, rewards[i]);
-		same = same && rewards[i] == rewards[0];
+		/* As float32, the thresholds too (stats_core.h, v05__r32). */
+		same = same && v05__r32(rewards[i]) == v05__r32(rewards[0]);
 	}
-	if (same && rewards[0] >= EASY_AT)
+	if (same && v05__r32(rewards[0]) >= v05__r32(EASY_AT))
 		kind = V05_GRESO_EASY;
-	else if (same && rewards[0] <= HARD_AT)
+	else if (same && v05__r32(rewards[0]) <= v05__r32(HARD_AT))
 		kind = V05_GRESO_HARD;
 	/* A run counts groups of one kind; another kind starts a new run,
 	 * a group with any spread (or zero variance between the two

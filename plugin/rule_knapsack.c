@@ -21,14 +21,25 @@
 #include "../shm/error.h"
 #include "v05/rules.h"
 
-static double value(uint32_t n, double p)
+/* (1 - p)^m without forming 1 - p, which rounds to 1 for p below 1.1e-16
+ * (and loses p's digits well above that). */
+static double pow1m(double p, uint32_t m)
 {
-	return (1.0 - pow(p, n) - pow(1.0 - p, n)) * p * (1.0 - p) * (1.0 - p);
+	return m ? exp((double)m * log1p(-p)) : 1.0;
 }
 
+/*
+ * The marginal value of a prompt's (n+1)-th sample, Value(n + 1, p) -
+ * Value(n, p), in closed form: (1-p)^n - (1-p)^(n+1) = p (1-p)^n and
+ * p^n - p^(n+1) = (1-p) p^n, so
+ *   gain = p^2 (1-p)^3 [(1-p)^(n-1) + p^(n-1)],
+ * a product of positive terms for 0 < p < 1: no cancellation, so a p one
+ * ulp from 0 or 1, or subnormal, gets its true (tiny, >= 0) gain, where
+ * the difference of two values gave 0 or a negative number.
+ */
 static double gain(uint32_t n, double p)
 {
-	return value(n + 1, p) - value(n, p);
+	return p * p * pow1m(p, 3) * (pow1m(p, n - 1) + pow(p, n - 1));
 }
 
 struct heap {
@@ -104,9 +115,13 @@ int v05__knapsack_plan_u(const double *p01, uint32_t n, uint32_t per_prompt,
 			continue;
 		}
 		if (p01[i] > 0.0 && p01[i] < 1.0) {
-			double q = p01[i] > 0.5 ? p01[i] : 1.0 - p01[i];
-			double need = cap / log(q); /* samples to see both outcomes
-						     * with probability alpha */
+			/* Samples to see both outcomes with probability
+			 * alpha: log(1 - alpha) / log(1 - m), m the rarer
+			 * outcome's chance (exact: 1 - p is for p >= 0.5).
+			 * log1p(-m) < 0 for every m > 0, subnormal too, so
+			 * need is positive, +inf at worst (then n_up). */
+			double m = p01[i] > 0.5 ? 1.0 - p01[i] : p01[i];
+			double need = cap / log1p(-m);
 
 			eligible++;
 			est += floor(need < n_up ? need : n_up);
@@ -115,9 +130,13 @@ int v05__knapsack_plan_u(const double *p01, uint32_t n, uint32_t per_prompt,
 	}
 	if (eligible == 0) {
 		/* Nothing the knapsack can value: the budget goes to the
-		 * prompts never solved, else uniformly. */
+		 * prompts never solved (what they cannot take, once all are
+		 * at n_up, to the others: the budget is spent unless every
+		 * prompt is at n_up, as v05_knapsack_plan promises), else
+		 * uniformly. */
 		if (zero)
-			spread(p01, n, n_up, out, r, 0);
+			spread(p01, n, n_up, out, spread(p01, n, n_up, out, r, 0),
+			       2);
 		else
 			for (uint32_t i = 0; i < n; i++)
 				out[i] = per_prompt;
@@ -213,7 +232,7 @@ V05_API int v05_knapsack_hist_fold(struct v05_knapsack_hist *h,
 		h->last_n = h->last_s = 0;
 	}
 	for (uint32_t i = 0; i < k; i++) {
-		uint32_t won = rewards[i] > 0.0;
+		uint32_t won = v05__r32(rewards[i]) > 0.0f; /* as float32 */
 
 		h->window = ((h->window << 1) | won) & mask;
 		if (h->filled < V05_KNAPSACK_WINDOW)

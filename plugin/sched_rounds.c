@@ -12,6 +12,7 @@
 
 #include "schedule.h"
 #include "../shm/error.h"
+#include "one_thread.h"
 
 static void rounds_check(struct v05_plugin *p, uint32_t b)
 {
@@ -47,6 +48,7 @@ const struct v05__schedule v05__sched_rounds = {
 
 V05_API int v05_resolve(struct v05_plugin *p, uint64_t batch, int halt_it)
 {
+	V05_ONE_THREAD(p, "resolve");
 	v05__clear_error();
 	if (!p || !batch)
 		return v05__fail(-EINVAL, "resolve: bad argument");

@@ -19,6 +19,7 @@
 #include "journal.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
+#include "one_thread.h"
 
 #define READER_CHECK_NS 50000000ull
 
@@ -56,6 +57,7 @@ void v05__fill_group(const struct v05_segment *seg, uint32_t slot,
 
 V05_API int v05_group(struct v05_plugin *p, uint32_t slot, struct v05_group *g)
 {
+	V05_ONE_THREAD(p, "group");
 	struct v05_slot_hdr *h;
 
 	v05__clear_error();
@@ -72,6 +74,7 @@ V05_API int v05_group(struct v05_plugin *p, uint32_t slot, struct v05_group *g)
 V05_API int v05_slot_uid(struct v05_plugin *p, uint32_t slot, void *buf,
 			 uint32_t len)
 {
+	V05_ONE_THREAD(p, "slot_uid");
 	struct v05_slot_hdr *h;
 	uint32_t n;
 
@@ -92,6 +95,7 @@ V05_API int v05_slot_uid(struct v05_plugin *p, uint32_t slot, void *buf,
 V05_API int v05_slot_offsets(struct v05_plugin *p, uint32_t slot,
 			     uint64_t *rewards_off, uint64_t *adv_off)
 {
+	V05_ONE_THREAD(p, "slot_offsets");
 	struct v05_slot_hdr *h;
 
 	if (!p || !slot_ok(p, slot))
@@ -176,6 +180,7 @@ void v05__free_unheld(struct v05_plugin *p)
 V05_API int v05_release(struct v05_plugin *p, uint32_t slot, uint32_t gen,
 			uint64_t key)
 {
+	V05_ONE_THREAD(p, "release");
 	struct v05_slot_hdr *h;
 	uint32_t state;
 

@@ -342,8 +342,10 @@ void v05__estimate_group(const struct v05_params *p, const double *rewards,
 	bool all_equal = true;
 	double std = 1.0, mu = 0.0;
 
+	/* Equal as float32 (stats_core.h, v05__r32): what the plugin
+	 * stores, so both paths drop (dapo) the same groups. */
 	for (uint32_t i = 1; i < k; i++)
-		all_equal = all_equal && rewards[i] == rewards[0];
+		all_equal = all_equal && v05__r32(rewards[i]) == v05__r32(rewards[0]);
 	if (k > 1) {
 		double ss = 0.0;
 

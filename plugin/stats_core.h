@@ -21,6 +21,21 @@ static inline uint64_t v05__first_bits(uint32_t k)
 	return k >= 64 ? ~0ull : (1ull << k) - 1;
 }
 
+/*
+ * A reward as v05 keeps it: float32 in the lanes, the slots and the
+ * journal. A threshold or an equality on rewards is decided on this value,
+ * against the threshold rounded the same way, so a reward gets one answer
+ * whichever path it took: pushed through the plugin (float32), passed to
+ * v05_estimate as a double, or folded by a trainer from a float32 tensor
+ * (docs/RULES.md, "Rewards are float32"). In double, float32(0.4) > 0.4:
+ * Reinforce-Ada's threshold made a success of a reward the double path
+ * called a failure.
+ */
+static inline float v05__r32(double r)
+{
+	return (float)r;
+}
+
 /* Reinforce-Ada's modes: they train on part of a group (the keep mask)
  * and take no padding or halt. */
 static inline bool v05__mode_is_ada(uint32_t mode)
@@ -153,6 +168,9 @@ void v05__eb_fold_u(struct v05_eb_state *st, double keep, double prior,
 		    uint32_t k, double s);
 void v05__eb_argmax_u(const struct v05_eb_state *a,
 		      const struct v05_eb_state *b, struct v05_eb_fit *fit);
+/* 0, or -EDOM naming `what` and the value: a state with a value that is
+ * not finite, or a weight outside [0, folded] (eb_state.c). */
+int v05__eb_state_check(const struct v05_eb_state *st, const char *what);
 /* eb.c, unchecked: one group under a fit. */
 void v05__eb_estimate_u(const struct v05_params *p,
 			const struct v05_eb_fit *fit, double prior,

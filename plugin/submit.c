@@ -10,6 +10,7 @@
 #include "stats_core.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
+#include "one_thread.h"
 
 static int alloc_batch(struct v05_plugin *p, uint32_t *b)
 {
@@ -124,6 +125,7 @@ static int plan_first(struct v05_plugin *p, const struct v05_prompt_in *in,
 V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 		       uint32_t n, struct v05_decision *out, int *status)
 {
+	V05_ONE_THREAD(p, "submit");
 	struct v05_batch_rec *rec;
 	struct batch_local *bl;
 	uint64_t now = v05__wall_ns(), id, issued = 0;

@@ -7,6 +7,7 @@
 #include "internal.h"
 #include "splitmix.h"
 #include "../shm/error.h"
+#include "one_thread.h"
 
 static struct v05_support_hdr *support_hdr(struct v05_plugin *p)
 {
@@ -35,6 +36,7 @@ void v05__support_add(struct v05_plugin *p, uint64_t key, float mean, uint32_t k
 V05_API int v05_support_sample(struct v05_plugin *p, struct v05_support *out,
 			       uint32_t n, uint64_t seed)
 {
+	V05_ONE_THREAD(p, "support_sample");
 	uint32_t cap, have, *idx;
 	uint64_t written;
 

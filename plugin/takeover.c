@@ -16,6 +16,7 @@
 #include "journal.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
+#include "one_thread.h"
 
 /* Put final groups the journal lacks back into it, in group order. */
 static void rejournal(struct v05_plugin *p, uint32_t *list, uint32_t n)
@@ -237,6 +238,7 @@ fail_detach:
 V05_API int v05_recover(struct v05_plugin *p, struct v05_decision *out,
 			uint32_t max)
 {
+	V05_ONE_THREAD(p, "recover");
 	v05__clear_error();
 	if (!p || (max && !out))
 		return v05__fail(-EINVAL, "recover: NULL argument");

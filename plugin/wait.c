@@ -14,6 +14,7 @@
 #include "../shm/doorbell.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
+#include "one_thread.h"
 
 /* Awake: sleeping off on both doorbells. */
 static void bells_done(struct v05_plugin *p)
@@ -39,6 +40,7 @@ V05_API int v05_fd(struct v05_plugin *p)
 
 V05_API int v05_arm(struct v05_plugin *p, int timeout_ms)
 {
+	V05_ONE_THREAD(p, "arm");
 	int64_t dl;
 	uint32_t word, word2 = 0;
 	int ret;
@@ -81,6 +83,7 @@ V05_API int v05_arm(struct v05_plugin *p, int timeout_ms)
 
 V05_API int v05_wait(struct v05_plugin *p, int timeout_ms)
 {
+	V05_ONE_THREAD(p, "wait");
 	int ret = v05_arm(p, timeout_ms);
 
 	if (ret != 0)
@@ -99,6 +102,7 @@ V05_API int v05_wait(struct v05_plugin *p, int timeout_ms)
 
 V05_API int v05_pending(struct v05_plugin *p)
 {
+	V05_ONE_THREAD(p, "pending");
 	if (!p)
 		return v05__fail(-EINVAL, "pending: NULL plugin");
 	return p->qlen || p->journal_error_pending || p->queue_error ||
@@ -108,6 +112,7 @@ V05_API int v05_pending(struct v05_plugin *p)
 
 V05_API int v05_next_deadline(struct v05_plugin *p, int64_t *ns)
 {
+	V05_ONE_THREAD(p, "next_deadline");
 	if (!p || !ns)
 		return v05__fail(-EINVAL, "next_deadline: NULL argument");
 	/* The same conditions as v05_pending but the lanes: the caller

@@ -42,6 +42,12 @@
 	__atomic_compare_exchange_n((p), (expected), (desired), false,     \
 				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 
+/* Strong CAS that orders nothing: for a word that only detects overlap
+ * (plugin/one_thread.h), never one that hands data over. */
+#define v05_cas_relaxed(p, expected, desired)                              \
+	__atomic_compare_exchange_n((p), (expected), (desired), false,     \
+				    __ATOMIC_RELAXED, __ATOMIC_RELAXED)
+
 /*
  * Full fence. Used only where a store must be ordered before a later load of
  * another location (Dekker's StoreLoad): the doorbell's sleeping flag. The

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The shared-memory layout (ABI version 5). Everything in this file lives in
+ * The shared-memory layout (segment ABI V05_SHM_ABI, below; docs/SHM.md has
+ * every region field by field). Everything in this file lives in
  * a segment mapped by several processes, so: fixed-width types and byte
  * offsets only, never a pointer; every struct's size and alignment checked
  * by static_assert; single-writer fields grouped on their own cache lines.

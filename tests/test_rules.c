@@ -200,6 +200,33 @@ static void test_knapsack_worked_examples(void **state)
 	}
 }
 
+/* Ties go to the lower index (docs/RULES.md): two prompts of the same p
+ * whose last sample could go to either, wherever they stand; the other
+ * prompt's gain is never equal to theirs. */
+static void test_knapsack_ties(void **state)
+{
+	static const struct {
+		uint32_t n, per;
+		double p[4];
+		uint32_t want[4];
+	} cases[] = {
+		{ 3, 3, { 0.5, 0.5, 0.1 }, { 4, 3, 2 } },
+		{ 3, 3, { 0.1, 0.5, 0.5 }, { 2, 4, 3 } },
+		{ 3, 3, { 0.5, 0.1, 0.5 }, { 4, 2, 3 } },
+		{ 3, 6, { 0.5, 0.3, 0.5 }, { 6, 7, 5 } },
+		{ 4, 5, { 0.3, 0.5, 0.25, 0.5 }, { 5, 5, 6, 4 } },
+	};
+	uint32_t out[4];
+
+	(void)state;
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		assert_int_equal(v05_knapsack_plan(cases[c].p, cases[c].n,
+						   cases[c].per, 64, out), 0);
+		for (uint32_t i = 0; i < cases[c].n; i++)
+			assert_int_equal(out[i], cases[c].want[i]);
+	}
+}
+
 /* Every prompt alike: the budget spread evenly; all solved: uniform; a
  * tight cap leaves budget unspent rather than pass k_max. */
 static void test_knapsack_edges(void **state)
@@ -438,6 +465,7 @@ int main(void)
 		cmocka_unit_test(test_ada_one_outcome),
 		cmocka_unit_test(test_ada_params),
 		cmocka_unit_test(test_knapsack_worked_examples),
+		cmocka_unit_test(test_knapsack_ties),
 		cmocka_unit_test(test_knapsack_edges),
 		cmocka_unit_test(test_knapsack_clip),
 		cmocka_unit_test(test_ada_rounds),

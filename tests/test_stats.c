@@ -363,8 +363,15 @@ static void test_mode_dapo(void **state)
 	binary_rewards(r, 4, 2);
 	assert_int_equal(v05_estimate(&p, 0.0, r, 4, &e, NULL), 0);
 	assert_int_equal(e.action, V05_ACTION_STOP);
-	/* A group of one is kept, as verl's DAPO filter keeps it. */
+	/* A group of one is kept, as verl's DAPO filter keeps it; of two,
+	 * the smallest with a variance, an all-same pair is dropped. */
 	assert_int_equal(v05_estimate(&p, 0.0, r, 1, &e, NULL), 0);
+	assert_int_equal(e.action, V05_ACTION_STOP);
+	binary_rewards(r, 2, 2);
+	assert_int_equal(v05_estimate(&p, 0.0, r, 2, &e, NULL), 0);
+	assert_int_equal(e.action, V05_ACTION_DROP);
+	binary_rewards(r, 2, 1);
+	assert_int_equal(v05_estimate(&p, 0.0, r, 2, &e, NULL), 0);
 	assert_int_equal(e.action, V05_ACTION_STOP);
 }
 

@@ -29,6 +29,16 @@ extern "C" {
 V05_API const char *v05_version(void);
 
 /*
+ * The library's public structs as it lays them out, one line each: "V
+ * VERSION", then per struct "S NAME SIZE" (" tagged" after it: a
+ * size-tagged struct, which may grow at its end) followed by its fields,
+ * "F STRUCT FIELD OFFSET SIZE TYPE" (TYPE as C spells it, arrays T[N]).
+ * For bindings that mirror the structs: compare at load, refuse a
+ * library that differs (the Python package does). A static string.
+ */
+V05_API const char *v05_abi(void);
+
+/*
  * The explanation of the calling thread's last failed v05 call. Like errno:
  * read it right after a call returned a negative errno; after a call that
  * succeeded its content is unspecified (most calls clear it). Valid until

@@ -66,7 +66,7 @@ struct v05_observer_info {
 	/* The cut-off in force: a claim with at least lane_cut_records
 	 * records, more than lane_cut_permille per 1000 rejected. */
 	uint32_t lane_cut_records, lane_cut_permille;
-	uint32_t reserved2;
+	uint32_t reserved2[23]; /* 0: room for later fields (docs/PACKAGING.md) */
 };
 
 V05_API int v05_observer_info(struct v05_observer *o,
@@ -87,7 +87,7 @@ struct v05_lane_stat {
 	uint32_t cuts;        /* claims cut off, all time                    */
 	uint32_t cut_records; /* the last cut's window: records handed over  */
 	uint32_t cut_rejected;/*   ... and rejected among them               */
-	uint32_t reserved;
+	uint32_t reserved[5]; /* 0: room for later fields (docs/PACKAGING.md) */
 };
 
 /* Up to n lanes' statistics; returns how many (the segment's lane count

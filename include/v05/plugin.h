@@ -14,6 +14,19 @@
  *
  * The decision flow and both schedules are explained, with a worked
  * example, in docs/PLUGIN.md.
+ *
+ * Threads: a plugin handle is used by one thread at a time. Its calls must
+ * not overlap: make them from one thread (the engine's loop), or serialise
+ * them yourself; there is no lock inside. Handing the handle from one
+ * thread to another between calls is fine. Another thread with something
+ * for the plugin hands it to the owning thread (the Python package:
+ * Plugin.post_eb_remote, applied by the next poll). Exceptions, callable
+ * from any thread at any time: v05_fd, v05_wait_path, v05_wait_reason (set
+ * at create) and v05_counters (relaxed snapshots). Builds with debug info
+ * check the rule: a call made while another thread is inside one on the
+ * same handle is refused with -EBUSY and does nothing (release builds do
+ * not check). Producers, readers and observers are handles of their own,
+ * each also used by one thread at a time.
  */
 #ifndef V05_PLUGIN_H
 #define V05_PLUGIN_H
@@ -72,8 +85,17 @@ enum v05_journal_sync {
 #define V05_UID_MAX_BYTES 128u
 #define V05_JOURNAL_PATH_MAX 480u
 
+/*
+ * The config is size-tagged (docs/PACKAGING.md, "One version series"):
+ * `size` is the caller's sizeof(struct v05_config), set by
+ * v05_config_init. A later release may add fields at its end without a
+ * new soname: a config from an earlier header of this soname (smaller)
+ * gets the library's defaults for the fields it lacks, one from a later
+ * header (larger) is accepted when the fields this library does not know
+ * are all 0 (else -E2BIG). Never below V05_CONFIG_SIZE_MIN.
+ */
 struct v05_config {
-	uint32_t size;              /* sizeof(struct v05_config)              */
+	uint32_t size;              /* the caller's sizeof(struct v05_config) */
 	struct v05_params params;   /* cost, k_init, k_step, k_max, mode      */
 	double halt_fraction;       /* in [0, 1]                               */
 	uint32_t pad_multiple;      /* dispatch multiple, >= 1 (1: no padding) */
@@ -150,6 +172,23 @@ struct v05_config {
 	uint32_t reserved_rules; /* 0 */
 };
 
+/* sizeof(struct v05_config) in 0.5.0, the first release of libv05.so.1:
+ * the smallest config any caller of this soname has. */
+#define V05_CONFIG_SIZE_MIN 280u
+
+/* v05_config_init flags. */
+#define V05_CONFIG_INIT_PAPER (1u << 0) /* the paper's settings: below */
+
+/*
+ * Fill the caller's config of `size` bytes (sizeof(*c)) with the defaults
+ * below (with V05_CONFIG_INIT_PAPER: v05_config_paper's), bytes past this
+ * library's config zeroed, and set c->size. -EINVAL, writing nothing, for
+ * a size below V05_CONFIG_SIZE_MIN (or above 64 KiB) or an unknown flag.
+ * v05_config_default and v05_config_paper are macros that pass sizeof(*c).
+ */
+V05_API int v05_config_init(struct v05_config *c, size_t size,
+			    unsigned flags);
+
 /* Defaults: mode v05-eb (two waves, no halt; docs/STATISTICS.md explains
  * the choice) with the rms normaliser, c 0.0039, k 4/2/16, halt 0.25 (used
  * by mode v05 only), pad 32, stream (for v05-eb: no barrier; rounds is
@@ -160,12 +199,19 @@ V05_API void v05_config_default(struct v05_config *c);
 /* The defaults, then the paper's exact behaviour: mode v05 (fusion + OSLA)
  * with its 25% batch halt and the paper's normaliser sqrt(1 - mu^2). */
 V05_API void v05_config_paper(struct v05_config *c);
+/* Both through v05_config_init with the caller's size. The functions
+ * themselves (what a binding without the macros reaches) fill
+ * V05_CONFIG_SIZE_MIN bytes. */
+#define v05_config_default(c) ((void)v05_config_init((c), sizeof(*(c)), 0))
+#define v05_config_paper(c) \
+	((void)v05_config_init((c), sizeof(*(c)), V05_CONFIG_INIT_PAPER))
 /* Set the mode and the defaults it needs (docs/RULES.md): reinforce-ada
  * and reinforce-ada-pos k 8/8/32, keep_n 0 (4), pad 1, halt 0;
  * knapsack-prior k_init 8 (the budget per prompt), k_max 64, pad 1, halt
  * 0; greso k 8/1/8, pad 1, halt 0; ebpo k 8/1/8 (one wave), pad 1, halt
  * 0; pilot-commit a pilot of 8 and a commit of 24 (k 8/24/32), pad 1,
- * halt 0; the other modes only the mode. 0 or -EINVAL (unknown mode). */
+ * halt 0; the other modes only the mode. 0 or -EINVAL (unknown mode, or a
+ * config whose size v05_config_init did not set). */
 V05_API int v05_config_mode(struct v05_config *c, uint32_t mode);
 /* 0, or -EINVAL naming the field in v05_errmsg(). */
 V05_API int v05_config_check(const struct v05_config *c);
@@ -294,7 +340,7 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
  * counts nothing twice); the next decision fits own + remote. Both are
  * kept in the segment (a takeover keeps them). -EINVAL unless the plugin
  * runs v05-eb with the stream schedule; -EDOM for a state with a value
- * that is not finite or a negative weight.
+ * that is not finite or a weight outside [0, folded].
  */
 V05_API int v05_eb_state_get(struct v05_plugin *p, struct v05_eb_state *own);
 V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
@@ -362,6 +408,7 @@ struct v05_group {
 	uint32_t slot, gen, k, action, uid_len;
 	uint64_t keep; /* bit i: sample i is trained on (every k bits but
 			* for reinforce-ada; its other advantages are 0) */
+	uint64_t reserved[2]; /* 0: room for later fields (docs/PACKAGING.md) */
 };
 
 /* The final group in slot: -EINVAL (bad slot), -EAGAIN (not final yet). */

@@ -28,7 +28,7 @@ extern "C" {
 /* ---- Knapsack RL: a prompt's success rate from its own history ----------
  *
  * As the authors' code estimates it (arXiv 2509.25849; docs/RULES.md): a
- * success is a reward above 0 (their +1; -1 and 0 are failures). Once a
+ * success is a reward above 0 as float32 (their +1; -1 and 0 are failures). Once a
  * prompt has V05_KNAPSACK_MIN_SEEN outcomes, its estimate is the mean of
  * its last epoch's outcomes if that epoch had V05_KNAPSACK_WINDOW or more,
  * else of its V05_KNAPSACK_WINDOW most recent outcomes across epochs (later
@@ -70,7 +70,8 @@ V05_API int v05_knapsack_hist_estimate(const struct v05_knapsack_hist *h,
  *
  * As the authors' code runs it (docs/RULES.md; parameters there): a group
  * of all successes is "easy", of all failures "hard" (for rewards inside
- * (-1, 1): zero variance and a reward of at least 0.96, or at most -0.78);
+ * (-1, 1): zero variance and a reward of at least 0.96, or at most -0.78,
+ * each as float32, as rewards are kept: docs/RULES.md);
  * a prompt's z counts its trailing run of zero-variance groups of one kind.
  * Before a step's rollout, a prompt with z > 0 is skipped with probability
  * 1 - max(p^z, V05_GRESO_KEEP_FLOOR), p the run's p_easy or p_hard by its

@@ -105,7 +105,8 @@ struct v05_params {
  * successes and K_neg failures (balanced exit: K_pos = n/2, K_neg = n -
  * n/2) or K_pos = 1 success (positive exit), or k_max (N_max) is reached;
  * k_step must equal k_init. A success is a reward above V05_ADA_TAU (the
- * authors' 0.7 on a 0/1 scale). The baseline is the mean of all k rewards;
+ * authors' 0.7 on a 0/1 scale), both rounded to float32, as rewards are
+ * kept (every threshold on a reward is: docs/RULES.md). The baseline is the mean of all k rewards;
  * n = keep_n of them are trained on (the keep mask: v05_keep), with
  * A_i = r_i - baseline; the others get A_i = 0.
  */
@@ -235,7 +236,8 @@ V05_API int v05_keep(const struct v05_params *p, const double *rewards,
 
 /*
  * Knapsack RL's allocation of budget = n * per_prompt samples over n
- * prompts with success probabilities p01[i] in [0, 1]: out[i] in
+ * prompts with success probabilities p01[i] in [0, 1] (any: one ulp from
+ * 0 or 1 and subnormals too, each valued exactly): out[i] in
  * [V05_KNAPSACK_N_LOW, n_up], summing to the budget unless every prompt is
  * at n_up. Exactly optimal (the objective is separable and concave in
  * N_i: a greedy by marginal value). A p01[i] of NaN is a prompt with no
@@ -310,13 +312,17 @@ V05_API void v05_eb_state_init(struct v05_eb_state *st);
 V05_API int v05_eb_state_fold(struct v05_eb_state *st, double keep,
 			      double prior, uint32_t k, double s);
 
-/* dst += src (every grid point, the weight and the count). */
+/* dst += src (every grid point, the weight and the count). -EDOM when
+ * either state has a value that is not finite or a weight outside [0,
+ * folded] (then nothing is written), -EOVERFLOW when the counts would. */
 V05_API int v05_eb_state_add(struct v05_eb_state *dst,
 			     const struct v05_eb_state *src);
 
 /* The best grid point of the state (first on ties): the same point
  * v05_eb_fit gives for the same groups when none was forgotten. -EAGAIN
- * for a state with no weight. */
+ * for a state with no weight; -EDOM for one no fold could have made (a
+ * value not finite, a weight outside [0, folded]), as v05_eb_state_fold
+ * answers for such a state. */
 V05_API int v05_eb_state_fit(const struct v05_eb_state *st,
 			     struct v05_eb_fit *fit);
 

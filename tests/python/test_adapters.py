@@ -332,8 +332,11 @@ def test_full_lane_does_not_stall_the_loop(segname, wait):
     """A lane far smaller than a batch's rewards cannot stall the loop (a
     push on the loop that waited for room would wait for a drain that
     never comes). auto: the loop publishes what fits of its staged
-    rewards, polls, and publishes the rest; doorbell: pushes wait for room
-    in the scoring thread while the loop keeps polling."""
+    rewards, polls, and publishes the rest, never waiting while some are
+    held (a wait would end only at the poll timeout, which hid a loop
+    that did not poll again: checked by counting the waits armed with
+    rewards still held); doorbell: pushes wait for room in the scoring
+    thread while the loop keeps polling."""
     from v05.engines.vllm import VLLMRollout
 
     engine = AsyncLLM()
@@ -344,9 +347,33 @@ def test_full_lane_does_not_stall_the_loop(segname, wait):
         with VLLMRollout(engine, plugin, SamplingParams(),
                          score=lambda u, s, o: outcome(u, s),
                          release=True, wait_on=wait) as ro:
+            drv = ro._driver
+            arm, held_waits, held_polls = drv._arm_scores, [], []
+
+            def arm_scores():
+                armed = arm()
+                w = drv._stager
+                if armed is not None and w is not None and w.staged:
+                    held_waits.append(w.staged)
+                return armed
+
+            drv._arm_scores = arm_scores
+            publish = drv._publish
+
+            def publish_counted():
+                held = publish()
+                held_polls.append(held)
+                return held
+
+            drv._publish = publish_counted
             res = asyncio.run(ro.generate(items))
         assert len(res) == 64 and all(r.group.k == 8 for r in res.values())
         assert plugin.stats()["rewards_applied"] == 64 * 8
+        if wait == "auto":
+            # The lane did fill (the path was taken), and no wait was
+            # armed while rewards were still held.
+            assert any(held_polls)
+            assert held_waits == []
 
 
 def test_seeds_differ_per_step(segname):

@@ -1,15 +1,19 @@
 # SPDX-License-Identifier: MIT
 """ctypes bindings for libv05: struct mirrors, signatures, error mapping.
 
-The structs mirror include/v05/*.h; plugin/abi.c pins their sizes in C and
-``_check_abi`` pins the same numbers here, so a layout drift fails loudly at
-import instead of corrupting memory.
+The ctypes classes below are this package's one description of the
+library's structs (include/v05/*.h): the struct rows (DECISION_ROW, ...)
+are made from them, and at import ``_check_layouts`` compares every field
+of every one with the layout the loaded library reports (``v05_abi()``),
+refusing a library that differs with an ImportError naming both versions,
+instead of corrupting memory (docs/PACKAGING.md, "One version series").
 """
 
 import ctypes
 import ctypes.util
 import errno as _errno
 import os
+import re
 import struct
 
 __all__ = ["lib", "path_loaded", "V05Error", "check", "Params", "Estimate",
@@ -89,13 +93,6 @@ class Decision_(ctypes.Structure):
                 ("reserved", ctypes.c_uint32)]
 
 
-# A Decision_ as one tuple (key, samples, batch, latency_ns, baseline, kind,
-# slot, k, flags, gen, reserved): struct's unpacking reads a whole array of
-# them in one C call, where ctypes builds an object per field read (the
-# decision path runs on the engine's event loop, hundreds per batch).
-DECISION_ROW = struct.Struct("=QQQQdIIIIII")
-
-
 class Group_(ctypes.Structure):
     _fields_ = [("key", ctypes.c_uint64), ("seq", ctypes.c_uint64),
                 ("batch", ctypes.c_uint64),
@@ -106,13 +103,8 @@ class Group_(ctypes.Structure):
                 ("sigma", ctypes.c_double), ("mean", ctypes.c_double),
                 ("slot", ctypes.c_uint32), ("gen", ctypes.c_uint32),
                 ("k", ctypes.c_uint32), ("action", ctypes.c_uint32),
-                ("uid_len", ctypes.c_uint32), ("keep", ctypes.c_uint64)]
-
-
-# A Group_ as one tuple (key, seq, batch, rewards, advantages, uid, prior,
-# baseline, sigma, mean, slot, gen, k, action, uid_len, keep); the three
-# pointers as addresses. Native alignment: 4 bytes of padding before keep.
-GROUP_ROW = struct.Struct("@QQQPPPddddIIIIIQ")
+                ("uid_len", ctypes.c_uint32), ("keep", ctypes.c_uint64),
+                ("reserved", ctypes.c_uint64 * 2)]
 
 
 class KnapsackHist(ctypes.Structure):
@@ -154,10 +146,6 @@ class Reward(ctypes.Structure):
                 ("reserved", ctypes.c_uint32)]
 
 
-# struct v05_reward as bytes (RewardWriter.stage packs records with it).
-REWARD_ROW = struct.Struct("=QIIfI")
-
-
 class ObserverInfo(ctypes.Structure):
     _fields_ = [("size_bytes", ctypes.c_uint64), ("created_ns", ctypes.c_uint64),
                 ("heartbeat_age_ns", ctypes.c_uint64),
@@ -186,7 +174,7 @@ class ObserverInfo(ctypes.Structure):
                 ("broker_refused_gid", ctypes.c_uint32),
                 ("lane_cut_records", ctypes.c_uint32),
                 ("lane_cut_permille", ctypes.c_uint32),
-                ("reserved2", ctypes.c_uint32)]
+                ("reserved2", ctypes.c_uint32 * 23)]
 
 
 class LaneStat(ctypes.Structure):
@@ -198,45 +186,167 @@ class LaneStat(ctypes.Structure):
                 ("cut_pid", ctypes.c_uint32), ("cuts", ctypes.c_uint32),
                 ("cut_records", ctypes.c_uint32),
                 ("cut_rejected", ctypes.c_uint32),
-                ("reserved", ctypes.c_uint32)]
+                ("reserved", ctypes.c_uint32 * 5)]
+
+
+# ---- struct rows, made from the mirrors ---------------------------------
+
+_CODES = {ctypes.c_uint8: "B", ctypes.c_uint32: "I", ctypes.c_int32: "i",
+          ctypes.c_uint64: "Q", ctypes.c_int64: "q", ctypes.c_double: "d",
+          ctypes.c_float: "f", ctypes.c_bool: "?"}
+
+
+def _is_pointer(typ) -> bool:
+    return typ in (ctypes.c_void_p, ctypes.c_char_p) or \
+        hasattr(typ, "contents")
+
+
+def _row(ct) -> struct.Struct:
+    """A struct.Struct reading a ct's bytes as one tuple of its fields in
+    order (pointers as addresses), fields named reserved* skipped: the
+    same bytes as the ctypes mirror, field for field, from the mirror."""
+    fmt, at = "=", 0
+    for name, typ in ct._fields_:
+        f = getattr(ct, name)
+        fmt += f"{f.offset - at}x" if f.offset > at else ""
+        if name.startswith("reserved"):
+            fmt += f"{f.size}x"
+        elif typ in _CODES:
+            fmt += _CODES[typ]
+        elif _is_pointer(typ) and f.size == 8:
+            fmt += "Q"
+        else:
+            raise TypeError(f"v05: no struct row for {ct.__name__}.{name}")
+        at = f.offset + f.size
+    return struct.Struct(fmt + (f"{ctypes.sizeof(ct) - at}x"
+                                if ctypes.sizeof(ct) > at else ""))
+
+
+# A Decision_ as one tuple (key, samples, batch, latency_ns, baseline, kind,
+# slot, k, flags, gen): struct's unpacking reads a whole array of them in
+# one C call, where ctypes builds an object per field read (the decision
+# path runs on the engine's event loop, hundreds per batch).
+DECISION_ROW = _row(Decision_)
+# A Group_ as one tuple (key, seq, batch, rewards, advantages, uid, prior,
+# baseline, sigma, mean, slot, gen, k, action, uid_len, keep); the three
+# pointers as addresses.
+GROUP_ROW = _row(Group_)
+# struct v05_reward as bytes, (key, gen, sample, reward) (RewardWriter.stage
+# packs records with it).
+REWARD_ROW = _row(Reward)
+
+
+# ---- the layouts, against the library's -------------------------------
+
+# The library's struct name of each mirror.
+_MIRRORS = {"v05_params": Params, "v05_estimate": Estimate,
+            "v05_eb_fit": EbFit, "v05_eb_state": EbState,
+            "v05_config": Config, "v05_prompt_in": PromptIn,
+            "v05_decision": Decision_, "v05_group": Group_,
+            "v05_support": Support, "v05_reward": Reward,
+            "v05_observer_info": ObserverInfo, "v05_lane_stat": LaneStat,
+            "v05_knapsack_hist": KnapsackHist,
+            "v05_greso_prompt": GresoPrompt, "v05_greso": Greso,
+            "v05_ebpo": Ebpo, "v05_pc_prompt": PcPrompt}
+_TYPES = {ctypes.c_uint8: "uint8_t", ctypes.c_uint32: "uint32_t",
+          ctypes.c_int32: "int32_t", ctypes.c_uint64: "uint64_t",
+          ctypes.c_double: "double", ctypes.c_float: "float",
+          ctypes.c_bool: "bool", ctypes.c_char: "char",
+          ctypes.c_char_p: "const char*", ctypes.c_void_p: "const void*"}
+
+
+def _type_text(typ) -> str:
+    """A ctypes type as v05_abi() spells the C type."""
+    dims = ""
+    while hasattr(typ, "_length_"):
+        dims += f"[{typ._length_}]"
+        typ = typ._type_
+    if hasattr(typ, "contents"):
+        base = "const " + _TYPES[typ._type_] + "*"
+    elif typ in _TYPES:
+        base = _TYPES[typ]
+    else:
+        base = "struct " + next(n for n, c in _MIRRORS.items() if c is typ)
+    return base + dims
+
+
+def _mirror_layout(ct):
+    return [(name, getattr(ct, name).offset, getattr(ct, name).size,
+             _type_text(typ)) for name, typ in ct._fields_]
+
+
+def _library_layouts(text: str) -> dict:
+    """v05_abi()'s text as {struct: (size, [(field, offset, size, type)],
+    size-tagged)}."""
+    out = {}
+    for line in text.splitlines():
+        part = line.split(" ", 5)
+        if part[0] == "S":
+            out[part[1]] = (int(part[2]), [], part[3:] == ["tagged"])
+        elif part[0] == "F":
+            out[part[1]][1].append((part[2], int(part[3]), int(part[4]),
+                                    part[5]))
+    return out
+
+
+def _package_version() -> str:
+    """This package's version: the wheel's, else the source tree's
+    meson.build (where the version lives), else unknown."""
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # Read, not imported: core/ imports nothing above it.
+    for path, tag in ((os.path.join(pkg, "_version.py"), ""),
+                      (os.path.join(pkg, "..", "..", "meson.build"),
+                       " (source tree)")):
+        try:
+            with open(path) as f:
+                m = re.search(r"""^\s*version\s*[=:]\s*['"]([^'"]+)['"]""",
+                              f.read(), re.M)
+        except OSError:
+            continue
+        if m:
+            return m.group(1) + tag
+    return "unknown"
+
+
+def _check_layouts(lib, path):
+    """Refuse a library whose structs are not laid out as the mirrors."""
+    ver = lib.v05_version
+    ver.restype = ctypes.c_char_p
+    libver = (ver() or b"?").decode()
+    head = (f"v05 {_package_version()} cannot use the libv05 at {path} "
+            f"(libv05 {libver})")
+    tail = ("; install the package with its own library (pip install . or "
+            "the wheel), or point V05_LIB at a build of this source tree")
+    try:
+        fn = lib.v05_abi
+    except AttributeError:
+        raise ImportError(f"{head}: that library reports no struct layouts "
+                          "(v05_abi, added in 0.5.0), so its structs cannot "
+                          "be checked against this package's" + tail) \
+            from None
+    fn.restype = ctypes.c_char_p
+    theirs = _library_layouts(fn().decode())
+    for name, ct in _MIRRORS.items():
+        if name not in theirs:
+            raise ImportError(f"{head}: it has no struct {name}" + tail)
+        size, fields, tagged = theirs[name]
+        mine = _mirror_layout(ct)
+        # Size-tagged (v05_config): the library's may be longer, with
+        # fields this package leaves at their defaults (it passes its size).
+        if tagged:
+            ok = size >= ctypes.sizeof(ct) and fields[:len(mine)] == mine
+        else:
+            ok = size == ctypes.sizeof(ct) and fields == mine
+        if not ok:
+            diff = [f"{a} there, {b} here" for a, b in zip(fields, mine)
+                    if a != b][:1] or \
+                [f"{len(fields)} fields there, {len(mine)} here"]
+            raise ImportError(f"{head}: its struct {name} is {size} bytes, "
+                              f"this package's {ctypes.sizeof(ct)} "
+                              f"({diff[0]})" + tail)
 
 
 path_loaded = None  # the libv05 this process uses (set by _load)
-
-
-def _check_abi():
-    expect = {Params: 32, Estimate: 64, Config: 280, EbState: 5968, PromptIn: 24,
-              Decision_: 64, Group_: 112, Support: 16, Reward: 24,
-              ObserverInfo: 936, LaneStat: 80, KnapsackHist: 32,
-              GresoPrompt: 8, Greso: 48, Ebpo: 48, PcPrompt: 16}
-    for struct, size in expect.items():
-        if ctypes.sizeof(struct) != size:
-            raise ImportError(f"v05: ctypes {struct.__name__} is "
-                              f"{ctypes.sizeof(struct)} bytes, the C ABI "
-                              f"says {size}")
-    if Config.journal_path.offset != 88 or ObserverInfo.journal_error.offset != 136 \
-            or Config.lane_cut_records.offset != 232 \
-            or Config.eb_window.offset != 240 \
-            or Config.pc_lower.offset != 256 \
-            or ObserverInfo.broker.offset != 776 or LaneStat.cut.offset != 56:
-        raise ImportError("v05: ctypes layout drifted from the C ABI")
-    # The struct rows read the same bytes as the ctypes mirrors, field
-    # for field (each field set to a value no other field has).
-    for ct, row in ((Decision_, DECISION_ROW), (Group_, GROUP_ROW),
-                    (Reward, REWARD_ROW)):
-        x = ct()
-        want = []
-        for i, (name, typ) in enumerate(ct._fields_):
-            v = 0x1000 + i if not hasattr(typ, "contents") else 0x2000 + 8 * i
-            if typ is ctypes.c_double:
-                v = float(v)
-            setattr(x, name, v if not hasattr(typ, "contents")
-                    else ctypes.cast(v, typ))
-            want.append(v)
-        if ctypes.sizeof(ct) != row.size or \
-                list(row.unpack(bytes(x))) != want:
-            raise ImportError(f"v05: the struct row of {ct.__name__} "
-                              "drifted from its ctypes mirror")
 
 
 def _candidates():
@@ -271,6 +381,7 @@ def _load():
             if path == os.environ.get("V05_LIB"):
                 break
             continue
+        _check_layouts(lib, path)
         global path_loaded
         path_loaded = path
         return lib
@@ -287,12 +398,12 @@ def _sig(name, restype, *argtypes):
     fn.argtypes = list(argtypes)
 
 
-_check_abi()
 lib = _load()
 
 _P = ctypes.c_void_p
 _u32, _u64, _int = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int
 _sig("v05_version", ctypes.c_char_p)
+_sig("v05_abi", ctypes.c_char_p)
 _sig("v05_errmsg", ctypes.c_char_p)
 _sig("v05_key", _u64, ctypes.c_void_p, ctypes.c_size_t)
 _sig("v05_params_default", None, ctypes.POINTER(Params))
@@ -347,6 +458,8 @@ _sig("v05_eb_state_fit", _int, ctypes.POINTER(EbState), ctypes.POINTER(EbFit))
 _sig("v05_mode_from_name", _int, ctypes.c_char_p)
 _sig("v05_prior_from_p", _int, ctypes.c_double, ctypes.POINTER(ctypes.c_double))
 _sig("v05_reward_from_binary", _int, _int, ctypes.POINTER(ctypes.c_double))
+_sig("v05_config_init", _int, ctypes.POINTER(Config), ctypes.c_size_t,
+     ctypes.c_uint)
 _sig("v05_config_default", None, ctypes.POINTER(Config))
 _sig("v05_config_paper", None, ctypes.POINTER(Config))
 _sig("v05_config_mode", _int, ctypes.POINTER(Config), _u32)

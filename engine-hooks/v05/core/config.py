@@ -137,10 +137,9 @@ def make_config(name: str, *, cost: Optional[float] = None,
     its running statistics forget with a window of that many groups
     (default 0: never, the paper's Welford)."""
     c = _lib.Config()
-    if paper:
-        lib.v05_config_paper(ctypes.byref(c))
-    else:
-        lib.v05_config_default(ctypes.byref(c))
+    _lib.check(lib.v05_config_init(ctypes.byref(c), ctypes.sizeof(c),
+                              _lib.const("V05_CONFIG_INIT_PAPER") if paper
+                              else 0), "config")
     if mode is not None and mode not in MODES:
         raise ValueError(f"mode {mode!r} is not one of {sorted(MODES)}")
     if sigma is not None and sigma not in SIGMAS:

@@ -5,6 +5,7 @@ import asyncio
 import ctypes
 import errno
 import math
+import threading
 from typing import Iterable, List, Optional, Tuple, Union
 
 from . import _checks, _lib
@@ -62,7 +63,12 @@ _REFUSED = {
 
 class Plugin:
     """v05 inside the engine's process. Create one per engine (it owns a
-    shared-memory segment), or attach to take over a dead owner's."""
+    shared-memory segment), or attach to take over a dead owner's.
+
+    Threads: a Plugin is used by one thread at a time, the one that polls
+    it (include/v05/plugin.h; libv05 built with debug info refuses a
+    second thread's call with EBUSY). From another thread, only stats(),
+    fileno(), wait_path, wait_reason and post_eb_remote()."""
 
     def __init__(self, handle, name):
         self._p = ctypes.c_void_p(handle)
@@ -88,6 +94,17 @@ class Plugin:
         # Created over a dead owner's segment and took it over (create's
         # on_stale="takeover"): recover() has what it had handed out.
         self.taken_over = False
+        # post_eb_remote: the state another thread handed in, applied by
+        # the next poll or submit on the owning thread; on_post, if set,
+        # is called (in the posting thread) to wake that thread.
+        self._posted = None
+        self._post_lock = threading.Lock()
+        self.on_post = None
+        # eb_state_shared: the thread that polls (the owner), and the own
+        # part as it last saw it, kept once someone asked (_eb_share).
+        self._owner = None
+        self._eb_share = False
+        self._eb_shared = None
 
     @property
     def halt_fraction(self) -> float:
@@ -242,8 +259,8 @@ class Plugin:
         out = []
         uids, finals = self._uids, self._final_keys
         rows = memoryview(buf).cast("B")[:n * DECISION_ROW.size]
-        for (key, mask, batch, latency, baseline, kind, slot, k, flags, gen,
-             _) in DECISION_ROW.iter_unpack(rows):
+        for (key, mask, batch, latency, baseline, kind, slot, k, flags,
+             gen) in DECISION_ROW.iter_unpack(rows):
             kind = KINDS.get(kind, "?")
             uid = None if kind == "barrier" else \
                 uids.get(key) or self._uid_of(key, slot)
@@ -293,6 +310,9 @@ class Plugin:
         knapsack."""
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
+        self._owner = threading.get_ident()
+        if self._posted is not None:
+            self._apply_posted()
         items = list(prompts)
         n = len(items)
         if n == 0:
@@ -389,11 +409,18 @@ class Plugin:
         if type(max_decisions) is not int or \
                 not 0 <= max_decisions <= _checks.U32_MAX:
             max_decisions = _checks.u32("max_decisions", max_decisions)
+        self._owner = threading.get_ident()
+        if self._posted is not None:  # unlocked: a read of one reference
+            self._apply_posted()
         buf = self._buf
         poll = _lib.gil.v05_poll if self._poll_holds_gil else lib.v05_poll
         n = poll(self._handle(), buf, min(max_decisions, len(buf)))
         if n < 0:
             check(n, "poll")
+        if n and self._eb_share:
+            # A first wave folded comes with a decision: the own part
+            # for other threads (eb_state_shared), as of this poll.
+            self._eb_shared = self.eb_state()
         return self._decisions(buf, n)
 
     def recover(self) -> List[Decision]:
@@ -425,6 +452,25 @@ class Plugin:
         check(ret, "eb_state")
         return EbState._of(raw)
 
+    def eb_state_shared(self) -> EbState:
+        """eb_state() from any thread (v05.trainers.fit_exchange): on the
+        plugin's own thread (the one that polls) it is eb_state(); on
+        another, the own part as of the owning thread's last poll that
+        returned decisions (every first wave is folded before its
+        decision). The first call, on the plugin's thread (or before
+        anything polls it), starts keeping it: a copy per such poll."""
+        me = threading.get_ident()
+        if self._owner == me or (self._owner is None and
+                                 self._eb_shared is None):
+            self._eb_share = True
+            self._eb_shared = self.eb_state()
+            return self._eb_shared
+        st = self._eb_shared
+        if st is None:
+            raise RuntimeError(f"plugin {self.name}: call eb_state_shared() "
+                               "once on the plugin's own thread first")
+        return st
+
     def set_eb_remote(self, others: EbState) -> None:
         """Hand in the sum of the other engines' parts (EbState.__add__),
         replacing the last one handed in; the next decision fits this
@@ -438,6 +484,36 @@ class Plugin:
         if ret in (-errno.EINVAL, -errno.EDOM):
             raise ValueError((lib.v05_errmsg() or b"").decode("utf-8", "replace"))
         check(ret, "set_eb_remote")
+
+    def post_eb_remote(self, others: EbState) -> None:
+        """set_eb_remote from any thread: others is checked here (the
+        errors set_eb_remote raises for its values), kept, and handed in by
+        the owning thread's next poll() or submit(), replacing a posted
+        state not yet handed in; then on_post(), if set, wakes that thread
+        (the driver sets it: GroupRollout). For v05.trainers.fit_exchange,
+        whose exchange completes on a trainer thread while the engine's
+        loop polls (a plugin is used by one thread at a time)."""
+        if not isinstance(others, EbState):
+            raise TypeError(f"post_eb_remote takes an EbState, not "
+                            f"{type(others).__name__}")
+        scratch = _lib.EbState()  # zero: the sum checks both states
+        ret = lib.v05_eb_state_add(ctypes.byref(scratch),
+                                   ctypes.byref(others._s))
+        if ret == -errno.EDOM:
+            raise ValueError((lib.v05_errmsg() or b"").decode("utf-8", "replace"))
+        check(ret, "post_eb_remote")
+        with self._post_lock:
+            self._posted = EbState._of(others._s)
+        wake = self.on_post
+        if wake is not None:
+            wake()
+
+    def _apply_posted(self):
+        """On the owning thread: hand in what post_eb_remote kept."""
+        with self._post_lock:
+            posted, self._posted = self._posted, None
+        if posted is not None:
+            self.set_eb_remote(posted)
 
     def cancel(self, batch: int) -> int:
         """Give up batch `batch` (a decision's .batch): its open prompts

@@ -88,7 +88,8 @@ def estimate(prior: float, rewards: Sequence[float], *,
     p = _lib.Params()
     if mode in RULE_MODES:
         c = _lib.Config()
-        lib.v05_config_default(ctypes.byref(c))
+        check(lib.v05_config_init(ctypes.byref(c), ctypes.sizeof(c), 0),
+              "estimate")
         check(lib.v05_config_mode(ctypes.byref(c), MODES[mode]), "estimate")
         p = c.params
     else:

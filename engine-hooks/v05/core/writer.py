@@ -142,7 +142,7 @@ class RewardWriter:
             sample = _checks.u32("sample", sample)
         if type(reward) is not float or not -1.0 <= reward <= 1.0:  # NaN too
             reward = self._reward(d.uid, sample, reward)
-        self._staged.append((d.key, d.gen, sample, reward, 0))
+        self._staged.append((d.key, d.gen, sample, reward))
 
     @property
     def staged(self) -> int:
@@ -172,7 +172,7 @@ class RewardWriter:
             # those that fit.
             r = 0
             while r < n:
-                e = lib.v05_producer_push(p, *staged[r][:4])
+                e = lib.v05_producer_push(p, *staged[r])
                 if e == -_lib.EAGAIN:
                     break
                 if e < 0:

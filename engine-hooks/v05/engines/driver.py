@@ -168,6 +168,8 @@ class GroupRollout:
                 max_workers=score_threads, thread_name_prefix="v05-score")
 
     def close(self):
+        if self.plugin.on_post == self._posted_wake:
+            self.plugin.on_post = None
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
@@ -338,12 +340,28 @@ class GroupRollout:
             self._kick_fut = None
             timer.cancel()
 
+    def _posted_wake(self):
+        """In a thread that posted a fit state (Plugin.post_eb_remote, e.g.
+        FitExchange's): the loop polls now, which hands it in."""
+        loop = self._loop
+        try:
+            loop.call_soon_threadsafe(self._wake_for_post)
+        except RuntimeError:  # the loop is closed: nothing to wake
+            pass
+
+    def _wake_for_post(self):
+        self._kick()
+        self.plugin.wake()
+
     # ---- one batch --------------------------------------------------------
 
     def _bind_loop(self):
         loop = asyncio.get_running_loop()
         if self._loop is None:
             self._loop = loop
+            # The plugin is this loop's (one thread at a time): a state
+            # another thread posts wakes it.
+            self.plugin.on_post = self._posted_wake
         elif self._loop is not loop:
             raise RuntimeError(
                 "v05 rollout: driven from a different event loop than the "

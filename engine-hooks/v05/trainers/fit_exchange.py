@@ -6,7 +6,9 @@ first waves into its own part of the fit (Plugin.eb_state). FitExchange
 posts that part to the other engines with one asynchronous all_gather
 (torch.distributed, gloo) at a moment the trainer already has (a step
 boundary) and, when it has completed, hands the others' sum to the plugin
-(Plugin.set_eb_remote): the state is additive, so each engine then decides
+(Plugin.post_eb_remote: from whatever thread completes the exchange, the
+plugin's own thread hands it in at its next poll, since a plugin is used by
+one thread at a time): the state is additive, so each engine then decides
 under the fit of every engine's first waves. Nothing waits for it: until
 an exchange completes, decisions go on under the parts of the last one,
 so a slow engine delays only when the others see its part, and a dead one
@@ -31,7 +33,10 @@ class FitExchange:
             raise RuntimeError("v05.trainers.fit_exchange: call torch."
                                "distributed.init_process_group('gloo', ...) "
                                "first")
-        plugin.eb_state()  # ValueError now if the plugin has no running fit
+        # ValueError now if the plugin has no running fit; the first call
+        # on the plugin's thread (create FitExchange there), after which
+        # start() may run on any thread.
+        plugin.eb_state_shared()
         self.dist = dist
         self.plugin = plugin
         self.group = group
@@ -54,7 +59,7 @@ class FitExchange:
 
         if self._work is not None:
             return False
-        mine = torch.tensor(self.plugin.eb_state().to_list(),
+        mine = torch.tensor(self.plugin.eb_state_shared().to_list(),
                             dtype=torch.float64)
         self._out = [torch.empty_like(mine) for _ in range(self.world)]
         self._work = self.dist.all_gather(self._out, mine, group=self.group,
@@ -62,8 +67,9 @@ class FitExchange:
         return True
 
     def poll(self) -> bool:
-        """If the posted exchange has completed, hand the others' sum to
-        the plugin and return True; otherwise return False at once."""
+        """If the posted exchange has completed, post the others' sum to
+        the plugin (its next poll hands it in) and return True; otherwise
+        return False at once. Any thread."""
         if self._work is None or not self._work.is_completed():
             return False
         return self._finish()
@@ -87,6 +93,6 @@ class FitExchange:
         for r, t in enumerate(out):
             if r != self.rank:
                 others = others + EbState.from_list(t.tolist())
-        self.plugin.set_eb_remote(others)
+        self.plugin.post_eb_remote(others)
         self.exchanges += 1
         return True
