@@ -32,10 +32,26 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None,
     return 1.0 if _char_id(s[0]) % 2 == int(ground_truth) else 0.0
 
 
+_calls = 0
+
+
 def _fault(solution_str):
+    """V05_TASK_FAULT="raise@3,nan@7,cancel@11": what the 3rd, 7th, 11th
+    call of this process does instead of scoring."""
+    global _calls
+    _calls += 1
     spec = os.environ.get("V05_TASK_FAULT")
     if not spec:
         return None
+    for item in spec.split(","):
+        what, _, at = item.partition("@")
+        if int(at) == _calls:
+            if what == "cancel":
+                # A scoring task cancelled: Ray reports it to the caller
+                # as a cancelled task.
+                import asyncio
+                raise asyncio.CancelledError("injected cancellation")
+            return what
     return None
 
 

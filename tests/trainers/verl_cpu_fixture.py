@@ -201,6 +201,10 @@ class HFServer:
         self.response_length = response_length
         self.seed = seed
         self.calls = 0
+        # V05_HF_SERVER_FAIL="5,15": the requests that fail (a test's
+        # fault injection).
+        self.fail_calls = {int(x) for x in os.environ.get(
+            "V05_HF_SERVER_FAIL", "").split(",") if x}
         self.version = 0  # weight updates received
         self.global_steps = 0  # the trainer's step of the weights
 
@@ -220,6 +224,9 @@ class HFServer:
         from verl.workers.rollout.replica import TokenOutput
 
         self.calls += 1
+        if self.calls in self.fail_calls:  # a test's fault injection
+            raise RuntimeError(f"hf_cpu server: request {self.calls} "
+                               "refused (injected failure)")
         g = torch.Generator().manual_seed(self.seed * 1000003 + self.calls)
         temp = float(sampling_params.get("temperature", 1.0)) or 1.0
         limit = int(sampling_params.get("max_tokens",
