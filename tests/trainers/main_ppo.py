@@ -1,15 +1,15 @@
 # SPDX-License-Identifier: MIT
-"""Running verl's ``python -m verl.trainer.main_ppo`` from a test: one Ray
-cluster for every run of a test module (a head started once; each run
-connects to it, so no run pays for Ray's start and teardown), the tiny
-model and task, and the CPU fixture (verl_cpu_fixture.py)."""
+"""Running verl's ``python -m verl.trainer.main_ppo`` from a test: the tiny
+model and task, and the CPU fixture (verl_cpu_fixture.py). Each run starts
+its own Ray (8 logical CPUs: verl's TransferQueue, reward, agent-loop and
+server actors each ask for one; one fake GPU for the trainer, see the
+fixture; no dashboard). A Ray head shared by the runs was tried: the
+second job's trainer process never left its process-group setup (verl's
+WorkerDict, after "create worker group"), so each run has its own."""
 
 import os
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Dict, List, Optional
 
@@ -24,65 +24,7 @@ import verl_cpu_fixture  # noqa: E402  (its overrides and environment)
 ENV = dict(verl_cpu_fixture.ENV,
            VERL_USE_EXTERNAL_MODULES="verl_cpu_fixture,v05.trainers.verl",
            PYTHONPATH=HERE, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-           RAY_DEDUP_LOGS="0", OMP_NUM_THREADS="1",
-           # A local test cluster: no token (Ray 2.60 turns token
-           # authentication on for `ray start`).
-           RAY_AUTH_MODE="disabled")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RayHead:
-    """``ray start --head --block`` in its own session, with one (fake)
-    GPU for the trainer (verl_cpu_fixture), 8 logical CPUs (verl's
-    TransferQueue, reward, agent-loop and server actors each ask for one),
-    no dashboard. stop() ends that session (only it: other Ray clusters on
-    this machine are not touched)."""
-
-    def __init__(self, tmp: str):
-        self.port = _free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.temp = tempfile.mkdtemp(prefix="v05ray-", dir="/tmp")
-        env = dict(os.environ, **ENV)
-        self.log = open(os.path.join(tmp, "ray-head.log"), "w")
-        self.proc = subprocess.Popen(
-            [os.path.join(os.path.dirname(sys.executable), "ray"), "start",
-             "--head", "--block", f"--port={self.port}",
-             "--node-ip-address=127.0.0.1", "--num-cpus=8", "--num-gpus=1",
-             "--include-dashboard=false", "--disable-usage-stats",
-             f"--temp-dir={self.temp}"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, start_new_session=True)
-        for line in self.proc.stdout:
-            self.log.write(line)
-            if "Ray runtime started" in line:
-                break
-        else:
-            self.log.flush()
-            raise RuntimeError(f"ray start failed (exit {self.proc.wait()}); "
-                               f"see {self.log.name}")
-        # The rest of its output goes to the log, read by a thread.
-        import threading
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self):
-        for line in self.proc.stdout:
-            self.log.write(line)
-
-    def stop(self):
-        # SIGKILL, not SIGTERM: on SIGTERM `ray start --block` drains the
-        # node for up to 30 s first. The session's processes go together;
-        # a worker of another group ends when its raylet is gone.
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
-        self.log.close()
+           RAY_DEDUP_LOGS="0", OMP_NUM_THREADS="1")
 
 
 def base_overrides(data: str, model: str, ckpt: str, steps: int,
@@ -113,16 +55,15 @@ def base_overrides(data: str, model: str, ckpt: str, steps: int,
 class Run:
     """One ``main_ppo`` subprocess."""
 
-    def __init__(self, head: RayHead, overrides: List[str], cwd: str,
+    def __init__(self, overrides: List[str], cwd: str,
                  env: Optional[Dict[str, str]] = None):
+        # Ray's local cluster (started by main_ppo) and its workers inherit
+        # the driver's environment.
         job_env = {**ENV, **(env or {})}
-        # The job's own environment (fault injection, ...) reaches every
-        # worker through Ray's runtime_env; the head's is the common one.
-        extra = [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={v}"
-                 for k, v in (env or {}).items()]
         self.cmd = [sys.executable, "-m", "verl.trainer.main_ppo",
-                    *overrides, f"+ray_kwargs.ray_init.address={head.address}",
-                    *extra]
+                    *overrides, "ray_kwargs.ray_init.num_cpus=8",
+                    "+ray_kwargs.ray_init.num_gpus=1",
+                    "+ray_kwargs.ray_init.include_dashboard=false"]
         self.log_path = os.path.join(cwd, "main_ppo.log")
         self.log = open(self.log_path, "w")
         self.t0 = time.monotonic()

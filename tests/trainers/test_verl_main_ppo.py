@@ -6,8 +6,7 @@ rollout, reward loop), on v05.demos.tiny's model and a parity task
 (v05.trainers.verl.main_ppo_overrides). What verl needs to run on a CPU
 is a test fixture (verl_cpu_fixture.py), not part of v05.
 
-Every run shares one Ray cluster (main_ppo.RayHead) and writes v05's run
-report (algorithm.v05_report), from which the tests check, per step: the
+Every run writes v05's run report (algorithm.v05_report), from which the tests check, per step: the
 rows the estimator gave v05 advantages are exactly the samples of the
 plugin's groups (k rows per group, the sum of the plugin's k per step),
 each with the plugin's advantage for its sample; none fell back to GRPO;
@@ -49,15 +48,11 @@ PROMPTS = 16
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    """The Ray head, the model (with its tokenizer) and the data."""
+    """The model (with its tokenizer) and the data."""
     tmp = tmp_path_factory.mktemp("main_ppo")
     model = tiny.make_model(str(tmp / "model"))
     data = ppo_task.make_data(str(tmp / "train.parquet"), PROMPTS)
-    head = main_ppo.RayHead(str(tmp))
-    try:
-        yield {"tmp": tmp, "model": model, "data": data, "head": head}
-    finally:
-        head.stop()
+    return {"tmp": tmp, "model": model, "data": data}
 
 
 _runs = iter(range(1000))
@@ -85,10 +80,10 @@ def wait_gone(prefix: str, timeout: float = 60.0) -> list:
 
 def run(world, name, steps, *, v05_on=True, plugin=None, history=None,
         workers=1, extra=(), env=None, expect_ok=True, ckpt=None,
-        start_only=False):
+        start_only=False, prefix=None):
     tmp = world["tmp"] / name
     tmp.mkdir(exist_ok=True)
-    prefix = _prefix()
+    prefix = prefix or _prefix()
     rep = str(tmp / "report.jsonl")
     ckpt = ckpt or str(tmp / "ckpt")
     ov = main_ppo.base_overrides(world["data"], world["model"], ckpt, steps,
@@ -99,7 +94,7 @@ def run(world, name, steps, *, v05_on=True, plugin=None, history=None,
     else:
         ov += ["algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=4"]
     ov += list(extra)
-    r = main_ppo.Run(world["head"], ov, str(tmp), env=env)
+    r = main_ppo.Run(ov, str(tmp), env=env)
     r.prefix, r.report_path, r.ckpt = prefix, rep, ckpt
     if start_only:
         return r
@@ -165,12 +160,200 @@ def test_grpo_plain(world):
     assert "step:2" in r.output()
 
 
-def test_v05_mode(world):
-    """Mode v05 (the paper's fusion and stopping): every row's advantage
-    is the plugin's, each prompt its own k."""
-    r = run(world, "v05", 3, plugin={"mode": "v05", "k_init": 2, "k_max": 8,
-                                     "k_step": 2, "pad_multiple": 1})
-    groups, per_step = check_groups_and_rows(r, 3)
+def test_v05_mode_with_greso(world):
+    """Mode v05 (the paper's fusion and stopping) and GRESO's cross-epoch
+    history, over two epochs (16 prompts, 8 a step, 4 steps): every row's
+    advantage is the plugin's, each prompt its own k; the rule's state is
+    kept across the epochs (its file)."""
+    hist = world["tmp"] / "greso.json"
+    r = run(world, "v05", 4, plugin={"mode": "v05", "k_init": 2, "k_max": 8,
+                                     "k_step": 2, "pad_multiple": 1},
+            history={"rule": "greso", "path": str(hist), "seed": 0})
+    groups, per_step = check_groups_and_rows(r, 4)
     assert {g["k"] for g in groups.values()} - {2}, \
         "no prompt got a second wave"
+    saved = json.loads(hist.read_text())
+    assert saved["rule"] == "greso" and saved["step"] == 4
     assert wait_gone(r.prefix) == []
+
+
+# The default mode's plugin for the resume test: v05-eb (stream), its cold
+# start longer than the run (every chunk's second waves decided at its
+# last first wave, under the running fit: what a replay can reproduce
+# whatever order the samples finished in).
+EB = {"k_init": 2, "k_step": 2, "k_max": 8, "pad_multiple": 1,
+      "eb_cold": 100000}
+
+
+def replay(chunk_lists, workers, params):
+    """An uninterrupted run fed the same rewards: `workers` fresh plugins,
+    each chunk of the report (in order) submitted to its worker's plugin
+    with the rewards its group got, the fits merged at each step's start
+    as the manager does. Returns each uid's k."""
+    from v05.trainers.verl.manager import merge_others
+
+    plugins = [v05.Plugin.create(f"{_prefix()}-replay{i}", **params)
+               for i in range(workers)]
+    try:
+        k = {}
+        step = None
+        for c in chunk_lists:
+            if c["step"] != step:
+                step = c["step"]
+                if workers > 1:
+                    parts = [p.eb_state().to_list() for p in plugins]
+                    for p, o in zip(plugins, merge_others(parts)):
+                        p.set_eb_remote(o)
+            p = plugins[c["worker"]]
+            rewards = {g["uid"]: g["rewards"] for g in c["groups"]}
+            w = v05.RewardWriter.attach(p.name)
+            pending = p.submit([(u, 0.0) for u in rewards])
+            done = 0
+            while done < len(rewards):
+                for d in pending:
+                    if d.kind == "sample":
+                        for s in d.samples:
+                            w.push(d, s, rewards[d.uid][s])
+                    elif d.kind in ("final", "drop"):
+                        k[d.uid] = p.group(d).k
+                        p.release(d)
+                        done += 1
+                pending = p.poll() if done < len(rewards) else []
+                if not pending and done < len(rewards):
+                    p.wait_blocking(1.0)
+                    pending = p.poll()
+            w.close()
+        return k
+    finally:
+        for p in plugins:
+            p.close()
+
+
+def test_default_mode_two_workers_then_resume(world):
+    """The default mode (v05-eb without a barrier) with 2 agent-loop
+    workers: the manager merges their running fits at each step, so each
+    decides under every worker's first waves; verl saves a checkpoint at
+    step 3 (v05's state with it), a second main_ppo resumes from it for 2
+    more steps, and its decisions equal those of an uninterrupted run fed
+    the same rewards (a replay of the report through fresh plugins)."""
+    prefix = _prefix()
+    ckpt = str(world["tmp"] / "eb-ckpt")
+    a = run(world, "eb-a", 3, plugin=EB, workers=2, ckpt=ckpt, prefix=prefix,
+            extra=["trainer.save_freq=3"])
+    check_groups_and_rows(a, 3, workers=2)
+    assert wait_gone(prefix) == []
+    assert os.path.exists(os.path.join(ckpt, "global_step_3",
+                                       "v05_state.json"))
+    chunks_a = records(a, "chunk")
+    # Merged: a chunk at step s decides under every first wave of the
+    # steps before (both workers') and its own.
+    before = {}
+    for c in chunks_a:
+        before.setdefault(c["step"], 0)
+        before[c["step"]] += len(c["groups"])
+    for c in chunks_a:
+        earlier = sum(n for s, n in before.items() if s < c["step"])
+        assert c["fit_folded"] == earlier + len(c["groups"]), c["step"]
+
+    b = run(world, "eb-b", 5, plugin=EB, workers=2, ckpt=ckpt, prefix=prefix,
+            extra=["trainer.save_freq=-1"])
+    assert records(b, "restore"), "the resumed run did not restore v05's state"
+    chunks_b = records(b, "chunk")
+    assert sorted({c["step"] for c in chunks_b}) == [4, 5]
+    assert wait_gone(prefix) == []
+    want = replay(chunks_a + chunks_b, 2, EB)
+    got = {g["uid"]: g["k"] for c in chunks_b for g in c["groups"]}
+    assert got == {u: want[u] for u in got}
+
+
+def test_faults_do_not_end_the_run(world):
+    """Faults over 6 steps: the scorer raising, returning NaN, its task
+    cancelled, and an engine request failing. Each fails its chunk, which
+    goes to verl's own failure path (v05's default: the failed prompts
+    refilled); the run completes, and every group that completed is
+    correct (its rows, its advantages, its counters)."""
+    r = run(world, "faults", 6,
+            plugin={"mode": "v05", "k_init": 2, "k_max": 6, "k_step": 2,
+                    "pad_multiple": 1},
+            env={"V05_TASK_FAULT": "raise@5,nan@40,cancel@75",
+                 "V05_HF_SERVER_FAIL": "110"})
+    failed = records(r, "failed")
+    errors = " ".join(f["error"] for f in failed)
+    assert len(failed) >= 3, errors
+    assert "injected scorer failure" in errors
+    assert "not a finite number" in errors or "nan" in errors.lower()
+    check_groups_and_rows(r, 6)
+    # A failed chunk's prompts have no rows.
+    trained = {u for a in records(r, "advantage") for u in a["groups"]}
+    assert trained.isdisjoint({u for f in failed for u in f["uids"]})
+    assert wait_gone(r.prefix) == []
+
+
+def test_exception_in_a_step_leaves_nothing(world):
+    """An exception ends the run in its first step (verl's failure path
+    turned off: a step whose every group failed raises in verl's replay
+    buffer); the worker's segment is removed all the same, by its reaper,
+    which counts what it had in flight."""
+    r = run(world, "exception", 3, expect_ok=False,
+            plugin={"mode": "v05", "k_init": 2, "pad_multiple": 1},
+            extra=["trainer.v1.sampler.sync_refill_failed_groups=false"],
+            env={"V05_HF_SERVER_FAIL": "3"})
+    assert r.rc != 0
+    assert "no materializable trajectories" in r.output()
+    assert records(r, "failed")
+    assert wait_gone(r.prefix) == []
+    ends = records(r, "end")
+    assert [e["worker"] for e in ends] == [0]
+
+
+def _wait_for(pred, what, timeout=300.0, proc=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"main_ppo exited ({proc.returncode}) "
+                                 f"before {what}")
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_killed_worker_and_killed_trainer_leave_nothing(world, tmp_path):
+    """Two workers; the engine holds every request from the second step
+    on (so a chunk is surely in flight). Worker 0 is killed (SIGKILL, as
+    Ray kills a worker): its reaper removes its segment and counts its
+    chunk's groups as lost. Then the trainer (main_ppo) is killed -9: Ray
+    ends the job's workers, and worker 1's reaper removes its segment."""
+    release = tmp_path / "release"  # never made: requests wait
+    # k 2 for every prompt: step 1 is exactly 16 requests.
+    r = run(world, "kills", 4, workers=2, start_only=True,
+            plugin={"mode": "v05", "k_init": 2, "k_max": 2,
+                    "pad_multiple": 1},
+            env={"V05_HF_SERVER_HOLD": f"17:{release}"})
+    try:
+        def in_flight():
+            return {s["worker"]: s for s in records(r, "chunk_start")
+                    if s["step"] == 2}
+
+        _wait_for(lambda: len(in_flight()) == 2, "step 2's chunks",
+                  proc=r.proc)
+        starts = in_flight()
+        os.kill(starts[0]["pid"], signal.SIGKILL)
+        _wait_for(lambda: not any(f.startswith(f"v05-{r.prefix}-w0")
+                                  for f in leftovers(r.prefix)),
+                  "worker 0's segment removed", timeout=60)
+        ends = records(r, "end")
+        assert [e["worker"] for e in ends] == [0]
+        assert ends[0]["lost_groups"] == len(starts[0]["uids"])
+        assert any(f.startswith(f"v05-{r.prefix}-w1")
+                   for f in leftovers(r.prefix))
+        r.proc.kill()  # kill -9 of the trainer
+        r.wait()
+        assert wait_gone(r.prefix) == []
+        ends = records(r, "end")
+        assert sorted(e["worker"] for e in ends) == [0, 1]
+        assert ends[1]["lost_groups"] == len(starts[1]["uids"])
+    finally:
+        if r.proc.poll() is None:
+            r.proc.kill()
+            r.wait()

@@ -24,8 +24,8 @@ try:
     import torch
     import verl  # noqa: F401
 except ImportError as e:  # pragma: no cover - the Debian python has no verl
-    pytest.skip(f"verl is not installed ({e}); run scripts/setup-trainers and "
-                "use build-venv/trainers/bin/python", allow_module_level=True)
+    pytest.skip(f"verl is not installed ({e}); run scripts/setup-trainers verl and "
+                "use build-venv/verl/bin/python", allow_module_level=True)
 
 from omegaconf import OmegaConf
 from verl import DataProto

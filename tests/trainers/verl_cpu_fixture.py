@@ -95,6 +95,11 @@ def _cpu_device_module():
     mod.reset_peak_memory_stats = lambda *a, **k: None
     mod.mem_get_info = lambda *a, **k: (0, 0)
     mod.is_available = lambda: True
+    # utils/checkpoint/checkpoint_manager.py ~218 restores the device's RNG
+    # from the state's entry under the device's name, which on a CPU is
+    # the "cpu" entry: the CPU generator is the device's.
+    mod.get_rng_state = torch.get_rng_state
+    mod.set_rng_state = torch.set_rng_state
     # utils/flops_counter.py ~80 names the device to look up its peak FLOPS.
     mod.get_device_name = lambda *a, **k: "cpu"
     mod.device_count = lambda: 1
@@ -227,6 +232,12 @@ class HFServer:
         if self.calls in self.fail_calls:  # a test's fault injection
             raise RuntimeError(f"hf_cpu server: request {self.calls} "
                                "refused (injected failure)")
+        hold = os.environ.get("V05_HF_SERVER_HOLD")
+        if hold and self.calls >= int(hold.split(":")[0]):
+            # V05_HF_SERVER_HOLD="N:PATH": request N and later wait until
+            # PATH exists (a test holds a chunk in flight).
+            while not os.path.exists(hold.split(":", 1)[1]):
+                await asyncio.sleep(0.05)
         g = torch.Generator().manual_seed(self.seed * 1000003 + self.calls)
         temp = float(sampling_params.get("temperature", 1.0)) or 1.0
         limit = int(sampling_params.get("max_tokens",

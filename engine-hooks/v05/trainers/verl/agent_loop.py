@@ -78,7 +78,8 @@ log = logging.getLogger(__name__)
 PLUGIN_KEYS = ("cost", "k_init", "k_step", "k_max", "halt_fraction",
                "pad_multiple", "mode", "schedule", "max_prompts",
                "max_producers", "lane_capacity", "max_batches",
-               "stream_deadline_us", "sigma", "paper")
+               "stream_deadline_us", "sigma", "paper", "eb_window", "eb_cold",
+               "eb_early")
 DEFAULT_ROW_MULTIPLE = 32  # the paper's pad
 
 
@@ -187,6 +188,11 @@ class V05Core:
         if self._v05_lock is None:
             self._v05_lock = asyncio.Lock()
         async with self._v05_lock:
+            if self._v05_report:
+                report(self._v05_report, {
+                    "kind": "chunk_start", "worker": self._v05_index,
+                    "pid": os.getpid(), "step": int(step),
+                    "uids": [u for u, _, _ in items]})
             if self._v05_history_cfg is None:
                 results = await self._v05_rollout().run(items)
                 self._v05_report_chunk(step, results)
