@@ -99,6 +99,17 @@ def run(world, name, steps, *, v05_on=True, plugin=None, history=None,
     if start_only:
         return r
     rc = r.wait()
+    for _ in range(2):
+        # Ray's own start gives up after 30 s (ray/_private/node.py ~428,
+        # not configurable) when the machine is loaded; nothing of the
+        # run has happened then: run it again.
+        if rc == 0 or "The current node timed out during startup" not in \
+                r.output():
+            break
+        print(f"main_ppo {name}: Ray did not start in time; again")
+        r = main_ppo.Run(ov, str(tmp), env=env)
+        r.prefix, r.report_path, r.ckpt = prefix, rep, ckpt
+        rc = r.wait()
     print(f"main_ppo {name}: {r.elapsed:.1f} s, exit {rc}")
     if expect_ok:
         assert rc == 0, r.tail()
