@@ -17,6 +17,7 @@ scoped to the run's segment names: other tests use this machine too).
 
 import json
 import os
+import re
 import signal
 import time
 
@@ -164,11 +165,22 @@ def check_groups_and_rows(r, steps, workers=1):
     return plugin, per_step
 
 
+def step_times(r):
+    """verl's own timing_s/step of each step, from its console log."""
+    return [float(m) for m in re.findall(r"timing_s/step:([0-9.]+)",
+                                         r.output())]
+
+
+COST = {}  # what the cost comparison printed at the end reads
+
+
 def test_grpo_plain(world):
-    """Plain GRPO through the same main_ppo, fixture and cluster: verl
-    itself runs here (the comparison for the cost per step)."""
-    r = run(world, "grpo", 2, v05_on=False)
-    assert "step:2" in r.output()
+    """Plain GRPO through the same main_ppo and fixture: verl itself runs
+    here (the comparison for the cost per step)."""
+    r = run(world, "grpo", 3, v05_on=False)
+    assert "step:3" in r.output()
+    t = step_times(r)
+    COST["grpo"] = (sum(t[1:]) / len(t[1:]), BATCH * 4)
 
 
 def test_v05_mode_with_greso(world):
@@ -183,6 +195,14 @@ def test_v05_mode_with_greso(world):
     groups, per_step = check_groups_and_rows(r, 4)
     assert {g["k"] for g in groups.values()} - {2}, \
         "no prompt got a second wave"
+    t = step_times(r)
+    COST["v05"] = (sum(t[1:]) / len(t[1:]),
+                   sum(per_step[s] for s in range(2, 5)) / 3)
+    if "grpo" in COST:
+        (tg, ng), (tv, nv) = COST["grpo"], COST["v05"]
+        print(f"cost per step (steps 2 on): GRPO {tg:.2f} s for {ng} "
+              f"samples, v05 {tv:.2f} s for {nv:.1f} samples; per sample "
+              f"v05/GRPO {(tv / nv) / (tg / ng):.3f}")
     saved = json.loads(hist.read_text())
     assert saved["rule"] == "greso" and saved["step"] == 4
     assert wait_gone(r.prefix) == []
