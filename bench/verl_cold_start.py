@@ -21,46 +21,16 @@ data-driven second wave).
 import argparse
 import itertools
 import os
-
-import numpy as np
+import sys
 
 import v05
 from v05.trainers.verl.manager import merge_others
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "tests", "trainers"))
+from plugin_drive import drive, table  # noqa: E402
+
 _names = itertools.count()
-
-
-def table(uids, seed):
-    rng = np.random.default_rng(seed)
-    out = {}
-    for u in uids:
-        p = rng.uniform(0.05, 0.95)
-        prior = float(np.clip(2 * p - 1 + rng.normal(0, 0.3), -0.95, 0.95))
-        out[u] = (prior, [1.0 if x < p else -1.0 for x in rng.random(16)])
-    return out
-
-
-def drive(p, rewards):
-    w = v05.RewardWriter.attach(p.name)
-    try:
-        k = {}
-        pending = p.submit([(u, rewards[u][0]) for u in rewards])
-        while len(k) < len(rewards):
-            for d in pending:
-                if d.kind == "sample":
-                    for s in d.samples:
-                        w.push(d, s, rewards[d.uid][1][s])
-                elif d.kind in ("final", "drop"):
-                    k[d.uid] = p.group(d).k
-                    p.release(d)
-            if len(k) < len(rewards):
-                pending = p.poll()
-                if not pending:
-                    p.wait_blocking(1.0)
-                    pending = p.poll()
-        return k
-    finally:
-        w.close()
 
 
 def one(workers, merge, prompts, steps, eb_cold, seed=0):

@@ -9,7 +9,6 @@ process (the exchange's Ray calls run in test_verl_main_ppo.py)."""
 import itertools
 import os
 
-import numpy as np
 import pytest
 
 try:
@@ -19,6 +18,7 @@ except ImportError as e:
                 "verl and use its python", allow_module_level=True)
 
 import v05
+from plugin_drive import drive, table
 from v05.trainers.verl.manager import merge_others
 
 _names = itertools.count()
@@ -29,47 +29,9 @@ def _plugin(**params):
                              reclaim=True, **params)
 
 
-def _rewards(uids, seed):
-    """Each prompt's rewards by sample (+1 with the prompt's own rate) and
-    its prior (a noisy 2p - 1)."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for u in uids:
-        p = rng.uniform(0.05, 0.95)
-        prior = float(np.clip(2 * p - 1 + rng.normal(0, 0.3), -0.95, 0.95))
-        out[u] = (prior, [1.0 if x < p else -1.0 for x in rng.random(16)])
-    return out
-
-
-def drive(p, rewards):
-    """One batch of the given prompts through plugin p, each prompt's
-    prior and each sample's reward from the table. Returns each uid's
-    final k."""
-    w = v05.RewardWriter.attach(p.name)
-    try:
-        k = {}
-        pending = p.submit([(u, rewards[u][0]) for u in rewards])
-        while len(k) < len(rewards):
-            for d in pending:
-                if d.kind == "sample":
-                    for s in d.samples:
-                        w.push(d, s, rewards[d.uid][1][s])
-                elif d.kind in ("final", "drop"):
-                    k[d.uid] = p.group(d).k
-                    p.release(d)
-            if len(k) < len(rewards):
-                pending = p.poll()
-                if not pending:
-                    p.wait_blocking(1.0)
-                    pending = p.poll()
-        return k
-    finally:
-        w.close()
-
-
 PARAMS = dict(k_init=2, k_step=2, k_max=8, pad_multiple=1, eb_cold=32)
-HISTORY = _rewards([f"h{i}" for i in range(48)], seed=1)
-PROBE = _rewards([f"q{i}" for i in range(16)], seed=2)
+HISTORY = table([f"h{i}" for i in range(48)], seed=1)
+PROBE = table([f"q{i}" for i in range(16)], seed=2)
 
 
 def _workers(n, exchange=True, **extra):

@@ -38,6 +38,7 @@ from v05.trainers.verl import main_ppo_overrides
 from v05.trainers.verl.run import shm_dir
 
 import ppo_task
+from plugin_drive import drive
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -235,25 +236,8 @@ def replay(chunk_lists, workers, params):
                     parts = [p.eb_state().to_list() for p in plugins]
                     for p, o in zip(plugins, merge_others(parts)):
                         p.set_eb_remote(o)
-            p = plugins[c["worker"]]
-            rewards = {g["uid"]: g["rewards"] for g in c["groups"]}
-            w = v05.RewardWriter.attach(p.name)
-            pending = p.submit([(u, 0.0) for u in rewards])
-            done = 0
-            while done < len(rewards):
-                for d in pending:
-                    if d.kind == "sample":
-                        for s in d.samples:
-                            w.push(d, s, rewards[d.uid][s])
-                    elif d.kind in ("final", "drop"):
-                        k[d.uid] = p.group(d).k
-                        p.release(d)
-                        done += 1
-                pending = p.poll() if done < len(rewards) else []
-                if not pending and done < len(rewards):
-                    p.wait_blocking(1.0)
-                    pending = p.poll()
-            w.close()
+            k.update(drive(plugins[c["worker"]],
+                           {g["uid"]: (0.0, g["rewards"]) for g in c["groups"]}))
         return k
     finally:
         for p in plugins:
