@@ -45,8 +45,10 @@ Validation chunks keep verl's own fixed-n path.
 
 Configuration (added with ``+``; verl's dataclasses refuse unknown keys
 under ``actor_rollout_ref.rollout``, so they live in ``algorithm``, read
-from the raw config): ``algorithm.v05_segment`` (the prefix of the workers'
-segment names, default "v05"), ``algorithm.v05_plugin`` (a dict of
+from the raw config): ``algorithm.v05_segment`` (the run's name: worker i's
+segment is ``<name>-w<i>``, default "v05"; run.py says how segments end
+with their worker), ``algorithm.v05_report`` (the run report),
+``algorithm.v05_plugin`` (a dict of
 ``v05.Plugin.create`` parameters), ``algorithm.v05_row_multiple`` (legacy
 manager: pad rows to a multiple of this; default lcm(32, the actor's world
 size ``trainer.n_gpus_per_node * trainer.nnodes``)).
