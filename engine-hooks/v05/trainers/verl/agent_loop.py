@@ -345,10 +345,11 @@ class V05Core:
         return None if self.v05_plugin is None else self.v05_plugin.name
 
     # ---- the running fit: merged across workers, saved, restored --------
-    # These run on the actor's event loop, the thread that runs the
-    # plugin's driver loop (a plugin is called from one thread).
+    # Coroutines, so that Ray runs them on the actor's event loop, the
+    # thread that runs the plugin's driver loop (a plugin is called from
+    # one thread).
 
-    def v05_eb_part(self) -> Optional[list]:
+    async def v05_eb_part(self) -> Optional[list]:
         """This worker's own part of v05-eb's running fit (EbState as a
         list), or None when its plugin has none (another mode, schedule
         rounds) or no plugin yet."""
@@ -359,17 +360,20 @@ class V05Core:
         except ValueError:
             return None
 
-    def v05_eb_others(self, others: list) -> None:
+    async def v05_eb_others(self, others: list) -> None:
+        self._v05_set_others(others)
+
+    def _v05_set_others(self, others: list) -> None:
         """The sum of the other workers' parts (the manager's exchange at
         a step boundary): this worker decides under the run's whole fit."""
         st = EbState.from_list(others)
         self.v05_plugin.set_eb_remote(st)
         self._v05_remote = st
 
-    def v05_state(self) -> dict:
+    async def v05_state(self) -> dict:
         """What this worker's decisions depend on, for verl's checkpoint:
         its own part of the running fit and the others' last handed in."""
-        part = self.v05_eb_part()
+        part = await self.v05_eb_part()
         rem = getattr(self, "_v05_remote", None)
         return {"worker": self._v05_index, "own": part,
                 "remote": None if rem is None else rem.to_list()}
@@ -384,13 +388,13 @@ class V05Core:
         if self._v05_history_cfg is not None:
             await self._v05_history_actor().load_state.remote(state)
 
-    def v05_restore(self, state: dict) -> None:
+    async def v05_restore(self, state: dict) -> None:
         """Back to a checkpoint's state (v05_state of the same worker)."""
         self._v05_rollout()
         if state.get("own") is not None:
             self.v05_plugin.set_eb_own(EbState.from_list(state["own"]))
         if state.get("remote") is not None:
-            self.v05_eb_others(state["remote"])
+            self._v05_set_others(state["remote"])
 
 
 def _close_quietly(ref):
