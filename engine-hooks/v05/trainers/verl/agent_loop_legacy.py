@@ -115,13 +115,6 @@ def _manager_cls():
             super().__init__(*args, **kwargs)
             self.v05_row_multiple = row_multiple(self.config)
 
-        @classmethod
-        @auto_await
-        async def create(cls, *args, **kwargs):
-            instance = cls(*args, **kwargs)
-            await instance._init_agent_loop_workers()
-            instance._v05_start()
-            return instance
 
         @auto_await
         async def generate_sequences(self, prompts):

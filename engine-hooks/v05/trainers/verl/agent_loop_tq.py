@@ -134,7 +134,6 @@ def _worker_tq_cls():
 def _manager_tq_cls():
     import ray
     from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
-    from verl.utils.ray_utils import auto_await
 
     from .manager import V05ManagerMixin
 
@@ -150,13 +149,6 @@ def _manager_tq_cls():
             self.agent_loop_workers_class = ray.remote(
                 __getattr__("V05AgentLoopWorkerTQ"))
 
-        @classmethod
-        @auto_await
-        async def create(cls, *args, **kwargs):
-            instance = cls(*args, **kwargs)
-            await instance._init_agent_loop_workers()
-            instance._v05_start()
-            return instance
 
         def generate_sequences(self, prompts):
             # A step boundary (or a refill): every worker's part of the

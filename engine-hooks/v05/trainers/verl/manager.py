@@ -7,6 +7,8 @@ checkpoints, close the workers' plugins."""
 import logging
 from typing import List, Optional
 
+from verl.utils.ray_utils import auto_await
+
 from ...core.eb_state import EbState
 from ..report import report
 from .checkpoint import read_state, resume_folder, write_state
@@ -35,6 +37,16 @@ class V05ManagerMixin:
     manager classes, whose workers are self.agent_loop_workers)."""
 
     v05_exchanges = 0
+
+    @classmethod
+    @auto_await
+    async def create(cls, *args, **kwargs):
+        """verl's create (the trainers build the manager with it), then
+        _v05_start once the workers exist."""
+        instance = cls(*args, **kwargs)
+        await instance._init_agent_loop_workers()
+        instance._v05_start()
+        return instance
 
     def _v05_algo(self):
         return cfg_get(self.config, "algorithm")
