@@ -355,12 +355,15 @@ def install() -> None:
     if getattr(install, "done", False):
         return
     install.done = True
-    for k, v in ENV.items():
-        os.environ.setdefault(k, v)
     _register_platform()
     _patch_process_group()
     _register_engines()
     _register_rollout()
 
 
-install()
+# Loaded by verl's hook (a main_ppo process and its Ray workers, where
+# VERL_USE_EXTERNAL_MODULES names this module): install. Imported by a
+# test for CPU_OVERRIDES and ENV: nothing of verl changes in that process
+# (its other tests' Ray workers must not see a "cpu" platform they lack).
+if __name__ in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(","):
+    install()
