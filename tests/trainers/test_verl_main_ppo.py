@@ -102,13 +102,19 @@ def run(world, name, steps, *, v05_on=True, plugin=None, history=None,
         return r
     rc = r.wait()
     for _ in range(2):
-        # Ray's own start gives up after 30 s (ray/_private/node.py ~428,
-        # not configurable) when the machine is loaded; nothing of the
-        # run has happened then: run it again.
-        if rc == 0 or "The current node timed out during startup" not in \
-                r.output():
+        # Two failures of verl's start that are no part of the run, which
+        # is run again then: Ray's own start gives up after 30 s
+        # (ray/_private/node.py ~428, not configurable) when the machine is
+        # loaded; verl's trainer picks a free port for its process group
+        # and binds it later (EADDRINUSE when another process of this
+        # shared machine took it meanwhile). Nothing of v05 ran yet.
+        out = r.output()
+        if rc == 0 or "step:1 " in out or not (
+                "The current node timed out during startup" in out or
+                "EADDRINUSE" in out):
             break
-        print(f"main_ppo {name}: Ray did not start in time; again")
+        print(f"main_ppo {name}: verl did not start (Ray's start, or its "
+              "process group's port); again")
         r = main_ppo.Run(ov, str(tmp), env=env)
         r.prefix, r.report_path, r.ckpt = prefix, rep, ckpt
         rc = r.wait()
