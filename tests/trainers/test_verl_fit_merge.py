@@ -39,13 +39,18 @@ def _workers(n, exchange=True, **extra):
     one batch each), their fits merged as the manager merges them."""
     params = dict(PARAMS, **extra)
     plugins = [_plugin(**params) for _ in range(n)]
-    uids = list(HISTORY)
-    for i, p in enumerate(plugins):
-        drive(p, {u: HISTORY[u] for u in uids[i::n]})
-    parts = [p.eb_state().to_list() for p in plugins]
-    if exchange and n > 1:
-        for p, o in zip(plugins, merge_others(parts)):
-            p.set_eb_remote(o)
+    try:
+        uids = list(HISTORY)
+        for i, p in enumerate(plugins):
+            drive(p, {u: HISTORY[u] for u in uids[i::n]})
+        parts = [p.eb_state().to_list() for p in plugins]
+        if exchange and n > 1:
+            for p, o in zip(plugins, merge_others(parts)):
+                p.set_eb_remote(o)
+    except BaseException:
+        for p in plugins:
+            p.close()
+        raise
     return plugins, parts
 
 
