@@ -40,6 +40,25 @@ V05_API int v05_eb_state_get(struct v05_plugin *p, struct v05_eb_state *own)
 	return 0;
 }
 
+/* A state handed in: checked as every call that takes one checks it
+ * (finite log-likelihoods, a weight in [0, folded]). */
+static int check_state(const struct v05_eb_state *s, const char *what)
+{
+	if (!s)
+		return v05__fail(-EINVAL, "%s: NULL state", what);
+	return v05__eb_state_check(s, what);
+}
+
+/* The fit changed: the memo is stale, and undecided prompts of a cold
+ * start may be warm now. */
+static void fit_changed(struct v05_plugin *p)
+{
+	p->fit_memo_ok = false;
+	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++)
+		if (p->batch_recs[b].id && p->batches[b].n_held)
+			v05__schedule_progress(p, b);
+}
+
 V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
 				    const struct v05_eb_state *others)
 {
@@ -48,19 +67,29 @@ V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
 
 	v05__clear_error();
 	ret = check_stream_eb(p, "eb_state_set_remote");
+	if (!ret)
+		ret = check_state(others, "eb_state_set_remote");
 	if (ret)
 		return ret;
-	if (!others)
-		return v05__fail(-EINVAL, "eb_state_set_remote: NULL state");
-	ret = v05__eb_state_check(others, "eb_state_set_remote");
-	if (ret)
-		return ret;
-	p->fit_memo_ok = false;
 	memcpy(&p->fit->remote, others, sizeof(*others));
 	p->fit->remote_sets++;
-	/* Undecided prompts of a cold start may be warm now. */
-	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++)
-		if (p->batch_recs[b].id && p->batches[b].n_held)
-			v05__schedule_progress(p, b);
+	fit_changed(p);
+	return 0;
+}
+
+V05_API int v05_eb_state_set_own(struct v05_plugin *p,
+				 const struct v05_eb_state *own)
+{
+	V05_ONE_THREAD(p, "eb_state_set_own");
+	int ret;
+
+	v05__clear_error();
+	ret = check_stream_eb(p, "eb_state_set_own");
+	if (!ret)
+		ret = check_state(own, "eb_state_set_own");
+	if (ret)
+		return ret;
+	memcpy(&p->fit->own, own, sizeof(*own));
+	fit_changed(p);
 	return 0;
 }

@@ -78,15 +78,15 @@ def junit_skips(path):
 
 
 def check(skips, ok):
+    # Silent when every skip is allowed: the run's output must end with
+    # the test runner's own summary (which counts the skips).
     bad = [s for s in skips if s not in ok]
-    for s in skips:
-        print(f"check_skips: {s} skipped: " +
-              (f"allowed ({ok[s]})" if s in ok else "NOT ALLOWED"))
     if bad:
+        for s in skips:
+            print(f"check_skips: {s} skipped: " +
+                  (f"allowed ({ok[s]})" if s in ok else "NOT ALLOWED"))
         print(f"check_skips: {len(bad)} skip(s) not in {ALLOWED}: a test CI "
               "expects to run did not; make it run, or list it with why")
-    elif not skips:
-        print("check_skips: nothing skipped")
     return 1 if bad else 0
 
 

@@ -24,8 +24,8 @@ try:
     import torch
     import verl  # noqa: F401
 except ImportError as e:  # pragma: no cover - the Debian python has no verl
-    pytest.skip(f"verl is not installed ({e}); run scripts/setup-trainers and "
-                "use build-venv/trainers/bin/python", allow_module_level=True)
+    pytest.skip(f"verl is not installed ({e}); run scripts/setup-trainers verl and "
+                "use build-venv/verl/bin/python", allow_module_level=True)
 
 from omegaconf import OmegaConf
 from verl import DataProto
@@ -39,7 +39,8 @@ sys.path.insert(0, HERE)
 import tiny  # noqa: E402
 
 PROMPT_LEN, RESPONSE_LEN = 24, 6
-# The workers' segments are named <prefix>-<pid>-<hex>.
+# The workers' segments are named <prefix>-w<i> (made by a manager) or
+# <prefix>-<pid>-<hex> (a worker made alone).
 SEG_PREFIX = f"vr{os.getpid()}"
 ROW_MULTIPLE = 8
 PLUGIN = {"k_init": 2, "k_step": 2, "k_max": 8, "pad_multiple": 1,
