@@ -71,6 +71,14 @@ def test_signal_is_contrast_outside_the_fused_modes(segname):
     assert kind == "final" and group_informative("dapo", g, count="signal")
 
 
+def test_signal_reads_the_advantages_in_every_mode():
+    # Whatever the mode, "signal" is the kept advantages: a baseline
+    # shrunk toward a running mean gives an all-same group advantages.
+    assert informative("grpo", SAME, advantages=[0.3] * 4, count="signal")
+    assert not informative("grpo", MIXED, advantages=[0.0] * 4,
+                           count="signal")
+
+
 def test_signal_looks_at_kept_samples_only():
     adv = [0.0, 0.0, 0.7, 0.0]
     assert informative("v05", SAME, advantages=adv, count="signal")

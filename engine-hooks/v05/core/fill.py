@@ -26,9 +26,11 @@ baseline is the group's own mean:
 A mixed group (rewards not all equal) has a non-zero advantage on every
 kept sample in every mode, so it counts under both. Count "signal" counts
 a group by its kept advantages alone (|A| > SIGNAL_EPS on some kept
-sample): under the fused modes it also counts an all-same group whose
-prior disagreed with it, signal only as good as the prior (docs/RULES.md);
-elsewhere it is "contrast".
+sample), in every mode: under the fused modes it also counts an all-same
+group whose prior disagreed with it, signal only as good as the prior
+(docs/RULES.md); in the modes above whose baseline is the group's own
+mean it is "contrast"; a mode whose baseline shrinks toward anything else
+(a running mean) is counted by its advantages like the fused ones.
 
 The skip: a prompt is skipped before any sample when the predicted chance
 that its first wave of k samples (k_init) is all-same is at least 1 -
@@ -134,7 +136,7 @@ def informative(mode: str, rewards: Sequence[float], *,
          enumerate(rewards)]
     if dropped:
         return False
-    if count == "contrast" or mode not in FUSED_MODES:
+    if count == "contrast":
         return any(x != r[0] for x in r)
     if advantages is None:
         raise TypeError("count 'signal' needs the group's advantages")
