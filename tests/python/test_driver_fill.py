@@ -419,7 +419,7 @@ def test_settings_are_checked(segname):
                         (dict(count="any"), ValueError),
                         (dict(skip=0.05), TypeError),
                         (dict(history=object()), TypeError),
-                        (dict(inflight=0), ValueError),
+                        (dict(inflight=-1), ValueError),
                         (dict(inflight=2.5), TypeError)]:
             with pytest.raises(err):
                 StreamFill(drv, **kw)

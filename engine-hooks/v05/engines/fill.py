@@ -147,9 +147,13 @@ class StreamFill:
                 "batch's second wave would be padded to that many samples; "
                 "create the plugin with pad_multiple=1")
         if inflight is None:
+            # Carried prompts cost nothing, so under carry the engine is
+            # kept full to the end; under abort whatever runs at the
+            # target is wasted, and the expectation alone decides.
             slots = self._adapter.engine_slots() if self._adapter else None
-            inflight = slots or DEFAULT_INFLIGHT
-        self.inflight = _checks.integer("inflight", inflight, 1, 1 << 20,
+            inflight = (slots or DEFAULT_INFLIGHT) if at_target == "carry" \
+                else 0
+        self.inflight = _checks.integer("inflight", inflight, 0, 1 << 20,
                                         _checks.U32_MAX)
         self._flight = Flight()
         self._open: Dict[int, set] = {}     # batch -> its uids in flight
@@ -227,41 +231,56 @@ class StreamFill:
                 f"v05 fill: the prior of uid {uid!r}", prior)
         return uid, prompt, prior
 
+    def _pull(self, it, taken, res: FillResult):
+        """The next prompt to submit, (uid, prompt, prior): one that had
+        no room before, else the source's next one the skip rule keeps;
+        None when the source is exhausted."""
+        if self._pending:
+            return self._pending.pop(0)
+        while True:
+            item = next(it, _END)
+            if item is _END:
+                res.exhausted = True
+                return None
+            uid, prompt, prior = self._check_item(item, taken)
+            if self.skip is not None:
+                hist = self.history.counts(uid) if self.history else None
+                if self.skip.would_skip(prior, self.k_init, hist):
+                    if not self.skip.revisited(uid, self._step):
+                        res.skipped.append(uid)
+                        continue
+                    res.revisited += 1
+            return uid, prompt, prior
+
+    def _chance(self, uid, prior) -> float:
+        """A prompt's predicted chance of an informative group (1 without
+        a skip rule), before calibration."""
+        if self.skip is None:
+            return 1.0
+        hist = self.history.counts(uid) if self.history else None
+        return 1.0 - self.skip.all_same(prior, self.k_init, hist)
+
     def _admit(self, it, need: int, res: FillResult) -> None:
         """Pull and submit prompts while the expected informative groups
-        fall short of `need` or the engine's floor is not met."""
+        fall short of `need` (what the step still lacks) or the engine's
+        floor is not met."""
         expected = self._expected()
         scale = self._got / self._want
         queued = len(self._flight.tasks)
         new: List[Tuple[Uid, Any, Any]] = []
         taken = set()
-        pulls = 0
-        while (expected < need or queued < self.inflight) and \
-                (self._pending or not res.exhausted) and \
-                pulls < 4 * need + self.inflight:
-            if self._pending:
-                uid, prompt, prior = self._pending.pop(0)
-            else:
-                item = next(it, _END)
-                if item is _END:
-                    res.exhausted = True
-                    break
-                pulls += 1
-                uid, prompt, prior = self._check_item(item, taken)
-                if self.skip is not None:
-                    hist = self.history.counts(uid) if self.history else None
-                    if self.skip.would_skip(prior, self.k_init, hist):
-                        if not self.skip.revisited(uid, self._step):
-                            res.skipped.append(uid)
-                            continue
-                        res.revisited += 1
-            pi = 1.0
-            if self.skip is not None:
-                hist = self.history.counts(uid) if self.history else None
-                pi = 1.0 - self.skip.all_same(prior, self.k_init, hist)
-            self._pi[uid] = pi
+        # Bounded per call, so an endless source whose prompts the rule
+        # all skips still lets the loop run.
+        budget = 4 * need + self.inflight
+        while (expected < need or queued < self.inflight) and budget > 0:
+            budget -= 1
+            item = self._pull(it, taken, res)
+            if item is None:
+                break
+            uid = item[0]
+            pi = self._pi[uid] = self._chance(uid, item[2])
             taken.add(uid)
-            new.append((uid, prompt, prior))
+            new.append(item)
             expected += min(1.0, scale * pi)
             queued += self.k_init
         if new:
@@ -402,8 +421,7 @@ class StreamFill:
                     await drv._wait()
             if self._errors:
                 raise self._errors[0]
-            if self.at_target == "abort":
-                await self._abort_all(res)
+            await self._at_target(res, groups, target)
             res.carried = len(self._flight.prompts)
             for uid, d, outs in groups:
                 res.groups[uid] = drv._result(d, {uid: outs})
@@ -419,6 +437,11 @@ class StreamFill:
         res.samples = drv.generate_calls - calls0
         self._count(res)
         return res
+
+    async def _at_target(self, res: FillResult, groups, target) -> None:
+        """What happens to what is in flight once the target is met."""
+        if self.at_target == "abort":
+            await self._abort_all(res)
 
     def _count(self, res: FillResult) -> None:
         t = self.totals
