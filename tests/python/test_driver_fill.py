@@ -391,6 +391,7 @@ def test_errors_leave_nothing(segname, at_target, fault):
     (("a-1", "text of a-1", float("nan")), ValueError, "not finite"),
     (("a-1", "text of a-1", None), TypeError, "only in mode knapsack"),
     (("a-0", "text of a-0", 0.0), ValueError, "again"),
+    (None, ValueError, "again"),  # a uid final and held for this step
 ])
 def test_source_items_are_checked(segname, item, err, words):
     eng = Engine()
@@ -399,9 +400,23 @@ def test_source_items_are_checked(segname, item, err, words):
         drv = GroupRollout(p, eng.generate, score=score, release=True)
         fill = StreamFill(drv, inflight=40)
         eng.held = {"a-0"}
+        # a-0 is in flight (held at the gate) when the last item comes;
+        # item None: the uid of a group final and held for this step.
+
+        def src():
+            yield ("a-0", "text of a-0", 0.0)
+            n = itertools.count(3)
+            while item is None and not fill._held:
+                i = next(n)
+                yield (f"a-{i}", f"text of a-{i}", 0.0)
+            if item is None:
+                u = next(iter(fill._held))
+                yield (u, f"text of {u}", 0.0)
+            else:
+                yield item
         with pytest.raises(err, match=words.replace("(", r"\(")
                            .replace(")", r"\)")):
-            await fill.fill(iter([("a-0", "text of a-0", 0.0), item]), 2)
+            await asyncio.wait_for(fill.fill(src(), 30), 30)
         assert not eng.running
         await fill.close()
         drv.close()

@@ -161,6 +161,7 @@ class StreamFill:
         self._pi: Dict[Uid, float] = {}     # uid -> predicted P(informative)
         self._contrast: Dict[Uid, Any] = {}  # uid -> first reward, or True
         self._ready: List[Tuple[Uid, Decision, dict]] = []  # carried finals
+        self._held = set()  # uids of finals held: this step's and _ready's
         self._pending: List[Tuple[Uid, Any, Any]] = []  # pulled, not in yet
         self._errors: List[BaseException] = []
         self._got = 1.0   # calibration: informative finals (decayed) ...
@@ -216,7 +217,7 @@ class StreamFill:
             raise ValueError(f"v05 fill: uid {uid!r} is {len(b)} bytes; a "
                              f"uid has 1 to {UID_MAX}")
         if uid in self._flight.prompts or uid in taken or \
-                any(uid == u for u, _, _ in self._ready) or \
+                uid in self._held or \
                 any(uid == u for u, _, _ in self._pending):
             raise ValueError(f"v05 fill: the source gave uid {uid!r} again "
                              "while it is in flight (uids are unique among "
@@ -365,10 +366,12 @@ class StreamFill:
             self.plugin.release(d)
         elif len(groups) < target:
             groups.append((uid, d, outs))
+            self._held.add(uid)
         else:
             res.surplus += 1
             if self.at_target == "carry":
                 self._ready.append((uid, d, outs))
+                self._held.add(uid)
             else:
                 self.plugin.release(d)
 
@@ -425,9 +428,11 @@ class StreamFill:
             res.carried = len(self._flight.prompts)
             for uid, d, outs in groups:
                 res.groups[uid] = drv._result(d, {uid: outs})
+                self._held.discard(uid)
         except BaseException as e:
             held = groups + self._ready
             self._ready = []
+            self._held.clear()
             await self._give_up(e, held, res.groups)
             raise
         finally:
@@ -474,8 +479,9 @@ class StreamFill:
                 if e.errno != errno.ENOENT:
                     raise
         ready, self._ready = self._ready, []
-        for _, d, _ in ready:
+        for uid, d, _ in ready:
             self.plugin.release(d)
+            self._held.discard(uid)
         self._forget_flight()
         drv._end_run()  # their scores and staged rewards are not pushed
         if pending:
