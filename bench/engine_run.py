@@ -385,6 +385,20 @@ def shutdown(a, engine, loop):
     loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
 
+def engine_and_commit(a):
+    """The engine's name and version, and the checkout's commit."""
+    if a.engine == "vllm":
+        import vllm
+        version = f"vLLM {vllm.__version__}"
+    else:
+        import sglang
+        version = f"sglang {sglang.__version__}"
+    commit = subprocess.run(["git", "-C", ROOT, "describe", "--always",
+                             "--dirty"], capture_output=True,
+                            text=True).stdout.strip()
+    return version, commit
+
+
 def main():
     ap = argparse.ArgumentParser(prog="bench/engine")
     ap.add_argument("--engine", choices=["vllm", "sglang"], default="vllm")
@@ -477,15 +491,7 @@ def main():
     finally:
         shutdown(a, engine, loop)
         loop.close()
-    if a.engine == "vllm":
-        import vllm
-        version = f"vLLM {vllm.__version__}"
-    else:
-        import sglang
-        version = f"sglang {sglang.__version__}"
-    commit = subprocess.run(["git", "-C", ROOT, "describe", "--always",
-                             "--dirty"], capture_output=True,
-                            text=True).stdout.strip()
+    version, commit = engine_and_commit(a)
     out = os.path.join(a.out, tag_of(a.engine, vars(a)) + ".json")
     args = {k: v for k, v in vars(a).items() if k != "out"}
     with open(out, "w") as f:

@@ -46,7 +46,6 @@ import datetime
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -59,7 +58,8 @@ from v05.demos import tiny
 from v05.engines.driver import sample_seed
 from v05.engines.fill import StreamFill
 
-from engine_run import lengths, make_engine, shutdown  # this folder
+from engine_run import (engine_and_commit, lengths, make_engine,  # here
+                        shutdown)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 G = 16
@@ -271,20 +271,12 @@ class VerlV1Fill(StreamFill):
 
     async def _at_target(self, res, groups, target):
         """Drain: what is in flight finishes; the surplus is discarded."""
-        drv = self._drv
         while self._flight.prompts:
             if self._errors:
                 raise self._errors[0]
-            drv._kicked = drv.wait_on == "scores" and drv._publish()
-            taken = []
-            fault = await drv._take(self._flight, self.plugin.poll(),
-                                    taken.append)
-            for d in taken:
-                self._finished(d, groups, target, res)
-            if fault is not None:
-                raise fault
-            if self._flight.prompts and not taken:
-                await drv._wait()
+            if not await self._turn(groups, target, res) and \
+                    self._flight.prompts:
+                await self._drv._wait()
 
 
 FILLS = {"verl v1 replay buffer": VerlV1Fill,
@@ -555,15 +547,7 @@ def main():
     finally:
         shutdown(a, engine, loop)
         loop.close()
-    if a.engine == "vllm":
-        import vllm
-        version = f"vLLM {vllm.__version__}"
-    else:
-        import sglang
-        version = f"sglang {sglang.__version__}"
-    commit = subprocess.run(["git", "-C", ROOT, "describe", "--always",
-                             "--dirty"], capture_output=True,
-                            text=True).stdout.strip()
+    version, commit = engine_and_commit(a)
     load = [load0, os.getloadavg()]
     tag = f"fill-{a.engine}-s{a.sigma:g}-{a.p_dist.replace(':', '')}"
     out = os.path.join(a.out, tag + ".json")

@@ -412,15 +412,8 @@ class StreamFill:
                 self._admit(it, target - len(groups), res)
                 if not self._flight.prompts and res.exhausted:
                     break
-                drv._kicked = drv.wait_on == "scores" and drv._publish()
-                taken: List[Decision] = []
-                fault = await drv._take(self._flight, self.plugin.poll(),
-                                        taken.append)
-                for d in taken:
-                    self._finished(d, groups, target, res)
-                if fault is not None:
-                    raise fault
-                if len(groups) < target and not taken:
+                if not await self._turn(groups, target, res) and \
+                        len(groups) < target:
                     await drv._wait()
             if self._errors:
                 raise self._errors[0]
@@ -442,6 +435,21 @@ class StreamFill:
         res.samples = drv.generate_calls - calls0
         self._count(res)
         return res
+
+    async def _turn(self, groups, target, res: FillResult) -> int:
+        """Publish the staged rewards, poll, and take the decisions in:
+        samples started, groups done counted (_finished). Returns how many
+        groups were done; raises the fault a decision brought."""
+        drv = self._drv
+        drv._kicked = drv.wait_on == "scores" and drv._publish()
+        taken: List[Decision] = []
+        fault = await drv._take(self._flight, self.plugin.poll(),
+                                taken.append)
+        for d in taken:
+            self._finished(d, groups, target, res)
+        if fault is not None:
+            raise fault
+        return len(taken)
 
     async def _at_target(self, res: FillResult, groups, target) -> None:
         """What happens to what is in flight once the target is met."""

@@ -329,13 +329,7 @@ class V05GRPOTrainer(GRPOTrainer):
                     requests.extend((index[d.uid], s, d.gen)
                                     for s in d.samples)
                 elif d.kind in ("final", "drop"):
-                    g = self.v05.group(d)
-                    groups[d.uid] = {"k": g.k, "kept": g.kept,
-                                     "advantages": g.advantages.copy(),
-                                     "rewards": g.rewards.copy(),
-                                     "dropped": d.kind == "drop"}
-                    del g  # no view may outlive the slot
-                    self.v05.release(d)
+                    groups[d.uid] = self._take_group(d)
                 elif d.kind == "barrier":
                     raise NotImplementedError("v05: external halt (barrier "
                                               "decisions) needs several "
@@ -439,17 +433,9 @@ class V05GRPOTrainer(GRPOTrainer):
                         requests.extend((index[d.uid], s, d.gen)
                                         for s in d.samples)
                     elif d.kind in ("final", "drop"):
-                        g = self.v05.group(d)
-                        k = g.k
-                        rw = g.rewards.copy()
-                        groups[d.uid] = {"k": k, "kept": g.kept,
-                                         "advantages": g.advantages.copy(),
-                                         "rewards": rw,
-                                         "dropped": d.kind == "drop",
-                                         "prompt": self.v05_prompt_id(
-                                             ex[index[d.uid]])}
-                        del g
-                        self.v05.release(d)
+                        g = groups[d.uid] = self._take_group(d)
+                        g["prompt"] = self.v05_prompt_id(ex[index[d.uid]])
+                        k, rw = g["k"], g["rewards"]
                         mine = open_batches.get(d.batch)
                         if mine is not None:
                             mine.discard(d.uid)
@@ -535,6 +521,15 @@ class V05GRPOTrainer(GRPOTrainer):
         from ..core.observer import Observer
         with Observer(self.v05.name) as o:
             return o.info()["k_init"]
+
+    def _take_group(self, d) -> dict:
+        """A final (or dropped) group copied out of its slot, released."""
+        g = self.v05.group(d)
+        out = {"k": g.k, "kept": g.kept, "advantages": g.advantages.copy(),
+               "rewards": g.rewards.copy(), "dropped": d.kind == "drop"}
+        del g  # no view may outlive the slot
+        self.v05.release(d)
+        return out
 
     def _sample(self, examples, prompt_ids, uids, requests, completions):
         """Generate one completion per (prompt, sample) request, score them
