@@ -38,6 +38,34 @@ V05_API int v05_eb_state_get(struct v05_plugin *p, struct v05_eb_state *own)
 	return 0;
 }
 
+/* A state handed in: finite log-likelihoods, a finite weight >= 0. */
+static int check_state(const struct v05_eb_state *s, const char *what)
+{
+	if (!s)
+		return v05__fail(-EINVAL, "%s: NULL state", what);
+	if (!(isfinite(s->weight) && s->weight >= 0.0))
+		return v05__fail(-EDOM,
+				 "%s: weight %g is not a finite number >= 0",
+				 what, s->weight);
+	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
+		for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
+			if (!isfinite(s->ll[j][l]))
+				return v05__fail(-EDOM,
+						 "%s: log-likelihood [%u][%u] is %g",
+						 what, j, l, s->ll[j][l]);
+	return 0;
+}
+
+/* The fit changed: the memo is stale, and undecided prompts of a cold
+ * start may be warm now. */
+static void fit_changed(struct v05_plugin *p)
+{
+	p->fit_memo_ok = false;
+	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++)
+		if (p->batch_recs[b].id && p->batches[b].n_held)
+			v05__schedule_progress(p, b);
+}
+
 V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
 				    const struct v05_eb_state *others)
 {
@@ -45,26 +73,28 @@ V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
 
 	v05__clear_error();
 	ret = check_stream_eb(p, "eb_state_set_remote");
+	if (!ret)
+		ret = check_state(others, "eb_state_set_remote");
 	if (ret)
 		return ret;
-	if (!others)
-		return v05__fail(-EINVAL, "eb_state_set_remote: NULL state");
-	if (!(isfinite(others->weight) && others->weight >= 0.0))
-		return v05__fail(-EDOM,
-				 "eb_state_set_remote: weight %g is not a finite number >= 0",
-				 others->weight);
-	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
-		for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
-			if (!isfinite(others->ll[j][l]))
-				return v05__fail(-EDOM,
-						 "eb_state_set_remote: log-likelihood [%u][%u] is %g",
-						 j, l, others->ll[j][l]);
-	p->fit_memo_ok = false;
 	memcpy(&p->fit->remote, others, sizeof(*others));
 	p->fit->remote_sets++;
-	/* Undecided prompts of a cold start may be warm now. */
-	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++)
-		if (p->batch_recs[b].id && p->batches[b].n_held)
-			v05__schedule_progress(p, b);
+	fit_changed(p);
+	return 0;
+}
+
+V05_API int v05_eb_state_set_own(struct v05_plugin *p,
+				 const struct v05_eb_state *own)
+{
+	int ret;
+
+	v05__clear_error();
+	ret = check_stream_eb(p, "eb_state_set_own");
+	if (!ret)
+		ret = check_state(own, "eb_state_set_own");
+	if (ret)
+		return ret;
+	memcpy(&p->fit->own, own, sizeof(*own));
+	fit_changed(p);
 	return 0;
 }

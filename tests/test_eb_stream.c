@@ -465,6 +465,49 @@ static void test_merged_state(void **state)
 	free(b);
 }
 
+/* A resumed run: another plugin's own part handed in as this one's own
+ * (v05_eb_state_set_own) is its state exactly, and this plugin decides a
+ * prompt as the first one does. */
+static void test_set_own(void **state)
+{
+	struct fx *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	struct v05_eb_state sa, sb;
+	int ma, mb, i = 1;
+
+	(void)state;
+	config(a, 1, 1);
+	config(b, 1, 1);
+	open_fx(a, "ebs-oa");
+	open_fx(b, "ebs-ob");
+	submit(a, 3);
+	submit(b, 3);
+	for (int j = 0; j < N; j += 2) {
+		push_range(a, j, 0, 4);
+		settle(a, v05_poll(a->p, a->d, MAXD));
+	}
+	assert_int_equal(v05_eb_state_get(a->p, &sa), 0);
+	assert_true(sa.folded > 0);
+	assert_int_equal(v05_eb_state_set_own(b->p, &sa), 0);
+	assert_int_equal(v05_eb_state_get(b->p, &sb), 0);
+	assert_memory_equal(&sa, &sb, sizeof(sa));
+	push_range(a, i, 0, 4);
+	push_range(b, i, 0, 4);
+	ma = v05_poll(a->p, a->d, MAXD);
+	mb = v05_poll(b->p, b->d, MAXD);
+	assert_int_equal(ma, 1);
+	assert_int_equal(mb, 1);
+	assert_int_equal(a->d[0].kind, b->d[0].kind);
+	assert_int_equal(a->d[0].k, b->d[0].k);
+	/* Bad states are refused. */
+	sb.weight = NAN;
+	assert_int_equal(v05_eb_state_set_own(b->p, &sb), -EDOM);
+	assert_non_null(strstr(v05_errmsg(), "eb_state_set_own"));
+	close_fx(a);
+	close_fx(b);
+	free(a);
+	free(b);
+}
+
 /* A takeover keeps the running fit. */
 static void test_takeover_keeps_fit(void **state)
 {
@@ -596,6 +639,8 @@ static void test_wrong_mode(void **state)
 	open_fx(f, "ebs-mode");
 	assert_int_equal(v05_eb_state_get(f->p, &st), -EINVAL);
 	assert_non_null(strstr(v05_errmsg(), "rounds"));
+	v05_eb_state_init(&st);
+	assert_int_equal(v05_eb_state_set_own(f->p, &st), -EINVAL);
 	close_fx(f);
 	config(f, 0, 1);
 	assert_int_equal(v05_config_check(&f->c), -EINVAL); /* cold 0 */
@@ -611,6 +656,7 @@ int main(void)
 		cmocka_unit_test(test_cold_batch_end),
 		cmocka_unit_test(test_same_order_same_decisions),
 		cmocka_unit_test(test_merged_state),
+		cmocka_unit_test(test_set_own),
 		cmocka_unit_test(test_takeover_keeps_fit),
 		cmocka_unit_test(test_early_start),
 		cmocka_unit_test(test_wrong_mode),

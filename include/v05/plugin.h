@@ -262,6 +262,15 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 V05_API int v05_eb_state_get(struct v05_plugin *p, struct v05_eb_state *own);
 V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
 				    const struct v05_eb_state *others);
+/*
+ * v05_eb_state_set_own replaces this plugin's own part with `own`, one
+ * that v05_eb_state_get returned before (maybe in another process): a
+ * run resumed from a checkpoint goes on deciding under the fit it had
+ * (forgetting then applies to it as to the first waves folded here).
+ * Same errors as v05_eb_state_set_remote.
+ */
+V05_API int v05_eb_state_set_own(struct v05_plugin *p,
+				 const struct v05_eb_state *own);
 
 /*
  * Resolve batch `batch` (its id) waiting at a round barrier: halt it (its

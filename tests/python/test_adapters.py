@@ -384,7 +384,7 @@ def test_no_engine_plugin_entry_points():
 # ---- verl -----------------------------------------------------------------------
 # The estimator needs torch and numpy only; the real verl (registries, reward
 # managers, compute_advantage, balancing) is exercised by
-# tests/trainers/test_verl_real.py in build-venv/trainers.
+# tests/trainers/test_verl_real.py in build-venv/verl.
 
 def verl_rollout(plugin, uids):
     """Rows (uid, sample, 0/1 score) and final decisions, rewards pushed as

@@ -83,6 +83,27 @@ def test_engine_with_the_others_part_decides_as_one_engine(segname):
     assert {k for k, _ in got.values()} == {"final", "sample"}
 
 
+def test_own_part_restored_decides_as_before(segname):
+    """A resumed run: a fresh plugin given a saved own part (set_eb_own)
+    holds that state exactly and decides as the plugin it came from."""
+    waves = first_waves(64, 3)
+    before, after = waves[:32], waves[32:]
+    kw = dict(mode="v05-eb", schedule="stream", eb_cold=1, pad_multiple=1,
+              max_prompts=64)
+    with v05.Plugin.create(segname, **kw) as one:
+        run_first_waves(one, before, "b")
+        saved = v05.EbState.from_list(one.eb_state().to_list())
+        want = run_first_waves(one, after, "a")
+    with v05.Plugin.create(segname + "-r", **kw) as again:
+        again.set_eb_own(saved)
+        assert again.eb_state() == saved
+        got = run_first_waves(again, after, "a")
+        with pytest.raises(TypeError, match="EbState"):
+            again.set_eb_own(saved.to_list())
+    assert got == want
+    assert {k for k, _ in got.values()} == {"final", "sample"}
+
+
 def test_other_schedules_have_no_running_fit(segname):
     with v05.Plugin.create(segname, mode="v05-eb", schedule="rounds") as p:
         with pytest.raises(ValueError, match="stream schedule"):

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Fixtures for the real-trainer tests (run with build-venv/trainers's
+"""Fixtures for the real-trainer tests (run with build-venv/verl's or build-venv/trl's
 Python, where v05 is installed from its wheel: scripts/setup-trainers)."""
 import errno
 import itertools

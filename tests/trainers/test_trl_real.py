@@ -13,8 +13,8 @@ try:
     import trl  # noqa: F401
     from datasets import Dataset
 except ImportError as e:  # pragma: no cover - the Debian python has no trl
-    pytest.skip(f"trl is not installed ({e}); run scripts/setup-trainers and "
-                "use build-venv/trainers/bin/python", allow_module_level=True)
+    pytest.skip(f"trl is not installed ({e}); run scripts/setup-trainers trl and "
+                "use build-venv/trl/bin/python", allow_module_level=True)
 
 import v05
 

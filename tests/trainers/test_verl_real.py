@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""v05.trainers.verl against the real verl 0.9.1 (build-venv/trainers, made by
+"""v05.trainers.verl against the real verl 0.9.1 (build-venv/verl, made by
 scripts/setup-trainers): the estimator through verl's own compute_advantage
 on a real DataProto whose rows were shuffled and balanced by verl's own
 _balance_batch, and the reward managers built by verl's own loaders."""
@@ -18,8 +18,8 @@ try:
     import verl  # noqa: F401
     from omegaconf import OmegaConf
 except ImportError as e:  # pragma: no cover - the Debian python has no verl
-    pytest.skip(f"verl is not installed ({e}); run scripts/setup-trainers and "
-                "use build-venv/trainers/bin/python", allow_module_level=True)
+    pytest.skip(f"verl is not installed ({e}); run scripts/setup-trainers verl and "
+                "use build-venv/verl/bin/python", allow_module_level=True)
 
 from verl import DataProto
 from verl.trainer.ppo import core_algos, ray_trainer

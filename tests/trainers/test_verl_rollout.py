@@ -24,8 +24,8 @@ try:
     import torch
     import verl  # noqa: F401
 except ImportError as e:  # pragma: no cover - the Debian python has no verl
-    pytest.skip(f"verl is not installed ({e}); run scripts/setup-trainers and "
-                "use build-venv/trainers/bin/python", allow_module_level=True)
+    pytest.skip(f"verl is not installed ({e}); run scripts/setup-trainers verl and "
+                "use build-venv/verl/bin/python", allow_module_level=True)
 
 from omegaconf import OmegaConf
 from verl import DataProto
@@ -39,7 +39,8 @@ sys.path.insert(0, HERE)
 import tiny  # noqa: E402
 
 PROMPT_LEN, RESPONSE_LEN = 24, 6
-# The workers' segments are named <prefix>-<pid>-<hex>.
+# The workers' segments are named <prefix>-w<i> (made by a manager) or
+# <prefix>-<pid>-<hex> (a worker made alone).
 SEG_PREFIX = f"vr{os.getpid()}"
 ROW_MULTIPLE = 8
 PLUGIN = {"k_init": 2, "k_step": 2, "k_max": 8, "pad_multiple": 1,
@@ -762,7 +763,13 @@ def test_fill_hands_verls_replay_buffer_what_to_refill(env):
 
 
 def test_fill_settings_are_checked():
+    from v05.trainers.verl import main_ppo_overrides
     from v05.trainers.verl.agent_loop import fill_config
+
+    ov = main_ppo_overrides(fill="contrast", skip={"margin": 0.1, "seed": 3})
+    assert "+algorithm.v05_fill=contrast" in ov
+    assert "+algorithm.v05_skip={margin:0.1,seed:3}" in ov
+    assert "trainer.v1.sampler.sync_refill_failed_groups=true" in ov
 
     assert fill_config(OmegaConf.create({})) == (None, None)
     fill, rule = fill_config(OmegaConf.create(

@@ -394,6 +394,18 @@ class Plugin:
             raise ValueError((lib.v05_errmsg() or b"").decode("utf-8", "replace"))
         check(ret, "set_eb_remote")
 
+    def set_eb_own(self, own: EbState) -> None:
+        """Replace this plugin's own part of the running fit with `own`
+        (an eb_state() saved before, e.g. with a checkpoint): a resumed
+        run decides under the fit it had. ValueError as set_eb_remote."""
+        if not isinstance(own, EbState):
+            raise TypeError(f"set_eb_own takes an EbState, not "
+                            f"{type(own).__name__}")
+        ret = lib.v05_eb_state_set_own(self._handle(), ctypes.byref(own._s))
+        if ret in (-errno.EINVAL, -errno.EDOM):
+            raise ValueError((lib.v05_errmsg() or b"").decode("utf-8", "replace"))
+        check(ret, "set_eb_own")
+
     def cancel(self, batch: int) -> int:
         """Give up batch `batch` (a decision's .batch): its open prompts
         and their slots are freed, its undelivered decisions discarded;

@@ -5,8 +5,11 @@ vLLM, the engine benchmark).
 
 The model: a 2-layer Llama with random weights (vocabulary 128, width 64,
 2 heads of 32: vLLM's CPU attention has no kernel for heads under 32),
-float32, saved with ``transformers``; no tokenizer (the engine runs with
-``skip_tokenizer_init=True`` and token-id prompts). Its output head is
+float32, saved with ``transformers``, with a character tokenizer beside it
+(``make_tokenizer``: one token per character, the ids the model's
+vocabulary has, and a plain chat template) so that a trainer that loads a
+tokenizer from the model's directory (verl) can use it; the engines run
+with ``skip_tokenizer_init=True`` and token-id prompts. Its output head is
 scaled up so that next-token distributions are peaked and differ between
 prompts.
 
@@ -27,7 +30,8 @@ from typing import List, Sequence
 
 import numpy as np
 
-__all__ = ["VOCAB", "BOS", "make_model", "make_prompts", "reward",
+__all__ = ["VOCAB", "BOS", "make_model", "make_tokenizer", "CHARS",
+           "CHAT_TEMPLATE", "make_prompts", "reward",
            "success_probs", "noisy_priors", "vllm_engine", "sglang_engine",
            "sglang_shutdown"]
 
@@ -37,6 +41,16 @@ _FIRST_TOKEN = 3          # prompt tokens a, b, c are drawn from 3..VOCAB-1
 _CLASSES = 2
 _HEAD_SCALE = 20.0        # output-head gain: peaked, prompt-dependent
 _META = "v05-tiny.json"
+# The tokenizer's characters: token id i + _FIRST_TOKEN is CHARS[i] (ids 0,
+# 1 and 2 are the pad, BOS and EOS tokens): ASCII's 95 printable ones
+# (space included), the newline and 29 Latin-1 letters.
+CHARS = "".join(chr(c) for c in [*range(0x20, 0x7F), 0x0A,
+                                 *range(0xC0, 0xDD)])
+assert len(CHARS) == VOCAB - _FIRST_TOKEN
+# A chat template that verl's agent loop applies: each message's content on
+# its own line, then "A:" when a generation is asked for.
+CHAT_TEMPLATE = ("{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}A:{% endif %}")
 
 
 def make_model(path: str, seed: int = 0, max_positions: int = 256) -> str:
@@ -45,7 +59,7 @@ def make_model(path: str, seed: int = 0, max_positions: int = 256) -> str:
     longest prompt + output it takes (the engine benchmark's long tail
     needs more than the default)."""
     meta = {"seed": seed, "vocab": VOCAB, "head_scale": _HEAD_SCALE,
-            "version": 1}
+            "version": 1, "tokenizer": 1}
     if max_positions != 256:  # the default's meta as it always was
         meta["max_positions"] = max_positions
     mfile = os.path.join(path, _META)
@@ -75,9 +89,30 @@ def make_model(path: str, seed: int = 0, max_positions: int = 256) -> str:
     gc = os.path.join(path, "generation_config.json")
     if os.path.exists(gc):
         os.remove(gc)
+    make_tokenizer(path)
     with open(mfile, "w") as f:
         json.dump(meta, f)
     return path
+
+
+def make_tokenizer(path: str):
+    """Write the model's tokenizer to `path` and return it (a
+    ``PreTrainedTokenizerFast``): one token per character of CHARS (id
+    ``3 + CHARS.index(c)``), "<pad>" 0, "<s>" 1, "</s>" 2, anything else the
+    pad token; no merges, so any text of CHARS round-trips; CHAT_TEMPLATE."""
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "<s>": BOS, "</s>": EOS}
+    vocab.update({c: _FIRST_TOKEN + i for i, c in enumerate(CHARS)})
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<pad>"))
+    tok.decoder = decoders.Fuse()  # characters joined as they are
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>",
+                                   bos_token="<s>", eos_token="</s>")
+    fast.chat_template = CHAT_TEMPLATE
+    os.makedirs(path, exist_ok=True)
+    fast.save_pretrained(path)
+    return fast
 
 
 def make_prompts(n: int, seed: int = 0) -> List[List[int]]:

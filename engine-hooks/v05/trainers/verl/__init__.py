@@ -70,7 +70,7 @@ and ``=error`` raises instead. Padding rows have zero reward and get 0.
 import importlib.util
 import os
 
-from .config import score_to_reward, segment_of
+from .config import main_ppo_overrides, score_to_reward, segment_of
 from .estimator import ESTIMATOR_NAME, compute_v05_advantage, fallback_counts
 from .groups import attach_reader, record_group
 from .reward_managers import (REWARD_MANAGER_NAME, legacy_reward_manager_cls,
@@ -81,7 +81,7 @@ __all__ = ["compute_v05_advantage", "register_with_verl", "segment_of",
            "score_to_reward", "V05Uid", "tag_rows", "record_group",
            "ROW_FIELDS", "legacy_reward_manager_cls",
            "reward_loop_manager_cls", "rows_in_sample_order",
-           "attach_reader", "fallback_counts"]
+           "attach_reader", "fallback_counts", "main_ppo_overrides"]
 
 # The rollout component's names (agent_loop_manager_class=
 # v05.trainers.verl.V05AgentLoopManagerTQ), from the modules that define
@@ -93,7 +93,9 @@ _ROLLOUT = {"V05AgentLoopManagerTQ": "agent_loop_tq",
             "V05AgentLoopManager": "agent_loop_legacy",
             "V05AgentLoopWorker": "agent_loop_legacy",
             "pad_rows": "padding", "PAD_FIELD": "padding",
-            "row_multiple": "agent_loop", "plugin_params": "agent_loop"}
+            "row_multiple": "agent_loop", "plugin_params": "agent_loop",
+            "V05CheckpointCallback": "checkpoint",
+            "reclaim_run": "run", "run_segments": "run"}
 
 
 def __getattr__(name):

@@ -45,8 +45,10 @@ Validation chunks keep verl's own fixed-n path.
 
 Configuration (added with ``+``; verl's dataclasses refuse unknown keys
 under ``actor_rollout_ref.rollout``, so they live in ``algorithm``, read
-from the raw config): ``algorithm.v05_segment`` (the prefix of the workers'
-segment names, default "v05"), ``algorithm.v05_plugin`` (a dict of
+from the raw config): ``algorithm.v05_segment`` (the run's name: worker i's
+segment is ``<name>-w<i>``, default "v05"; run.py says how segments end
+with their worker), ``algorithm.v05_report`` (the run report),
+``algorithm.v05_plugin`` (a dict of
 ``v05.Plugin.create`` parameters), ``algorithm.v05_row_multiple`` (legacy
 manager: pad rows to a multiple of this; default lcm(32, the actor's world
 size ``trainer.n_gpus_per_node * trainer.nnodes``)).
@@ -70,11 +72,14 @@ import uuid
 import weakref
 from typing import Any, Dict, List, Optional
 
+from ...core.eb_state import EbState
 from ...core.fill import COUNTS, SkipRule, group_informative
 from ...core.plugin import Plugin
 from ...engines.driver import GroupRollout
+from ..report import report
 from .config import cfg_get, score_range, score_to_reward
 from .history import RuleHistory, history_config, prompt_id
+from .run import reclaim_run, segment_name, start_reaper
 
 __all__ = ["V05Core", "row_multiple", "plugin_params", "PLUGIN_KEYS",
            "fill_config",
@@ -86,7 +91,8 @@ log = logging.getLogger(__name__)
 PLUGIN_KEYS = ("cost", "k_init", "k_step", "k_max", "halt_fraction",
                "pad_multiple", "mode", "schedule", "max_prompts",
                "max_producers", "lane_capacity", "max_batches",
-               "stream_deadline_us", "sigma", "paper")
+               "stream_deadline_us", "sigma", "paper", "eb_window", "eb_cold",
+               "eb_early")
 DEFAULT_ROW_MULTIPLE = 32  # the paper's pad
 
 
@@ -162,9 +168,28 @@ class V05Core:
         self._v05_history_cfg = history_config(algo, self._v05_params)
         self._v05_fill, self._v05_skip = fill_config(algo)
         self._v05_history = None  # the run's RuleHistory actor, on first use
+        self._v05_report = cfg_get(algo, "v05_report") or None
+        self._v05_index: Optional[int] = None  # set by the manager
+        self._v05_reaper = None
+        self._v05_restored: Optional[dict] = None  # a checkpoint's state
         self.v05_plugin: Optional[Plugin] = None
         self._v05_driver: Optional[GroupRollout] = None
         self._v05_lock: Optional[asyncio.Lock] = None
+
+    def v05_setup(self, index: int) -> str:
+        """The manager names this worker (its index in the run): its
+        segment is then ``<v05_segment>-w<index>``. Segments of this run
+        left on this host by a dead run are reclaimed first. Returns the
+        segment's name."""
+        self._v05_index = int(index)
+        gone = reclaim_run(self._v05_prefix)
+        if gone:
+            log.warning("v05: reclaimed %d segments of run %r left by a "
+                        "dead run on this host: %s", len(gone),
+                        self._v05_prefix, ", ".join(gone))
+            report(self._v05_report, {"kind": "reclaimed", "segments": gone,
+                                      "worker": self._v05_index})
+        return segment_name(self._v05_prefix, self._v05_index)
 
     async def _v05_run(self, items, step):
         """One chunk through the plugin, at training step `step`. A plugin
@@ -180,8 +205,15 @@ class V05Core:
             items = self._v05_skipped(items, step)
             if not items:
                 return {}
+            if self._v05_report:
+                report(self._v05_report, {
+                    "kind": "chunk_start", "worker": self._v05_index,
+                    "pid": os.getpid(), "step": int(step),
+                    "uids": [u for u, _, _ in items]})
             if self._v05_history_cfg is None:
-                return await self._v05_rollout().run(items)
+                results = await self._v05_rollout().run(items)
+                self._v05_report_chunk(step, results)
+                return results
             if int(step) < 0:
                 raise ValueError("v05: algorithm.v05_history needs the "
                                  "training step (meta_info global_steps)")
@@ -203,6 +235,7 @@ class V05Core:
                 (pid, [float(r) for r in results[u].group.rewards[
                     :results[u].group.k]])
                 for pid, (u, _, _) in zip(pids, items)])
+            self._v05_report_chunk(step, results)
             return results
 
     def _v05_skipped(self, items, step):
@@ -226,6 +259,36 @@ class V05Core:
         return group_informative(self.v05_plugin.mode, res.group,
                                  count=self._v05_fill, dropped=res.dropped)
 
+    def _v05_report_chunk(self, step, results) -> None:
+        """The chunk's groups and the plugin's counters after it, to the
+        run report (algorithm.v05_report)."""
+        if not self._v05_report:
+            return
+        groups = []
+        for uid, res in results.items():
+            g = res.group
+            groups.append({"uid": uid, "k": int(g.k), "dropped": res.dropped,
+                           "kept": list(g.kept),
+                           "rewards": [float(x) for x in g.rewards[:g.k]],
+                           "advantages": [float(x) for x in
+                                          g.advantages[:g.k]]})
+        stats = self.v05_plugin.stats()
+        stats.pop("latency_hist", None)
+        report(self._v05_report, {
+            "kind": "chunk", "worker": self._v05_index, "pid": os.getpid(),
+            "segment": self.v05_plugin.name, "step": int(step),
+            "groups": groups, "stats": stats,
+            "fit_folded": self._v05_folded()})
+
+    def _v05_folded(self) -> Optional[int]:
+        """First waves in the running fit (own + handed in), v05-eb."""
+        try:
+            own = self.v05_plugin.eb_state()
+        except ValueError:
+            return None
+        rem = getattr(self, "_v05_remote", None)
+        return own.folded + (rem.folded if rem is not None else 0)
+
     def _v05_history_actor(self):
         """The run's RuleHistory: one named actor per segment prefix and
         rule, made by the first worker that asks."""
@@ -241,12 +304,19 @@ class V05Core:
     def _v05_rollout(self) -> GroupRollout:
         if self._v05_driver is None:
             # One segment per worker: several workers share a host, and a
-            # segment has one owner. The rows carry their numbers, so the
-            # trainer never needs to find it by name.
-            name = f"{self._v05_prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            self.v05_plugin = Plugin.create(name, **self._v05_params)
-            # Best effort for an orderly exit; a killed worker leaves its
-            # segment (v05.unlink(name) removes it).
+            # segment has one owner. Named by run and worker, so a later
+            # start reclaims what a dead run left; a worker made outside
+            # the manager (no index) gets a name of its own.
+            if self._v05_index is not None:
+                name = segment_name(self._v05_prefix, self._v05_index)
+            else:
+                name = f"{self._v05_prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            self.v05_plugin = Plugin.create(name, reclaim=True,
+                                            **self._v05_params)
+            # The reaper removes the segment when this process ends, however
+            # it ends (Ray ends workers without running exit handlers).
+            self._v05_reaper = start_reaper(
+                name, self._v05_report, {"worker": self._v05_index})
             atexit.register(_close_quietly, weakref.ref(self))
             self._v05_driver = GroupRollout(
                 self.v05_plugin, self._v05_generate_one,
@@ -306,6 +376,61 @@ class V05Core:
     def v05_stats(self) -> dict:
         """The plugin's counters (a test reads them through the actor)."""
         return {} if self.v05_plugin is None else self.v05_plugin.stats()
+
+    def v05_segment(self) -> Optional[str]:
+        return None if self.v05_plugin is None else self.v05_plugin.name
+
+    # ---- the running fit: merged across workers, saved, restored --------
+    # Coroutines, so that Ray runs them on the actor's event loop, the
+    # thread that runs the plugin's driver loop (a plugin is called from
+    # one thread).
+
+    async def v05_eb_part(self) -> Optional[list]:
+        """This worker's own part of v05-eb's running fit (EbState as a
+        list), or None when its plugin has none (another mode, schedule
+        rounds) or no plugin yet."""
+        if self.v05_plugin is None:
+            self._v05_rollout()
+        try:
+            return self.v05_plugin.eb_state().to_list()
+        except ValueError:
+            return None
+
+    async def v05_eb_others(self, others: list) -> None:
+        self._v05_set_others(others)
+
+    def _v05_set_others(self, others: list) -> None:
+        """The sum of the other workers' parts (the manager's exchange at
+        a step boundary): this worker decides under the run's whole fit."""
+        st = EbState.from_list(others)
+        self.v05_plugin.set_eb_remote(st)
+        self._v05_remote = st
+
+    async def v05_state(self) -> dict:
+        """What this worker's decisions depend on, for verl's checkpoint:
+        its own part of the running fit and the others' last handed in."""
+        part = await self.v05_eb_part()
+        rem = getattr(self, "_v05_remote", None)
+        return {"worker": self._v05_index, "own": part,
+                "remote": None if rem is None else rem.to_list()}
+
+    async def v05_history_state(self) -> Optional[dict]:
+        """The run's rule history (algorithm.v05_history), for a checkpoint."""
+        if self._v05_history_cfg is None:
+            return None
+        return await self._v05_history_actor().state.remote()
+
+    async def v05_history_restore(self, state: dict) -> None:
+        if self._v05_history_cfg is not None:
+            await self._v05_history_actor().load_state.remote(state)
+
+    async def v05_restore(self, state: dict) -> None:
+        """Back to a checkpoint's state (v05_state of the same worker)."""
+        self._v05_rollout()
+        if state.get("own") is not None:
+            self.v05_plugin.set_eb_own(EbState.from_list(state["own"]))
+        if state.get("remote") is not None:
+            self._v05_set_others(state["remote"])
 
 
 def fill_config(algo):

@@ -101,7 +101,9 @@ def _manager_cls():
     from verl.experimental.agent_loop.agent_loop import AgentLoopManager
     from verl.utils.ray_utils import auto_await
 
-    class V05AgentLoopManager(AgentLoopManager):
+    from .manager import V05ManagerMixin
+
+    class V05AgentLoopManager(V05ManagerMixin, AgentLoopManager):
         """actor_rollout_ref.rollout.agent.agent_loop_manager_class=
         v05.verl_rollout.V05AgentLoopManager (trainer.use_v1=False).
         generate_sequences returns one row per generated sample (each
@@ -114,10 +116,19 @@ def _manager_cls():
             super().__init__(*args, **kwargs)
             self.v05_row_multiple = row_multiple(self.config)
 
+        @classmethod
+        @auto_await
+        async def create(cls, *args, **kwargs):
+            instance = cls(*args, **kwargs)
+            await instance._init_agent_loop_workers()
+            instance._v05_start()
+            return instance
+
         @auto_await
         async def generate_sequences(self, prompts):
             if prompts.meta_info.get("validate", False):
                 return await super().generate_sequences(prompts)
+            self._v05_exchange()  # a step boundary: the fits merged
             if "priority" not in prompts.non_tensor_batch:
                 prompts.non_tensor_batch["priority"] = np.arange(
                     len(prompts), dtype=np.int64)
@@ -135,10 +146,6 @@ def _manager_cls():
             output.meta_info["v05_rows"] = n_rows
             output.meta_info["v05_padding_rows"] = len(output) - n_rows
             return output
-
-        def v05_close(self):
-            """Close every worker's plugin (removes their segments)."""
-            ray.get([w.v05_close.remote() for w in self.agent_loop_workers])
 
         def _pad_token_id(self) -> int:
             from verl.utils import hf_tokenizer

@@ -5,6 +5,7 @@ and its workers, each finished group's rows put into TransferQueue."""
 import asyncio
 import logging
 
+from ..report import report
 from .agent_loop import V05Core, actor_base, lazy_classes, row_fields, \
     sampling_params
 from .rows import ROW_FIELDS, V05Uid
@@ -99,12 +100,25 @@ def _worker_tq_cls():
                         not good else "finished"
                     await tq.async_kv_put(key=uid, partition_id="train",
                                           tag={"status": status})
-            except Exception:
-                log.exception("v05: rollout of a chunk of %d prompts failed; "
-                              "its batch is cancelled", len(uids))
+            except BaseException as e:
+                # verl's failure path: the uids tagged "failure" with no
+                # rows, which the v1 trainer's replay buffer refills
+                # (trainer.v1.sampler.sync_refill_failed_groups, v05's
+                # default) or trains without. A cancellation too: a uid
+                # left "running" would stall the step for good.
+                log.error("v05: rollout of a chunk of %d prompts failed "
+                          "(%s: %s); its batch is cancelled and its uids "
+                          "tagged failure", len(uids), type(e).__name__, e,
+                          exc_info=not isinstance(e, asyncio.CancelledError))
+                report(self._v05_report, {
+                    "kind": "failed", "worker": self._v05_index,
+                    "step": step, "uids": uids,
+                    "error": f"{type(e).__name__}: {e}"})
                 for uid in uids:
                     await tq.async_kv_put(key=uid, partition_id="train",
                                           tag={"status": "failure"})
+                if not isinstance(e, Exception):
+                    raise
             finally:
                 self._v05_live.difference_update(uids)
 
@@ -126,8 +140,11 @@ def _worker_tq_cls():
 def _manager_tq_cls():
     import ray
     from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
+    from verl.utils.ray_utils import auto_await
 
-    class V05AgentLoopManagerTQ(AgentLoopManagerTQ):
+    from .manager import V05ManagerMixin
+
+    class V05AgentLoopManagerTQ(V05ManagerMixin, AgentLoopManagerTQ):
         """actor_rollout_ref.rollout.agent.agent_loop_manager_class=
         v05.verl_rollout.V05AgentLoopManagerTQ (the default trainer,
         trainer.use_v1=True)."""
@@ -139,9 +156,20 @@ def _manager_tq_cls():
             self.agent_loop_workers_class = ray.remote(
                 __getattr__("V05AgentLoopWorkerTQ"))
 
-        def v05_close(self):
-            """Close every worker's plugin (removes their segments)."""
-            ray.get([w.v05_close.remote() for w in self.agent_loop_workers])
+        @classmethod
+        @auto_await
+        async def create(cls, *args, **kwargs):
+            instance = cls(*args, **kwargs)
+            await instance._init_agent_loop_workers()
+            instance._v05_start()
+            return instance
+
+        def generate_sequences(self, prompts):
+            # A step boundary (or a refill): every worker's part of the
+            # running fit merged into every other's first.
+            if not ("validate" in prompts and bool(prompts["validate"])):
+                self._v05_exchange()
+            return super().generate_sequences(prompts)
 
     V05AgentLoopManagerTQ.__module__ = __name__
     V05AgentLoopManagerTQ.__qualname__ = "V05AgentLoopManagerTQ"

@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 from ...core.stats import reward_from_score
 
 __all__ = ["cfg_get", "segment_of", "score_to_reward", "score_range",
-           "SCORE_RANGE"]
+           "SCORE_RANGE", "main_ppo_overrides"]
 
 # What verl's scores are expected to be: a verifier's 0/1 (or a success
 # probability). algorithm.v05_score_range=[lo,hi] says otherwise.
@@ -58,3 +58,54 @@ def score_to_reward(score, rng: Tuple[float, float] = SCORE_RANGE, *,
     raises ValueError naming `what` and the value: a verifier that failed
     must not become a reward."""
     return reward_from_score(score, *rng, what=what)
+
+
+def main_ppo_overrides(segment: str = "v05", plugin: Optional[dict] = None,
+                       report: Optional[str] = None,
+                       history: Optional[dict] = None,
+                       fill: Optional[str] = None,
+                       skip: Optional[dict] = None) -> list:
+    """The hydra overrides that turn v05 on in verl's ``main_ppo`` (default
+    v1 trainer), v05's defaults included: v05's rollout manager and
+    estimator, one sample per prompt from verl (v05 decides the rest),
+    the checkpoint callback that saves v05's state with verl's checkpoints,
+    and verl's own failure path for a failed v05 chunk (its groups are
+    refilled with fresh prompts: trainer.v1.sampler.sync_refill_failed_
+    groups; without it a step whose every group failed stops the run).
+    ``segment`` names the run's segments, ``plugin`` the Plugin.create
+    parameters, ``report`` the run report's path, ``history`` a cross-epoch
+    rule ({rule, path, seed}), ``fill`` full batches of informative groups
+    ("contrast" or "signal": algorithm.v05_fill) and ``skip`` the skip by
+    prior (SkipRule's settings: algorithm.v05_skip)."""
+
+    def hydra(v):
+        if isinstance(v, dict):
+            return "{" + ",".join(f"{k}:{hydra(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, (list, tuple)):
+            return "[" + ",".join(hydra(x) for x in v) + "]"
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        return str(v)
+
+    out = [
+        "+actor_rollout_ref.rollout.agent.agent_loop_manager_class="
+        "v05.trainers.verl.V05AgentLoopManagerTQ",
+        "actor_rollout_ref.rollout.n=1",
+        "algorithm.adv_estimator=v05",
+        "algorithm.use_kl_in_reward=false",
+        f"+algorithm.v05_segment={segment}",
+        "+trainer.checkpoint_callback_class="
+        "v05.trainers.verl.V05CheckpointCallback",
+        "trainer.v1.sampler.sync_refill_failed_groups=true",
+    ]
+    if plugin:
+        out.append(f"+algorithm.v05_plugin={hydra(plugin)}")
+    if report:
+        out.append(f"+algorithm.v05_report={report}")
+    if history:
+        out.append(f"+algorithm.v05_history={hydra(history)}")
+    if fill:
+        out.append(f"+algorithm.v05_fill={fill}")
+    if skip:
+        out.append(f"+algorithm.v05_skip={hydra(skip)}")
+    return out

@@ -9,6 +9,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ...core import _checks
+from ..report import report
 from .config import cfg_get, score_range, score_to_reward, segment_of
 from .groups import groups as _groups
 from .rows import record_from_rows, rows_fields
@@ -140,6 +141,8 @@ def compute_v05_advantage(token_level_rewards, response_mask, index=None,
     adv = torch.zeros(len(index), dtype=torch.float32)
     unknown_rows = []
     used_segment = []
+    report_path = cfg_get(config, "v05_report") or None
+    given = {}  # uid -> [[sample, advantage], ...] (the run report)
     for uid, rows in rows_of.items():
         fields = rows_fields(index, non_tensor_batch, rows)
         samples = None
@@ -183,6 +186,8 @@ def compute_v05_advantage(token_level_rewards, response_mask, index=None,
         # segment's read-only view.
         adv[rows] = torch.from_numpy(
             np.asarray(rec.advantages)[np.asarray(idx, dtype=np.int64)])
+        if report_path:
+            given[uid] = [[int(j), float(adv[i])] for i, j in zip(rows, idx)]
     for uid in used_segment:
         _groups.done(segment, uid)
 
@@ -212,6 +217,14 @@ def compute_v05_advantage(token_level_rewards, response_mask, index=None,
                 ", ..." if len(names) > 3 else "",
                 "verl's GRPO advantages" if unknown == "grpo" else "zero",
                 why)
+    if report_path:
+        live_unknown = [i for i in unknown_rows if bool(response_mask[i].any())]
+        report(report_path, {
+            "kind": "advantage", "rows": len(index),
+            "v05_rows": sum(len(v) for v in given.values()),
+            "fallback_rows": len(live_unknown),
+            "masked_rows": len(unknown_rows) - len(live_unknown),
+            "groups": given})
     out = adv.to(token_level_rewards.device).unsqueeze(-1) * response_mask
     if unknown_rows and unknown == "grpo":
         from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage

@@ -107,6 +107,18 @@ class RuleHistory:
         return {"rule": self.rule, "step": self.step,
                 "first_epoch": self.first_epoch, "state": self.h.state_dict()}
 
+    def load_state(self, saved: Dict[str, Any]) -> None:
+        """Back to a state() (a checkpoint's, when verl resumes)."""
+        if saved.get("rule") != self.rule:
+            raise ValueError(f"v05: a history of rule {saved.get('rule')!r} "
+                             f"cannot restore rule {self.rule!r}")
+        self.h = KnapsackHistory() if self.rule == "knapsack" else \
+            Greso(self.seed)
+        self.h.load_state_dict(saved["state"])
+        self.step = saved["step"]
+        self.first_epoch = saved["first_epoch"]
+        self.save()
+
     def save(self) -> None:
         if not self.path:
             return

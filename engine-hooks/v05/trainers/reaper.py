@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: MIT
+"""The reaper of one segment: ``python -m v05.trainers.reaper --pidfd FD
+--segment NAME [--report PATH] [--tag JSON]``.
+
+Started by the segment's owner (``v05.trainers.verl.run.start_reaper``)
+with a pidfd of the owner; it forks away at once, so that it is not the
+owner's child (Ray ends a worker's children when it ends the worker). It waits for the owner to end, however it ends
+(returned, raised, killed), and then, if the segment is still there (the
+owner did not close it), counts what it had in flight (prompts open or held:
+groups that will never be final) and removes it. What it removed and lost
+goes to the report (a JSON line of kind "end") and, when anything was lost,
+to its stderr. It never removes a segment whose owner lives: the library's
+reclaim refuses one.
+"""
+
+import argparse
+import errno
+import json
+import os
+import select
+import sys
+import time
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="v05.trainers.reaper")
+    ap.add_argument("--pidfd", type=int, required=True)
+    ap.add_argument("--segment", required=True)
+    ap.add_argument("--report")
+    ap.add_argument("--tag", default="{}")
+    a = ap.parse_args(argv)
+    tag = json.loads(a.tag)
+    # Not the owner's child: Ray ends a worker's children with the worker
+    # (its kill_child_processes_on_worker_exit), before they could do their
+    # job. The child of this fork is nobody's but init's.
+    if os.fork():
+        os._exit(0)
+
+    # The pidfd turns readable when the owner has ended.
+    poller = select.poll()
+    poller.register(a.pidfd, select.POLLIN)
+    while not poller.poll(None):
+        pass
+
+    from v05.core.observer import Observer
+    from v05.core.segments import reclaim
+    from v05.trainers.report import report
+
+    try:
+        with Observer(a.segment) as o:
+            c = o.counters()
+            info = o.info()
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            return 0  # closed by its owner: nothing to do
+        c, info = {}, {}
+    lost = int(c.get("prompts_open", 0)) + int(c.get("prompts_held", 0))
+    # The owner's pid may still be reported alive for a moment after the
+    # pidfd fired (the kernel reaps it); reclaim refuses a live owner.
+    for _ in range(200):
+        try:
+            reclaim(a.segment)
+            break
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                return 0  # removed meanwhile (a reclaim at a new start)
+            if e.errno != errno.EBUSY:
+                raise
+            time.sleep(0.05)
+    else:
+        print(f"v05 reaper: segment {a.segment}: its owner "
+              f"{info.get('owner_pid')} is still reported alive; left",
+              file=sys.stderr)
+        return 1
+    rec = dict(tag, kind="end", segment=a.segment,
+               owner_pid=info.get("owner_pid"), lost_groups=lost,
+               samples_issued=c.get("samples_issued"),
+               rewards_applied=c.get("rewards_applied"),
+               prompts_submitted=c.get("prompts_submitted"),
+               prompts_final=c.get("prompts_final"),
+               prompts_cancelled=c.get("prompts_cancelled"))
+    report(a.report, rec)
+    if lost:
+        print(f"v05 reaper: segment {a.segment} removed; its owner pid "
+              f"{info.get('owner_pid')} ended with {lost} groups in flight, "
+              "lost", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
