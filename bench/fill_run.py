@@ -58,8 +58,8 @@ from v05.demos import tiny
 from v05.engines.driver import sample_seed
 from v05.engines.fill import StreamFill
 
-from engine_run import (engine_and_commit, lengths, make_engine,  # here
-                        shutdown)
+from engine_run import (engine_and_commit, engine_args,  # this folder
+                        lengths, make_engine, shutdown)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 G = 16
@@ -439,19 +439,14 @@ async def run_strategy(a, engine, name, items, truth, lens, reward_of, rep,
 
 def main():
     ap = argparse.ArgumentParser(prog="bench/engine --fill")
-    ap.add_argument("--engine", choices=["vllm", "sglang"], default="vllm")
+    engine_args(ap)
     ap.add_argument("--fill", action="store_true")  # bench/engine's switch
     ap.add_argument("--quick", action="store_true",
                     help="1 repetition, B = 32, 2 steps")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--target", type=int, default=128,
+    ap.add_argument("--reps", type=int, default=4)
+    ap.add_argument("--target", type=int, default=96,
                     help="B: informative groups per step")
-    ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--sigma", type=float, default=1.0)
-    ap.add_argument("--prompt-sigma", type=float, default=0.5)
-    ap.add_argument("--median", type=float, default=24)
-    ap.add_argument("--cap", type=int, default=480)
-    ap.add_argument("--max-seqs", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--noise", type=float, default=0.2)
     ap.add_argument("--hallucination", type=float, default=0.05)
     ap.add_argument("--p-dist", default="beta:0.3:0.3",
