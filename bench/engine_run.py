@@ -385,19 +385,39 @@ def shutdown(a, engine, loop):
     loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
 
-def main():
-    ap = argparse.ArgumentParser(prog="bench/engine")
+def engine_and_commit(a):
+    """The engine's name and version, and the checkout's commit."""
+    if a.engine == "vllm":
+        import vllm
+        version = f"vLLM {vllm.__version__}"
+    else:
+        import sglang
+        version = f"sglang {sglang.__version__}"
+    commit = subprocess.run(["git", "-C", ROOT, "describe", "--always",
+                             "--dirty"], capture_output=True,
+                            text=True).stdout.strip()
+    return version, commit
+
+
+def engine_args(ap):
+    """The options both engine benches take: the engine, and the lengths
+    drawn per (prompt, sample) and the engine's running sequences."""
     ap.add_argument("--engine", choices=["vllm", "sglang"], default="vllm")
-    ap.add_argument("--quick", action="store_true",
-                    help="1 repetition, 2 batches of 64 prompts")
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--prompts", type=int, default=256)
-    ap.add_argument("--batches", type=int, default=2)
     ap.add_argument("--sigma", type=float, default=1.0)
     ap.add_argument("--prompt-sigma", type=float, default=0.5)
     ap.add_argument("--median", type=float, default=24)
     ap.add_argument("--cap", type=int, default=480)
     ap.add_argument("--max-seqs", type=int, default=256)
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="bench/engine")
+    engine_args(ap)
+    ap.add_argument("--quick", action="store_true",
+                    help="1 repetition, 2 batches of 64 prompts")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--prompts", type=int, default=256)
+    ap.add_argument("--batches", type=int, default=2)
     ap.add_argument("--noise", type=float, default=PRIORS[0])
     ap.add_argument("--hallucination", type=float, default=PRIORS[1])
     ap.add_argument("--eb-early", type=float, default=EB_EARLY,
@@ -477,15 +497,7 @@ def main():
     finally:
         shutdown(a, engine, loop)
         loop.close()
-    if a.engine == "vllm":
-        import vllm
-        version = f"vLLM {vllm.__version__}"
-    else:
-        import sglang
-        version = f"sglang {sglang.__version__}"
-    commit = subprocess.run(["git", "-C", ROOT, "describe", "--always",
-                             "--dirty"], capture_output=True,
-                            text=True).stdout.strip()
+    version, commit = engine_and_commit(a)
     out = os.path.join(a.out, tag_of(a.engine, vars(a)) + ".json")
     args = {k: v for k, v in vars(a).items() if k != "out"}
     with open(out, "w") as f:

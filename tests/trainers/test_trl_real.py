@@ -306,3 +306,96 @@ def test_pilot_commit_record_evicts_solved(segname, tmp_path, monkeypatch):
     assert [e for e, pid in drawn if pid == 1] == [0, 1, 2, 3]
     assert shadow.last(0) == "solved" and shadow.last(1) == "too_hard"
     assert trainer.v05_history.state_dict() == shadow.state_dict()
+
+
+def _fill_reward(prompts, completions, v05_id, **kw):
+    """Prompts 3i+1 always succeed, 3i+2 never: all-same groups; the others
+    by the completion's parity."""
+    return [1.0 if i % 3 == 1 else 0.0 if i % 3 == 2 else
+            float(len(c) % 2 == 0) for i, c in zip(v05_id, completions)]
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_fill_trains_on_informative_groups_only(segname, tmp_path,
+                                                monkeypatch, skip):
+    """v05_fill: every generation trains on exactly P informative groups;
+    the all-same ones are released and replaced from the train dataset
+    (or, with a skip rule and priors of +-1, never rolled out); nothing
+    is left in the plugin."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from tiny import llama, tokenizer
+    from trl import GRPOConfig
+
+    from v05.core.fill import SkipRule, informative
+    from v05.trainers.trl import V05GRPOTrainer
+
+    tok = tokenizer(str(tmp_path / "tok"))
+    model = llama(str(tmp_path / "model"), len(tok))
+    n = 30
+    data = Dataset.from_dict({
+        "prompt": [f"question {i}:" for i in range(n)], "v05_id": list(range(n)),
+        "v05_prior": [0.0 if i % 3 == 0 else 1.0 if i % 3 == 1 else -1.0
+                      for i in range(n)]})
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=8,
+        num_generations=2, max_completion_length=6, max_steps=3,
+        learning_rate=1e-2, logging_steps=1, report_to="none", use_cpu=True,
+        save_strategy="no", seed=0, dataloader_num_workers=0)
+    with v05.Plugin.create(segname, mode="dapo", k_init=4, k_max=4,
+                           max_prompts=256, pad_multiple=1) as plugin:
+        trainer = V05GRPOTrainer(
+            model=model, reward_funcs=_fill_reward, args=args,
+            train_dataset=data, processing_class=tok, v05_plugin=plugin,
+            v05_fill="contrast",
+            v05_skip=SkipRule(revisit=0.0) if skip else None)
+        trainer.train()
+        st = plugin.stats()
+        assert st["prompts_open"] == 0 and st["prompts_final"] == 0
+        trainer.v05_writer.close()
+    P = 8 // 2
+    logs = trainer.v05_fill_log
+    assert len(logs) == 3 and all(x["informative"] == P for x in logs)
+    for gen, groups in enumerate(trainer.v05_groups):
+        rows = [m for m in trainer.v05_loss_log[gen:gen + 1]]
+        trained = {u for m in rows for u in m["uid"] if u}
+        assert len(trained) == P
+        for u in trained:
+            g = groups[u]
+            assert informative("dapo", [float(r) for r in g["rewards"][:4]])
+            assert g["prompt"] % 3 == 0
+        bad = [u for u, g in groups.items() if g["prompt"] % 3]
+        assert all(u not in trained for u in bad)
+        log = logs[gen]
+        assert log["rolled_out"] == len(groups) + log["cancelled"]
+        if skip:
+            assert not bad and log["skipped"] > 0
+        else:
+            assert log["not_informative"] >= len(bad) > 0
+    assert sum(w for m in trainer.v05_loss_log[:1] for w in m["weight"]) == \
+        pytest.approx(1.0)
+
+
+def test_fill_settings_are_checked(segname, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from tiny import llama, tokenizer
+    from trl import GRPOConfig
+
+    from v05.core.fill import SkipRule
+    from v05.trainers.trl import V05GRPOTrainer
+
+    tok = tokenizer(str(tmp_path / "tok"))
+    model = llama(str(tmp_path / "model"), len(tok))
+    data = Dataset.from_dict({"prompt": ["q"] * 4})
+    args = GRPOConfig(output_dir=str(tmp_path / "out"),
+                      per_device_train_batch_size=4, num_generations=2,
+                      report_to="none", use_cpu=True, save_strategy="no")
+    with v05.Plugin.create(segname, mode="dapo", k_init=4, k_max=4) as plugin:
+        for kw, err in [(dict(v05_fill="all"), ValueError),
+                        (dict(v05_fill="contrast", v05_skip=0.1), TypeError),
+                        (dict(v05_skip=SkipRule()), ValueError),
+                        (dict(v05_fill="contrast", v05_fill_max=0),
+                         ValueError)]:
+            with pytest.raises(err):
+                V05GRPOTrainer(model=model, reward_funcs=_fill_reward,
+                               args=args, train_dataset=data,
+                               processing_class=tok, v05_plugin=plugin, **kw)

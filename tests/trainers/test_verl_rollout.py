@@ -381,14 +381,14 @@ def test_manager_against_real_vllm(env, tmp_path):
 
 # ---- the default (v1) trainer's manager: rows into TransferQueue -------------
 
-def tq_prompts(n, tag, step, with_prior=True):
+def tq_prompts(n, tag, step, with_prior=True, priors=None):
     """A training chunk as the v1 trainer hands it to the rollout (a
     TensorDict of the prompts' fields at `step`), its uids put into
     TransferQueue as pending prompts. Returns (uids, batch)."""
     import transfer_queue as tq
     from tensordict import NonTensorData, NonTensorStack, TensorDict
 
-    src = prompts(n, tag).non_tensor_batch
+    src = prompts(n, tag, priors).non_tensor_batch
     uids = [str(u) for u in src["uid"]]
     fields = {
         "raw_prompt": NonTensorStack(*[NonTensorData(list(m)) for m in src["raw_prompt"]]),
@@ -696,3 +696,121 @@ def test_history_pilot_commit_skips_the_solved(env, tmp_path):
     assert epochs == {**{p: 0 for p in range(5)}, **{p: 1 for p in range(5, 10)}}
     for pid in got:
         assert PilotCommit(**pc).fold(pid, 1, got[pid]) == "commit"
+
+
+def test_fill_hands_verls_replay_buffer_what_to_refill(env):
+    """+algorithm.v05_fill=contrast and +algorithm.v05_skip under the
+    default trainer's manager (mode grpo, groups of 4): every informative
+    group has its rows and is tagged finished; a prompt whose group is
+    all-same, or whose prior (here +1) the skip rule trusts, is tagged
+    failure with no rows (a skipped one without a sample); verl's own sync
+    ReplayBuffer with sync_refill_failed_groups evicts exactly those and
+    asks its refill for exactly as many prompts, and samples the
+    informative ones. (The refill itself, verl's trainer dispatching new
+    prompts, is not run here: its prompts would go the same way.)"""
+    import transfer_queue as tq
+    from omegaconf import open_dict
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    from v05.core.fill import informative
+
+    cfg = config(env["dir"], manager="v05.trainers.verl.V05AgentLoopManagerTQ")
+    with open_dict(cfg):
+        # grpo drops nothing: the fill's own classification decides.
+        cfg.algorithm.v05_plugin = dict(PLUGIN, mode="grpo", k_init=4,
+                                        k_max=4)
+        cfg.algorithm.v05_fill = "contrast"
+        cfg.algorithm.v05_skip = {"revisit": 0.0}
+    tq.init()
+    manager = None
+    try:
+        manager = vverl.V05AgentLoopManagerTQ.create(
+            config=cfg, llm_client=client(env), teacher_client=None,
+            reward_loop_worker_handles=[env["reward"]])
+        (worker,) = manager.agent_loop_workers
+        P = 12
+        priors = [1.0 if i % 4 == 0 else 0.0 for i in range(P)]
+        uids, batch = tq_prompts(P, "f", 1, priors=priors)
+        manager.generate_sequences(batch)
+        ray.get(worker.v05_drain.remote())
+        listing = tq.kv_list()["train"]
+        rows = collections.Counter(k.split("_")[0] for k in listing
+                                   if k.split("_")[0] in uids and k not in uids)
+        status = {u: listing[u]["status"] for u in uids}
+        skipped = [u for i, u in enumerate(uids) if i % 4 == 0]
+        assert all(status[u] == "failure" and u not in rows for u in skipped)
+        for u in uids:
+            assert (status[u] == "finished") == (u in rows)
+            if u in rows:
+                assert rows[u] == 4
+        failed = [u for u in uids if status[u] == "failure"]
+        assert len(failed) > len(skipped)  # all-same groups too
+        st = ray.get(worker.v05_stats.remote())
+        # Skipped prompts never reached the plugin or the engine.
+        assert st["samples_issued"] == 4 * (P - len(skipped))
+        assert st["prompts_open"] == st["prompts_final"] == 0
+        # The rows of a finished prompt are an informative group.
+        td = tq.kv_batch_get(
+            keys=[k for k in listing if k.split("_")[0] in rows
+                  and k not in uids], partition_id="train",
+            select_fields=["uid", "rm_scores"])
+        by = collections.defaultdict(list)
+        for u, sc in zip(td["uid"], td["rm_scores"]):
+            by[str(u)].append(float(sc.sum()))
+        assert len(by) == len(rows)
+        assert all(informative("dapo", [2 * x - 1 for x in v])
+                   for v in by.values())
+
+        # verl's replay buffer: the failures are evicted and exactly as
+        # many prompts are asked of its refill; the finished ones stay.
+        class Refill(Exception):
+            pass
+
+        asked = []
+
+        def refill(n):
+            asked.append(n)
+            raise Refill
+
+        rb = ReplayBuffer(trainer_mode="sync", trainer_config=cfg,
+                          max_off_policy_threshold=None,
+                          max_off_policy_strategy="drop",
+                          sampler_kwargs=OmegaConf.create({}),
+                          poll_interval=0.05, refill_fn=refill,
+                          sync_refill_failed_groups=True, gen_batch_size=1,
+                          train_batch_size=P)
+        with pytest.raises(Refill):
+            rb.sample(global_steps=1, partition_id="train", batch_size=P)
+        assert asked == [len(failed)]
+        left = tq.kv_list()["train"]
+        assert not [u for u in failed if u in left]
+        assert all(left[u]["status"] == "finished" for u in rows)
+        # With as many informative groups as asked for, it samples them.
+        rb.refill_fn = None
+        meta, _ = rb.sample(global_steps=1, partition_id="train",
+                            batch_size=len(rows))
+        assert {k.split("_")[0] for k in meta.keys} == set(rows)
+    finally:
+        if manager is not None:
+            manager.v05_close()
+        tq.close()
+
+
+def test_fill_settings_are_checked():
+    from v05.trainers.verl import main_ppo_overrides
+    from v05.trainers.verl.agent_loop import fill_config
+
+    ov = main_ppo_overrides(fill="contrast", skip={"margin": 0.1, "seed": 3})
+    assert "+algorithm.v05_fill=contrast" in ov
+    assert "+algorithm.v05_skip={margin:0.1,seed:3}" in ov
+    assert "trainer.v1.sampler.sync_refill_failed_groups=true" in ov
+
+    assert fill_config(OmegaConf.create({})) == (None, None)
+    fill, rule = fill_config(OmegaConf.create(
+        {"v05_fill": "signal", "v05_skip": {"margin": 0.1, "seed": 3}}))
+    assert fill == "signal" and rule.margin == 0.1 and rule.seed == 3
+    for bad in ({"v05_fill": "all"}, {"v05_skip": {"margin": 0.1}},
+                {"v05_fill": "contrast", "v05_skip": {"width": 1}},
+                {"v05_fill": "contrast", "v05_skip": {"margin": 2}}):
+        with pytest.raises(ValueError):
+            fill_config(OmegaConf.create(bad))

@@ -115,6 +115,12 @@ class HistoryPrior:
         s[0] = s[0] * self.decay + sum((float(r) + 1.0) / 2.0 for r in rewards)
         s[1] = s[1] * self.decay + len(rewards)
 
+    def counts(self, uid: Uid):
+        """(successes, trials) recorded for uid (decayed), or None: the
+        history a streamed fill's skip rule reads (v05.core.fill)."""
+        s = self.stats.get(uid)
+        return None if s is None else (s[0], s[1])
+
     def p(self, uid: Uid) -> float:
         s, n = self.stats.get(uid, (0.0, 0.0))
         return (s + self.a) / (n + self.a + self.b)

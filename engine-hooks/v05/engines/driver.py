@@ -155,6 +155,11 @@ class GroupRollout:
         self._dispatch_due = False
         self._run_id = 0
         self._errors: List[BaseException] = []
+        # A streamed fill's: called on the loop with (decision, sample,
+        # reward) for each reward scored here; and the fill holding this
+        # driver between its steps (prompts carried into the next fill).
+        self.on_reward = None
+        self._held_by = None
         self.generate_calls = 0
         self.aborted = 0  # samples aborted on an "abort" decision
         self._loop = None
@@ -239,7 +244,14 @@ class GroupRollout:
         w = self._stager or self._loop_writer()
         for d, sample, reward in scored:
             w.stage(d, sample, reward)
+            self._saw(d, sample, reward)
         self._kick()
+
+    def _saw(self, d: Decision, sample, reward):
+        """On the loop: a reward checked and on its way (a streamed fill
+        watches them: v05.engines.fill)."""
+        if self.on_reward is not None:
+            self.on_reward(d, sample, reward)
 
     def _fail(self, exc):
         """On the loop: a sample's generate or score failed; run() raises
@@ -272,7 +284,9 @@ class GroupRollout:
         self._writer().push(d, sample, reward)
 
     def _score_and_push(self, d: Decision, sample, out):
-        self._push(d, sample, self.score(d.uid, sample, out))
+        r = self.score(d.uid, sample, out)
+        self._push(d, sample, r)
+        return r
 
     async def _finish(self, d: Decision, sample, out):
         loop = asyncio.get_running_loop()
@@ -287,9 +301,10 @@ class GroupRollout:
         elif self._score_async:
             r = await self.score(d.uid, sample, out)
             await loop.run_in_executor(self._pool, self._push, d, sample, r)
+            self._saw(d, sample, r)
         else:
-            await loop.run_in_executor(self._pool, self._score_and_push,
-                                       d, sample, out)
+            self._saw(d, sample, await loop.run_in_executor(
+                self._pool, self._score_and_push, d, sample, out))
 
     async def _one(self, prompt, d: Decision, sample, outputs):
         try:
@@ -355,7 +370,7 @@ class GroupRollout:
 
     # ---- one batch --------------------------------------------------------
 
-    def _bind_loop(self):
+    def _bind_loop(self, holder=None):
         loop = asyncio.get_running_loop()
         if self._loop is None:
             self._loop = loop
@@ -371,6 +386,10 @@ class GroupRollout:
         if self._running:
             raise RuntimeError("v05 rollout: run() is already in progress; "
                                "one batch at a time per rollout")
+        if self._held_by is not None and self._held_by is not holder:
+            raise RuntimeError("v05 rollout: a streamed fill holds prompts "
+                               "carried into its next step; close() it "
+                               "before running anything else")
 
     async def run(self, items: Sequence[Tuple[Uid, Any, float]]
                   ) -> Dict[Uid, GroupResult]:
@@ -383,8 +402,8 @@ class GroupRollout:
                 raise TypeError(f"v05 rollout: item {i} is {item!r}, not a "
                                 "(uid, prompt, prior) triple")
         self._running = True
-        prompts = {uid: prompt for uid, prompt, _ in items}
-        outputs: Dict[Uid, Dict[int, Any]] = {}
+        flight = Flight()
+        flight.prompts.update((uid, prompt) for uid, prompt, _ in items)
         results: Dict[Uid, GroupResult] = {}
         # Final (or dropped) decisions by uid, turned into results once the
         # batch is whole: nothing waits on a result before then, and one
@@ -395,31 +414,10 @@ class GroupRollout:
         # Failed samples (generate or score), raised by this run.
         errors: List[BaseException] = []
         self._errors = errors
-        tasks = set()
-        by_sample = {}  # (uid, sample) -> its task, for "abort"
         batch = 0
 
-        def spawn(d: Decision):
-            for s in d.samples:
-                t = asyncio.ensure_future(self._one(
-                    prompts[d.uid], d, s, outputs))
-                tasks.add(t)
-                by_sample[(d.uid, s)] = t
-                t.add_done_callback(tasks.discard)
-
-        def abort(d: Decision):
-            # The engine aborts a request when its task is cancelled (its
-            # generator closes); a reward already pushed is refused, and
-            # one still waiting to be scored is not scored.
-            for s in d.samples:
-                t = by_sample.pop((d.uid, s), None)
-                if t is not None and not t.done():
-                    t.cancel()
-                    self.aborted += 1
-            if self._to_score:
-                gone = set(d.samples)
-                self._to_score = [x for x in self._to_score
-                                  if x[0].key != d.key or x[1] not in gone]
+        def keep(d: Decision):
+            finals[d.uid] = d
 
         try:
             try:
@@ -431,74 +429,119 @@ class GroupRollout:
             if first:
                 batch = first[0].batch
             for d in first:
-                spawn(d)
+                self._spawn(flight, d)
             while len(finals) < len(items):
                 if errors:
                     raise errors[0]
-                # Every decision of a poll is taken in before an error it
-                # brings is raised: a final handed out and not kept would
-                # hold its slot for good.
-                fault = None
                 # Cleared before the poll: a reward staged after it sets
                 # it again, so none is left unpolled; one still held (a
                 # full lane) sets it too.
                 self._kicked = self.wait_on == "scores" and self._publish()
-                for d in self.plugin.poll():
-                    if d.kind == "sample":
-                        if fault is None:
-                            spawn(d)
-                    elif d.kind == "abort":
-                        abort(d)
-                    elif d.kind == "reject":
-                        fault = fault or RewardRejected(
-                            f"v05: segment {self.plugin.name} refused the "
-                            f"reward of uid {d.uid!r} sample {d.samples[0]}: "
-                            f"{d.value!r} is {d.reason} (rewards are finite "
-                            "numbers in [-1, 1]); the batch is cancelled, as "
-                            "that sample can no longer be rewarded")
-                    elif d.kind == "barrier":
-                        if self.on_barrier is None:
-                            fault = fault or RuntimeError(
-                                "barrier decision: pass on_barrier")
-                        elif fault is None:
-                            await self.on_barrier(self.plugin, d)
-                    elif d.uid in prompts:
-                        finals[d.uid] = d
-                    else:
-                        fault = fault or RuntimeError(
-                            f"v05 rollout: a {d.kind} decision for uid "
-                            f"{d.uid!r}, not in this batch (another driver "
-                            "polls the same plugin?)")
+                fault = await self._take(flight, self.plugin.poll(), keep)
                 if fault is not None:
                     raise fault
                 if len(finals) < len(items):
                     await self._wait()
             # Every group is final: its samples' tasks have finished too
             # (the reward is pushed last); wait for the bookkeeping.
-            if tasks:
-                done = await asyncio.gather(*list(tasks),
-                                            return_exceptions=True)
-                for x in done:  # an aborted sample's task is cancelled
-                    if isinstance(x, BaseException) and \
-                            not isinstance(x, asyncio.CancelledError):
-                        raise x
+            await self._settle(flight.tasks)
             if errors:
                 raise errors[0]
             for uid, d in finals.items():
-                results[uid] = self._result(d, outputs)
+                results[uid] = self._result(d, flight.outputs)
             return results
         except BaseException as e:
-            await self._abandon(tasks, batch, finals, results, e)
+            await self._abandon(flight.tasks, [batch], finals.items(),
+                                results, e)
             raise
         finally:
             self._running = False
-            # What is left is not this batch's to push: the scores and
-            # rewards of samples aborted (or of a batch given up). A new
-            # run id: a scoring job still out stages nothing later.
-            self._run_id += 1
-            self._to_score = []
-            if self._stager is not None:
-                self._stager.discard_staged()
+            self._end_run()
+
+    def _end_run(self):
+        """What is left is not this run's to push: the scores and rewards
+        of samples aborted (or of a batch given up). A new run id: a
+        scoring job still out stages nothing later."""
+        self._run_id += 1
+        self._to_score = []
+        if self._stager is not None:
+            self._stager.discard_staged()
+
+    # ---- what a run (or a fill) has in flight ---------------------------
+
+    def _spawn(self, flight: "Flight", d: Decision):
+        """A "sample" decision: one generate task per sample."""
+        prompt = flight.prompts[d.uid]
+        mine = flight.by_uid.setdefault(d.uid, {})
+        for s in d.samples:
+            t = asyncio.ensure_future(self._one(prompt, d, s,
+                                                flight.outputs))
+            flight.tasks.add(t)
+            mine[s] = t
+            t.add_done_callback(flight.tasks.discard)
+
+    def _abort(self, flight: "Flight", d: Decision):
+        """An "abort" decision: the engine aborts a request when its task
+        is cancelled (its generator closes); a reward already pushed is
+        refused, and one still waiting to be scored is not scored."""
+        mine = flight.by_uid.get(d.uid, {})
+        for s in d.samples:
+            t = mine.pop(s, None)
+            if t is not None and not t.done():
+                t.cancel()
+                self.aborted += 1
+        if self._to_score:
+            gone = set(d.samples)
+            self._to_score = [x for x in self._to_score
+                              if x[0].key != d.key or x[1] not in gone]
+
+    async def _take(self, flight: "Flight", decisions: List[Decision],
+                    keep: Callable[[Decision], None]
+                    ) -> Optional[BaseException]:
+        """One poll's decisions: samples started, aborts done, each final
+        or drop of a prompt in flight handed to keep(); returns the fault
+        a decision brings (the caller raises it), after every decision
+        was taken in: a final handed out and not kept would hold its slot
+        for good."""
+        fault = None
+        for d in decisions:
+            if d.kind == "sample":
+                if fault is None:
+                    self._spawn(flight, d)
+            elif d.kind == "abort":
+                self._abort(flight, d)
+            elif d.kind == "reject":
+                fault = fault or RewardRejected(
+                    f"v05: segment {self.plugin.name} refused the "
+                    f"reward of uid {d.uid!r} sample {d.samples[0]}: "
+                    f"{d.value!r} is {d.reason} (rewards are finite "
+                    "numbers in [-1, 1]); the batch is cancelled, as "
+                    "that sample can no longer be rewarded")
+            elif d.kind == "barrier":
+                if self.on_barrier is None:
+                    fault = fault or RuntimeError(
+                        "barrier decision: pass on_barrier")
+                elif fault is None:
+                    await self.on_barrier(self.plugin, d)
+            elif d.uid in flight.prompts:
+                keep(d)
+            else:
+                fault = fault or RuntimeError(
+                    f"v05 rollout: a {d.kind} decision for uid "
+                    f"{d.uid!r}, not in this batch (another driver "
+                    "polls the same plugin?)")
+        return fault
+
+    @staticmethod
+    async def _settle(tasks):
+        """Wait for tasks that have finished their work (or were aborted)
+        to be done; an error other than a cancellation is raised."""
+        if tasks:
+            done = await asyncio.gather(*list(tasks), return_exceptions=True)
+            for x in done:  # an aborted sample's task is cancelled
+                if isinstance(x, BaseException) and \
+                        not isinstance(x, asyncio.CancelledError):
+                    raise x
 
     def _result(self, d: Decision, outputs) -> GroupResult:
         g = self.plugin.group(d)
@@ -511,25 +554,29 @@ class GroupRollout:
             self.plugin.release(d)
         return res
 
-    async def _abandon(self, tasks, batch, finals, results, exc):
+    async def _abandon(self, tasks, batches, finals, results, exc):
         """Clean up after an error: no request left in the engine, nothing
-        of this batch left in the plugin. What can be done at once is done
-        before the first await, so a second cancellation arriving while the
-        tasks wind down cannot leave slots held; a failure of the clean-up
-        itself is attached to the error being raised, never raised over it
-        (a cancellation must stay a CancelledError)."""
+        of these batches left in the plugin. finals: (uid, decision) of
+        the groups handed out; results: uid -> the results made of them.
+        What can be done at once is done before the first await, so a
+        second cancellation arriving while the tasks wind down cannot
+        leave slots held; a failure of the clean-up itself is attached to
+        the error being raised, never raised over it (a cancellation must
+        stay a CancelledError)."""
         pending = [t for t in tasks if not t.done()]
         for t in pending:
             t.cancel()  # the engine aborts the request (its generator ends)
         closed = getattr(exc, "errno", None) == errno.EBADF
-        if batch and not closed:
+        for batch in batches if not closed else ():
+            if not batch:
+                continue
             try:
                 self.plugin.cancel(batch)
             except OSError as ce:
                 if ce.errno != errno.ENOENT:  # ENOENT: every group was final
                     _note(exc, f"v05: cancelling batch {batch} failed too: {ce}")
         if not closed:
-            for uid, d in finals.items():
+            for uid, d in finals:
                 r = results.get(uid)
                 if r is not None:
                     r.group = None
@@ -542,6 +589,26 @@ class GroupRollout:
                                f"{uid!r} failed too: {re}")
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+class Flight:
+    """What a run (or a streamed fill, across its steps) has in flight:
+    uid -> prompt of the prompts open, uid -> {sample: output} of the
+    samples finished, the generate tasks, and uid -> {sample: task}."""
+
+    __slots__ = ("prompts", "outputs", "tasks", "by_uid")
+
+    def __init__(self):
+        self.prompts: Dict[Uid, Any] = {}
+        self.outputs: Dict[Uid, Dict[int, Any]] = {}
+        self.tasks = set()
+        self.by_uid: Dict[Uid, Dict[int, "asyncio.Future"]] = {}
+
+    def forget(self, uid: Uid) -> None:
+        """A prompt whose group is taken out (its outputs go with it)."""
+        self.prompts.pop(uid, None)
+        self.outputs.pop(uid, None)
+        self.by_uid.pop(uid, None)
 
 
 class EngineRollout:
@@ -560,9 +627,20 @@ class EngineRollout:
     async def _generate_one(self, prompt, uid: Uid, sample: int, batch: int):
         raise NotImplementedError
 
+    def _check_loop(self) -> None:
+        """Refuse an event loop the engine is not bound to (the adapters
+        that can tell)."""
+
+    def engine_slots(self) -> Optional[int]:
+        """How many sequences the engine runs at once (its scheduler's
+        limit), when the adapter can tell: a streamed fill keeps at least
+        that many samples running or queued."""
+        return None
+
     async def generate(self, items: Sequence[Tuple[Uid, Any, float]]
                        ) -> Dict[Uid, GroupResult]:
         """items: (uid, prompt, prior); uid -> GroupResult when all final."""
+        self._check_loop()
         return await self._driver.run(items)
 
     @property

@@ -47,6 +47,12 @@ class SGLangRollout(EngineRollout):
                          on_barrier=on_barrier, release=release,
                          score_threads=score_threads, wait_on=wait_on)
 
+    def engine_slots(self):
+        """sglang's max_running_requests, when it was set."""
+        args = getattr(self.engine, "server_args", None)
+        n = getattr(args, "max_running_requests", None)
+        return n if isinstance(n, int) and n > 0 else None
+
     def _abort(self, rid: str) -> None:
         tm = getattr(self.engine, "tokenizer_manager", None)
         abort = getattr(tm, "abort_request", None)

@@ -92,8 +92,7 @@ class VLLMRollout(EngineRollout):
                          on_barrier=on_barrier, release=release,
                          score_threads=score_threads, wait_on=wait_on)
 
-    async def generate(self, items):
-        """items: (uid, prompt, prior); uid -> GroupResult when all final."""
+    def _check_loop(self):
         handler = getattr(self.engine, "output_handler", None)
         if handler is not None and \
                 handler.get_loop() is not asyncio.get_running_loop():
@@ -102,7 +101,13 @@ class VLLMRollout(EngineRollout):
                 "event loop; vLLM binds it to the first loop the engine ran "
                 "on. Create the engine and run every batch inside one "
                 "asyncio.run(main()).")
-        return await super().generate(items)
+
+    def engine_slots(self):
+        """vLLM's max_num_seqs (the scheduler's running sequences)."""
+        cfg = getattr(getattr(self.engine, "vllm_config", None),
+                      "scheduler_config", None)
+        n = getattr(cfg, "max_num_seqs", None)
+        return n if isinstance(n, int) and n > 0 else None
 
     async def _generate_one(self, prompt, uid: Uid, sample: int, batch: int):
         request_id = f"v05-{batch}-{uid}-{sample}-{next(_counter)}"

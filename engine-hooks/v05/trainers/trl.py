@@ -50,6 +50,21 @@ prompt is known across epochs by ``v05_prompt_id(example)``, default the
 example's "v05_id" column, else its prompt's text. The state is saved in
 each checkpoint (``v05_history.json``) and read back on resume.
 
+The fill (``v05_fill``, docs/TRAINERS.md): each generation batch is
+filled to its P informative groups (v05.core.fill: rewards not all equal
+under "contrast", a non-zero kept advantage under "signal"). A group that
+is not informative is released and not trained on, and a prompt from the
+train dataset takes its place at once (a seeded shuffled pass of its own,
+``args.seed``; the epoch's sampler is untouched); a ``v05_skip`` rule
+skips, before any sample, prompts whose prior predicts an all-same group.
+Replacements are admitted by expectation (the informative share of the
+groups finished so far), so that each of TRL's generate calls carries all
+that is likely needed; once P groups are in, prompts still open are
+cancelled in the plugin (no tokens are generated for them: TRL generates
+between polls). At most ``v05_fill_max`` prompts are rolled out per
+generation (default 10 P): past that, the step trains on what it has,
+with a warning. ``self.v05_fill_log`` keeps, per generation, the counts.
+
 Not supported (refused at construction): several processes, tools,
 environments, a rollout_func, multimodal prompts, vLLM importance-sampling
 correction; loss types other than the clipped ones (grpo, bnpo, dr_grpo,
@@ -59,10 +74,14 @@ dapo all get this per-prompt normalisation).
 import itertools
 import json
 import os
+import random
+import warnings
 from typing import Callable, Dict, Hashable, List, Optional, Union
 
 import torch
 
+from ..core import _checks
+from ..core.fill import COUNTS, SkipRule, informative
 from ..core.plugin import Plugin
 from ..core.rules import Greso, KnapsackHistory, PilotCommit
 from ..core.stats import reward_from_score
@@ -122,6 +141,10 @@ class V05GRPOTrainer(GRPOTrainer):
     published rule) or a PilotCommit record (mode "pilot-commit"), kept
     across epochs; v05_prompt_id: example -> a
     stable id (default: its "v05_id" column, else its prompt's text).
+    v05_fill: "contrast" or "signal" fills each generation to P
+    informative groups (module text); v05_skip: a SkipRule (needs
+    v05_fill); v05_fill_max: prompts rolled out per generation at most
+    (default 10 P, at least 64).
     """
 
     def __init__(self, *args, v05_plugin: Plugin,
@@ -131,7 +154,22 @@ class V05GRPOTrainer(GRPOTrainer):
                  v05_history: Optional[Union[KnapsackHistory, Greso,
                                              PilotCommit]] = None,
                  v05_prompt_id: Optional[Callable[[dict], Hashable]] = None,
+                 v05_fill: Optional[str] = None,
+                 v05_skip: Optional[SkipRule] = None,
+                 v05_fill_max: Optional[int] = None,
                  **kwargs):
+        if v05_fill is not None and v05_fill not in COUNTS:
+            raise ValueError(f"V05GRPOTrainer: v05_fill must be None or one "
+                             f"of {COUNTS}, not {v05_fill!r}")
+        if v05_skip is not None and not isinstance(v05_skip, SkipRule):
+            raise TypeError(f"V05GRPOTrainer: v05_skip is "
+                            f"{type(v05_skip).__name__}, not a SkipRule")
+        if v05_skip is not None and v05_fill is None:
+            raise ValueError("V05GRPOTrainer: v05_skip needs v05_fill (a "
+                             "skipped prompt is replaced by the fill)")
+        if v05_fill_max is not None:
+            v05_fill_max = _checks.integer("v05_fill_max", v05_fill_max, 1,
+                                           1 << 20, _checks.U32_MAX)
         if isinstance(v05_history, KnapsackHistory):
             if v05_prior is not None:
                 raise ValueError("V05GRPOTrainer: a KnapsackHistory gives "
@@ -176,6 +214,13 @@ class V05GRPOTrainer(GRPOTrainer):
         # Per generation, under a Greso filter: its step and epoch, the
         # prompt ids rolled out and those skipped.
         self.v05_filter_log: List[dict] = []
+        self.v05_fill = v05_fill
+        self.v05_skip = v05_skip
+        self.v05_fill_max = v05_fill_max
+        # Per generation, with the fill: prompts rolled out, informative,
+        # not informative, skipped, cancelled at the target.
+        self.v05_fill_log: List[dict] = []
+        self._v05_refill = None  # the refill pass over the train dataset
 
     # ---- generation ----------------------------------------------------
 
@@ -295,13 +340,7 @@ class V05GRPOTrainer(GRPOTrainer):
                     requests.extend((index[d.uid], s, d.gen)
                                     for s in d.samples)
                 elif d.kind in ("final", "drop"):
-                    g = self.v05.group(d)
-                    groups[d.uid] = {"k": g.k, "kept": g.kept,
-                                     "advantages": g.advantages.copy(),
-                                     "rewards": g.rewards.copy(),
-                                     "dropped": d.kind == "drop"}
-                    del g  # no view may outlive the slot
-                    self.v05.release(d)
+                    groups[d.uid] = self._take_group(d)
                 elif d.kind == "barrier":
                     raise NotImplementedError("v05: external halt (barrier "
                                               "decisions) needs several "
@@ -320,6 +359,188 @@ class V05GRPOTrainer(GRPOTrainer):
                         raise TimeoutError("v05: no decision in "
                                            f"{self.v05_wait} s")
                     decisions = self.v05.poll()
+
+    def _refill_examples(self):
+        """The train dataset's prompts for replacements: seeded shuffled
+        passes of their own, endless."""
+        n = len(self.train_dataset)
+        for rnd in itertools.count():
+            order = list(range(n))
+            random.Random(f"{self.args.seed}-v05-refill-{rnd}").shuffle(order)
+            for i in order:
+                yield self.train_dataset[i]
+
+    def _run_plugin_fill(self, examples, prompt_ids):
+        """One generation filled to len(examples) informative groups (the
+        module's text). Returns (examples, prompt ids, uids, completions)
+        of the informative groups, in the order they became final, the
+        groups of every prompt rolled out, and those prompts' examples by
+        uid."""
+        P = len(examples)
+        cap = self.v05_fill_max or max(10 * P, 64)
+        k_init = self._v05_k_init()
+        gen = next(_gen_ids)
+        ids = itertools.count()
+        ex: List[dict] = []
+        pids: List[list] = []
+        uids: List[str] = []
+        index: Dict[str, int] = {}
+        completions: List[Dict[int, list]] = []
+        groups: Dict[str, dict] = {}
+        good: List[str] = []
+        open_batches: Dict[int, set] = {}
+        log = {"rolled_out": 0, "informative": 0, "not_informative": 0,
+               "skipped": 0, "cancelled": 0, "capped": False}
+        got = [1.0, 1.0]  # informative, finished (the share's estimate)
+        if self._v05_refill is None:
+            self._v05_refill = self._refill_examples()
+
+        def keep(x):
+            if self.v05_skip is None:
+                return True
+            if self.v05_skip.skip(self.v05_prompt_id(x), self._prior_of(x),
+                                  k_init, visit=self.state.global_step):
+                log["skipped"] += 1
+                return False
+            return True
+
+        def admit(xs, xids):
+            new = []
+            for x, i in zip(xs, xids):
+                u = f"trl-{id(self):x}-{gen}-{next(ids)}"
+                index[u] = len(ex)
+                ex.append(x)
+                pids.append(i)
+                uids.append(u)
+                completions.append({})
+                new.append((u, self._prior_of(x)))
+            out = self.v05.submit(new)
+            for d in out:
+                open_batches.setdefault(d.batch, set()).add(d.uid)
+            log["rolled_out"] += len(new)
+            return out
+
+        def refill(n):
+            xs = []
+            while len(xs) < n and log["rolled_out"] + len(xs) < cap:
+                x = next(self._v05_refill)
+                if keep(x):
+                    xs.append(x)
+            if not xs:
+                return []
+            xids, images, _ = self._tokenize_prompts([x["prompt"] for x in xs])
+            if images is not None:
+                raise NotImplementedError("v05: multimodal prompts")
+            return admit(xs, xids)
+
+        first = [(x, i) for x, i in zip(examples, prompt_ids) if keep(x)]
+        decisions = admit([x for x, _ in first], [i for _, i in first]) \
+            if first else []
+        try:
+            while len(good) < P:
+                requests = []
+                for d in decisions:
+                    if d.kind == "sample":
+                        requests.extend((index[d.uid], s, d.gen)
+                                        for s in d.samples)
+                    elif d.kind in ("final", "drop"):
+                        g = groups[d.uid] = self._take_group(d)
+                        g["prompt"] = self.v05_prompt_id(ex[index[d.uid]])
+                        k, rw = g["k"], g["rewards"]
+                        mine = open_batches.get(d.batch)
+                        if mine is not None:
+                            mine.discard(d.uid)
+                            if not mine:
+                                del open_batches[d.batch]
+                        ok = informative(
+                            self.v05.mode, [float(r) for r in rw[:k]],
+                            advantages=[float(a) for a in
+                                        groups[d.uid]["advantages"][:k]],
+                            kept=groups[d.uid]["kept"], count=self.v05_fill,
+                            dropped=d.kind == "drop")
+                        got[0] = got[0] + (1.0 if ok else 0.0)
+                        got[1] += 1.0
+                        if ok and len(good) < P:
+                            good.append(d.uid)
+                        elif not ok:
+                            log["not_informative"] += 1
+                    elif d.kind == "barrier":
+                        raise NotImplementedError(
+                            "v05: external halt (barrier decisions) needs "
+                            "several engines; not in TRL")
+                    elif d.kind == "reject":
+                        raise ValueError(
+                            f"v05: segment {self.v05.name} refused the reward "
+                            f"of {d.uid!r} sample {d.samples[0]}: {d.value!r} "
+                            f"is {d.reason}")
+                if len(good) >= P:
+                    break
+                # Replacements by expectation: the open prompts are worth
+                # the share of the finished groups that were informative.
+                open_n = sum(len(v) for v in open_batches.values())
+                short = P - len(good) - open_n * got[0] / got[1]
+                if short > 0:
+                    n = int(short / (got[0] / got[1]) + 0.999)
+                    decisions_new = refill(n)
+                    for d in decisions_new:
+                        requests.extend((index[d.uid], s, d.gen)
+                                        for s in d.samples)
+                if not open_batches and not requests:
+                    log["capped"] = True
+                    break
+                if requests:
+                    self._sample(ex, pids, uids, requests, completions)
+                decisions = self.v05.poll()
+                if not decisions and not requests:
+                    if not self.v05.wait_blocking(self.v05_wait):
+                        raise TimeoutError("v05: no decision in "
+                                           f"{self.v05_wait} s")
+                    decisions = self.v05.poll()
+            # At the target: what is still open goes (TRL generates
+            # between polls, so no sample of it is in an engine).
+            for b, mine in list(open_batches.items()):
+                try:
+                    log["cancelled"] += self.v05.cancel(b)
+                except OSError:
+                    pass  # ENOENT: every group of it was final
+            open_batches.clear()
+        except BaseException:
+            for b in open_batches:
+                try:
+                    self.v05.cancel(b)
+                except OSError:
+                    pass
+            raise
+        log["informative"] = len(good)
+        if log["capped"] and len(good) < P:
+            warnings.warn(f"v05: the fill rolled out {log['rolled_out']} "
+                          f"prompts (v05_fill_max {cap}) and found "
+                          f"{len(good)} informative groups of {P}; this "
+                          "step trains on those")
+        self.v05_fill_log.append(log)
+        for key in ("skipped", "not_informative", "rolled_out"):
+            self._metrics["train"][f"v05/fill_{key}"].append(float(log[key]))
+        if not good:
+            raise RuntimeError("v05: the fill found no informative group "
+                               f"in {log['rolled_out']} prompts")
+        sel = [index[u] for u in good]
+        return ([ex[i] for i in sel], [pids[i] for i in sel], good,
+                [completions[i] for i in sel], groups,
+                {u: ex[index[u]] for u in groups})
+
+    def _v05_k_init(self) -> int:
+        from ..core.observer import Observer
+        with Observer(self.v05.name) as o:
+            return o.info()["k_init"]
+
+    def _take_group(self, d) -> dict:
+        """A final (or dropped) group copied out of its slot, released."""
+        g = self.v05.group(d)
+        out = {"k": g.k, "kept": g.kept, "advantages": g.advantages.copy(),
+               "rewards": g.rewards.copy(), "dropped": d.kind == "drop"}
+        del g  # no view may outlive the slot
+        self.v05.release(d)
+        return out
 
     def _sample(self, examples, prompt_ids, uids, requests, completions):
         """Generate one completion per (prompt, sample) request, score them
@@ -366,11 +587,19 @@ class V05GRPOTrainer(GRPOTrainer):
             [x["prompt"] for x in examples])
         if images is not None:
             raise NotImplementedError("v05: multimodal prompts")
-        uids, groups, completions = self._run_plugin(examples, prompt_ids)
-        for x, uid in zip(examples, uids):
-            groups[uid]["prompt"] = self.v05_prompt_id(x)
-        self.v05_groups.append(groups)
-        self._v05_fold(uids, groups)
+        if self.v05_fill is not None:
+            examples, prompt_ids, uids, completions, groups, _ = \
+                self._run_plugin_fill(examples, prompt_ids)
+            self.v05_groups.append(groups)
+            self._v05_fold(list(groups), groups)
+            groups = {u: groups[u] for u in uids}
+        else:
+            uids, groups, completions = self._run_plugin(examples,
+                                                         prompt_ids)
+            for x, uid in zip(examples, uids):
+                groups[uid]["prompt"] = self.v05_prompt_id(x)
+            self.v05_groups.append(groups)
+            self._v05_fold(uids, groups)
 
         # Rows: every sample of every group trained on (all k but under
         # reinforce-ada, which keeps n of them), weighted 1/(P n).

@@ -52,6 +52,15 @@ with their worker), ``algorithm.v05_report`` (the run report),
 ``v05.Plugin.create`` parameters), ``algorithm.v05_row_multiple`` (legacy
 manager: pad rows to a multiple of this; default lcm(32, the actor's world
 size ``trainer.n_gpus_per_node * trainer.nnodes``)).
+
+The fill (default trainer, TransferQueue path): ``+algorithm.v05_fill=
+contrast`` (or ``signal``, v05.core.fill) tags a group that is not
+informative ``failure`` with no rows, and ``+algorithm.v05_skip={margin:
+0.05, strength: 16, revisit: 0.01, seed: 0}`` (SkipRule's settings) tags a
+prompt its prior predicts all-same ``failure`` before any sample; with
+``trainer.v1.sampler.sync_refill_failed_groups=True`` verl's own replay
+buffer evicts exactly those prompts and refills exactly as many
+(docs/TRAINERS.md, "Full batches").
 """
 
 import asyncio
@@ -64,6 +73,7 @@ import weakref
 from typing import Any, Dict, List, Optional
 
 from ...core.eb_state import EbState
+from ...core.fill import COUNTS, SkipRule, group_informative
 from ...core.plugin import Plugin
 from ...engines.driver import GroupRollout
 from ..report import report
@@ -72,6 +82,7 @@ from .history import RuleHistory, history_config, prompt_id
 from .run import reclaim_run, segment_name, start_reaper
 
 __all__ = ["V05Core", "row_multiple", "plugin_params", "PLUGIN_KEYS",
+           "fill_config",
            "actor_base", "sampling_params", "row_fields", "lazy_classes"]
 
 log = logging.getLogger(__name__)
@@ -155,6 +166,7 @@ class V05Core:
         self._v05_params = plugin_params(self.config)
         self._v05_score_range = score_range(algo)
         self._v05_history_cfg = history_config(algo, self._v05_params)
+        self._v05_fill, self._v05_skip = fill_config(algo)
         self._v05_history = None  # the run's RuleHistory actor, on first use
         self._v05_report = cfg_get(algo, "v05_report") or None
         self._v05_index: Optional[int] = None  # set by the manager
@@ -190,6 +202,9 @@ class V05Core:
         if self._v05_lock is None:
             self._v05_lock = asyncio.Lock()
         async with self._v05_lock:
+            items = self._v05_skipped(items, step)
+            if not items:
+                return {}
             if self._v05_report:
                 report(self._v05_report, {
                     "kind": "chunk_start", "worker": self._v05_index,
@@ -222,6 +237,27 @@ class V05Core:
                 for pid, (u, _, _) in zip(pids, items)])
             self._v05_report_chunk(step, results)
             return results
+
+    def _v05_skipped(self, items, step):
+        """The chunk's prompts less those algorithm.v05_skip skips (their
+        prior predicts an all-same first wave); they have no result."""
+        if self._v05_skip is None:
+            return items
+        self._v05_rollout()  # the plugin, made on first use
+        k = _k_init(self.v05_plugin)
+        return [x for x in items if not self._v05_skip.skip(
+            x[0], x[2], k, visit=max(int(step), 0))]
+
+    def v05_informative(self, res) -> bool:
+        """Whether a chunk's result counts (algorithm.v05_fill): False for
+        a skipped prompt (no result) or a group that is not informative;
+        without the fill, every group the plugin did not drop."""
+        if res is None:
+            return False
+        if self._v05_fill is None:
+            return not res.dropped
+        return group_informative(self.v05_plugin.mode, res.group,
+                                 count=self._v05_fill, dropped=res.dropped)
 
     def _v05_report_chunk(self, step, results) -> None:
         """The chunk's groups and the plugin's counters after it, to the
@@ -395,6 +431,32 @@ class V05Core:
             self.v05_plugin.set_eb_own(EbState.from_list(state["own"]))
         if state.get("remote") is not None:
             self._v05_set_others(state["remote"])
+
+
+def fill_config(algo):
+    """(algorithm.v05_fill, a SkipRule from algorithm.v05_skip), each
+    checked; (None, None) when they are not set."""
+    fill = cfg_get(algo, "v05_fill")
+    if fill is not None and fill not in COUNTS:
+        raise ValueError(f"v05: algorithm.v05_fill={fill!r}; known: {COUNTS}")
+    raw = cfg_get(algo, "v05_skip")
+    if raw is None:
+        return fill, None
+    if fill is None:
+        raise ValueError("v05: algorithm.v05_skip needs algorithm.v05_fill "
+                         "(a skipped prompt is refilled as a failed one)")
+    kw = dict(raw.items()) if hasattr(raw, "items") else None
+    keys = {"margin", "strength", "pseudo", "hallucination", "revisit", "seed"}
+    if kw is None or set(kw) - keys:
+        raise ValueError(f"v05: algorithm.v05_skip={raw!r}: a dict of "
+                         f"{sorted(keys)}")
+    return fill, SkipRule(**kw)
+
+
+def _k_init(plugin) -> int:
+    from ...core.observer import Observer
+    with Observer(plugin.name) as o:
+        return o.info()["k_init"]
 
 
 def _close_quietly(ref):

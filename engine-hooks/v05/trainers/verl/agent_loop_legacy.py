@@ -54,9 +54,10 @@ def _worker_cls():
             outputs, cols = [], {}
             for uid, (_, _, kwargs), _ in items:
                 res = results.get(uid)
-                # Skipped (v05_history greso) or no signal (mode dapo): no
-                # rows.
-                if res is None or res.dropped:
+                # Skipped (v05_history greso, v05_skip) or no signal (mode
+                # dapo; under v05_fill, not informative): no rows (the
+                # legacy trainer refills nothing: its step is smaller).
+                if not self.v05_informative(res):
                     continue
                 for s in res.group.kept:
                     outputs.append(res.outputs[s])

@@ -84,16 +84,22 @@ def _worker_tq_cls():
             try:
                 results = await self._v05_run(items, step)
                 for uid, (_, _, kwargs), _ in items:
-                    res = results.get(uid)  # None: skipped (greso)
-                    if res is not None and not res.dropped:
+                    res = results.get(uid)  # None: skipped (greso, v05_skip)
+                    good = self.v05_informative(res)
+                    if good:
                         for s in res.group.kept:  # samples trained on
                             f = row_fields(res, s)
                             tagged = V05Uid(uid, *(f[k] for k in ROW_FIELDS))
                             await base._agent_loop_postprocess(
                                 self, res.outputs[s], False,
                                 **dict(kwargs, uid=tagged, session_id=s, **f))
+                    # Under algorithm.v05_fill, a prompt that gives no
+                    # informative group is a failure verl's replay buffer
+                    # refills (sync_refill_failed_groups).
+                    status = "failure" if self._v05_fill is not None and \
+                        not good else "finished"
                     await tq.async_kv_put(key=uid, partition_id="train",
-                                          tag={"status": "finished"})
+                                          tag={"status": status})
             except BaseException as e:
                 # verl's failure path: the uids tagged "failure" with no
                 # rows, which the v1 trainer's replay buffer refills

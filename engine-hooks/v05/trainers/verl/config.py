@@ -62,7 +62,9 @@ def score_to_reward(score, rng: Tuple[float, float] = SCORE_RANGE, *,
 
 def main_ppo_overrides(segment: str = "v05", plugin: Optional[dict] = None,
                        report: Optional[str] = None,
-                       history: Optional[dict] = None) -> list:
+                       history: Optional[dict] = None,
+                       fill: Optional[str] = None,
+                       skip: Optional[dict] = None) -> list:
     """The hydra overrides that turn v05 on in verl's ``main_ppo`` (default
     v1 trainer), v05's defaults included: v05's rollout manager and
     estimator, one sample per prompt from verl (v05 decides the rest),
@@ -72,7 +74,9 @@ def main_ppo_overrides(segment: str = "v05", plugin: Optional[dict] = None,
     groups; without it a step whose every group failed stops the run).
     ``segment`` names the run's segments, ``plugin`` the Plugin.create
     parameters, ``report`` the run report's path, ``history`` a cross-epoch
-    rule ({rule, path, seed})."""
+    rule ({rule, path, seed}), ``fill`` full batches of informative groups
+    ("contrast" or "signal": algorithm.v05_fill) and ``skip`` the skip by
+    prior (SkipRule's settings: algorithm.v05_skip)."""
 
     def hydra(v):
         if isinstance(v, dict):
@@ -100,4 +104,8 @@ def main_ppo_overrides(segment: str = "v05", plugin: Optional[dict] = None,
         out.append(f"+algorithm.v05_report={report}")
     if history:
         out.append(f"+algorithm.v05_history={hydra(history)}")
+    if fill:
+        out.append(f"+algorithm.v05_fill={fill}")
+    if skip:
+        out.append(f"+algorithm.v05_skip={hydra(skip)}")
     return out
