@@ -445,11 +445,18 @@ def main(argv=None):
     files = plots(mruns, s, budget,
                   os.path.join(os.path.dirname(os.path.abspath(dest)), "plots"),
                   "" if stem == "RESULTS" else stem.lower() + "-")
+    # Rollouts to a held-out accuracy need every run's curve: computed
+    # here, kept in the summary for --from.
+    T, trows = target_rows(s, mruns, budget) if any(m in FILL for m in s) \
+        else (None, [])
+    target = {"T": T, "rows": trows,
+              "grid": eval_grid(R["runs"]) if T is not None else None}
     tt = {}
     for r in R["runs"]:
         for k, v in r["times"].items():
             tt[k] = tt.get(k, 0.0) + v
     ctx = {"page": stem, "files": files, "summary": s, "times": tt,
+           "target": target,
            "wall_in_runs": sum(r["wall"] for r in R["runs"]),
            "n_runs": len(R["runs"]), "report_commit": git_rev(),
            "inputs": [os.path.relpath(os.path.abspath(p), os.path.dirname(
@@ -461,8 +468,13 @@ def main(argv=None):
     # The committed pages' summaries only (not --quick's, next to its JSON).
     if os.path.dirname(os.path.abspath(dest)) == HERE:
         os.makedirs(RESULTS, exist_ok=True)
+        # Without the per-sample arrays only the plots read (tp, bl, pr:
+        # megabytes over a full run): --from rewrites the page, not them.
+        small = {**ctx, "summary": {
+            m: {k: v for k, v in x.items() if k not in ("tp", "bl", "pr")}
+            for m, x in s.items()}}
         with open(os.path.join(RESULTS, stem + ".json"), "w") as f:
-            json.dump(ctx, f, indent=1,
+            json.dump(small, f, indent=1,
                       default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
             f.write("\n")
     render(ctx, dest)
@@ -532,7 +544,7 @@ def render(ctx, dest):
                  f"{x['wall']:.0f} |")
     L.append("")
     if any(m in FILL for m in s):
-        T, trows = target_rows(s, mruns, budget)
+        T, trows, grid = (R["target"][k] for k in ("T", "rows", "grid"))
         if T is not None:
             L.append("## Rollouts to a held-out accuracy\n")
             L.append("T: grpo-16's final held-out accuracy in the same "
@@ -542,7 +554,7 @@ def render(ctx, dest):
                      ". *rollouts to T*: where each run's "
                      "held-out accuracy first reaches T, linear between "
                      "its evaluations (about every "
-                     f"{eval_grid(R['runs']):.0f} rollouts), mean "
+                     f"{grid:.0f} rollouts), mean "
                      "[min, max] over seeds; a run that never does counts "
                      f"as the budget, {budget} (a lower bound). *v05-eb "
                      "minus the mode*: paired by seed, negative where "
