@@ -18,22 +18,26 @@
  * the doorbell region's pages (MAP_FIXED): offsets within the segment do
  * not change. The segment file itself holds holes there. A producer that
  * comes through the broker (shm/broker.c) gets no file of the segment at
- * all: its lane and its doorbell are sealed memfds of the owner's, which
- * no one can resize.
+ * all: its lane is a sealed memfd of the owner's, which no one can
+ * resize, mapped by the owner over that lane's pages for as long as the
+ * grant lasts, and its doorbell a second sealed page the owner waits on
+ * beside the segment's (outside the segment: plugin/guard.c).
  *
  *   +----------------------+ 0
  *   | header page          |  immutable after create, xxHash-checksummed
  *   +----------------------+ regions[] (each page-aligned, disjoint):
  *   | control block        |  owner word, epoch, heartbeat (owner only)
  *   | producer lanes       |  lane_count x page_up(ring header + records),
- *   |                      |  each its own file mapped over its pages
+ *   |                      |  each its own file (or a granted memfd)
+ *   |                      |  mapped over its pages
  *   | prompt table         |  table_capacity x 64-byte entries
  *   | sample arena         |  slot_count x slot_stride
  *   | completion ring      |  plugin -> reader: finalized slots
  *   | release ring         |  reader -> plugin: slots done with
  *   | support buffer       |  last finalized (key, mean, k)
  *   | batches              |  batch_count x batch records
- *   | state                |  counters, plugin state (owner only)
+ *   | state                |  counters, plugin state, running fits
+ *   |                      |  (owner only)
  *   | doorbell             |  futex word, sleeping flag (producers too),
  *   |                      |  its own file mapped over its page
  *   | lane statistics      |  per lane: head, counts (owner only)

@@ -63,10 +63,12 @@ struct v05_observer_info {
 	uint32_t broker_gids[V05_BROKER_ALLOW_MAX];
 	/* The last peer it refused, when counter broker_refused is not 0. */
 	uint32_t broker_refused_uid, broker_refused_gid;
-	/* The cut-off in force: a claim with at least lane_cut_records
-	 * records, more than lane_cut_permille per 1000 rejected. */
+	/* The cut-off in force: a lane's window of at least
+	 * lane_cut_records records, more than lane_cut_permille per 1000
+	 * rejected. */
 	uint32_t lane_cut_records, lane_cut_permille;
-	uint32_t reserved2[23]; /* 0: room for later fields (docs/PACKAGING.md) */
+	/* 0: room for later fields (docs/PACKAGING.md) */
+	uint32_t reserved2[23];
 };
 
 V05_API int v05_observer_info(struct v05_observer *o,

@@ -192,9 +192,9 @@ V05_API int v05_config_init(struct v05_config *c, size_t size,
 /* Defaults: mode v05-eb (two waves, no halt; docs/STATISTICS.md explains
  * the choice) with the rms normaliser, c 0.0039, k 4/2/16, halt 0.25 (used
  * by mode v05 only), pad 32, stream (for v05-eb: no barrier; rounds is
- * v05-eb's batch barrier), eb_window 512, eb_cold 64, deadline 2000 us, 4096 prompts, 16
- * producers, lanes of 4096, 64 batches, file mode 0600, no journal, no
- * broker (its allow-list empty), the default cut-off. */
+ * v05-eb's batch barrier), eb_window 512, eb_cold 64, deadline 2000 us,
+ * 4096 prompts, 16 producers, lanes of 4096, 64 batches, file mode 0600,
+ * no journal, no broker (its allow-list empty), the default cut-off. */
 V05_API void v05_config_default(struct v05_config *c);
 /* The defaults, then the paper's exact behaviour: mode v05 (fusion + OSLA)
  * with its 25% batch halt and the paper's normaliser sqrt(1 - mu^2). */

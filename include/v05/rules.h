@@ -28,13 +28,14 @@ extern "C" {
 /* ---- Knapsack RL: a prompt's success rate from its own history ----------
  *
  * As the authors' code estimates it (arXiv 2509.25849; docs/RULES.md): a
- * success is a reward above 0 as float32 (their +1; -1 and 0 are failures). Once a
- * prompt has V05_KNAPSACK_MIN_SEEN outcomes, its estimate is the mean of
- * its last epoch's outcomes if that epoch had V05_KNAPSACK_WINDOW or more,
- * else of its V05_KNAPSACK_WINDOW most recent outcomes across epochs (later
- * epochs first, within an epoch higher sample indices first). Before that
- * it has none: submit it with a NaN prior (struct v05_prompt_in), and it gets the
- * uniform budget, outside the knapsack (the authors' first epoch).
+ * success is a reward above 0 as float32 (their +1; -1 and 0 are
+ * failures). Once a prompt has V05_KNAPSACK_MIN_SEEN outcomes, its
+ * estimate is the mean of its last epoch's outcomes if that epoch had
+ * V05_KNAPSACK_WINDOW or more, else of its V05_KNAPSACK_WINDOW most recent
+ * outcomes across epochs (later epochs first, within an epoch higher
+ * sample indices first). Before that it has none: submit it with a NaN
+ * prior (struct v05_prompt_in), and it gets the uniform budget, outside
+ * the knapsack (the authors' first epoch).
  */
 #define V05_KNAPSACK_WINDOW 16u
 #define V05_KNAPSACK_MIN_SEEN 8u

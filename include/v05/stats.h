@@ -106,9 +106,9 @@ struct v05_params {
  * n/2) or K_pos = 1 success (positive exit), or k_max (N_max) is reached;
  * k_step must equal k_init. A success is a reward above V05_ADA_TAU (the
  * authors' 0.7 on a 0/1 scale), both rounded to float32, as rewards are
- * kept (every threshold on a reward is: docs/RULES.md). The baseline is the mean of all k rewards;
- * n = keep_n of them are trained on (the keep mask: v05_keep), with
- * A_i = r_i - baseline; the others get A_i = 0.
+ * kept (every threshold on a reward is: docs/RULES.md). The baseline is
+ * the mean of all k rewards; n = keep_n of them are trained on (the keep
+ * mask: v05_keep), with A_i = r_i - baseline; the others get A_i = 0.
  */
 #define V05_ADA_TAU 0.4
 
@@ -118,11 +118,12 @@ struct v05_params {
  * maximise sum_i (1 - p_i^N_i - (1 - p_i)^N_i) p_i (1 - p_i)^2 with
  * p_i = (1 + prior_i) / 2, each N_i in [V05_KNAPSACK_N_LOW, k_max]; a
  * prompt whose prior is +-1 gets N_LOW; under mode "knapsack" one submitted
- * with a NaN prior (no estimate yet) gets k_init outside the knapsack. One wave; GRPO
- * advantages clipped to +-V05_KNAPSACK_ADV_CLIP. docs/RULES.md has the
- * fallback and the worked examples. Mode "knapsack" is the same rule with
- * p from each prompt's own past rewards (v05_knapsack_hist_estimate,
- * passed as its prior), as the authors run it.
+ * with a NaN prior (no estimate yet) gets k_init outside the knapsack. One
+ * wave; GRPO advantages clipped to +-V05_KNAPSACK_ADV_CLIP. docs/RULES.md
+ * has the fallback and the worked examples. Mode "knapsack" is the same
+ * rule with p from each prompt's own past rewards
+ * (v05_knapsack_hist_estimate, passed as its prior), as the authors run
+ * it.
  */
 #define V05_KNAPSACK_N_LOW 2u
 #define V05_KNAPSACK_ALPHA 0.9

@@ -127,6 +127,14 @@ def test_submit_rejections(segname):
         with pytest.raises(ValueError, match="the prior of uid 'z' is nan"):
             p.submit([("x", 0.2), ("y", 0.3), ("z", float("nan"))])
         assert p.stats()["prompts_submitted"] == 1
+        # So is a uid that is not 1 to 128 bytes of a str or bytes.
+        with pytest.raises(ValueError, match="uid '' is 0 bytes"):
+            p.submit([("y", 0.3), ("", 0.3)])
+        with pytest.raises(ValueError, match="is 129 bytes; a uid has 1 to 128"):
+            p.submit([("y", 0.3), ("u" * 129, 0.3)])
+        with pytest.raises(TypeError, match="uid 7 is of type int"):
+            p.submit([("y", 0.3), (7, 0.3)])
+        assert p.stats()["prompts_submitted"] == 1
         # What the plugin refuses (an active uid) fails alone.
         with pytest.raises(v05.SubmitError) as e:
             p.submit([("x", 0.2), ("y", 0.3)])

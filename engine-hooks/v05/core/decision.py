@@ -6,8 +6,10 @@ import dataclasses
 from typing import List, Optional, Union
 
 from ._lib import V05Error, lib
+from .names import UID_MAX
 
-__all__ = ["Uid", "Decision", "SubmitError", "key_of", "uid_bytes"]
+__all__ = ["Uid", "Decision", "SubmitError", "key_of", "uid_bytes",
+           "uid_checked"]
 
 Uid = Union[str, bytes]
 
@@ -22,6 +24,20 @@ def uid_bytes(uid: Uid) -> bytes:
         return bytes(uid)
     raise TypeError(f"uid {uid!r} is of type {type(uid).__name__}; a uid is "
                     "a str or bytes (str(uid) if its type does not matter)")
+
+
+def uid_checked(uid: Uid, where: str) -> bytes:
+    """uid_bytes of a uid handed in, and its length checked (1 to UID_MAX
+    bytes, what the library takes): TypeError or ValueError naming
+    `where` and the uid."""
+    try:
+        b = uid_bytes(uid)
+    except TypeError as e:
+        raise TypeError(f"{where}: {e}") from None
+    if not 1 <= len(b) <= UID_MAX:
+        raise ValueError(f"{where}: uid {uid!r} is {len(b)} bytes; a uid "
+                         f"has 1 to {UID_MAX}")
+    return b
 
 
 def key_of(uid: Uid) -> int:

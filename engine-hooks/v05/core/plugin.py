@@ -12,7 +12,7 @@ from . import _checks, _lib
 from ._lib import check, lib
 from .counters import counters_dict
 from ._lib import DECISION_ROW, GROUP_ROW
-from .decision import Decision, SubmitError, Uid, key_of, uid_bytes
+from .decision import Decision, SubmitError, Uid, key_of, uid_checked
 from .eb_state import EbState
 from .group import Group, Views, live_views, track_view
 from .lru import LruMap
@@ -328,13 +328,7 @@ class Plugin:
             except (TypeError, ValueError):
                 raise TypeError(f"{where}: item {i} is {item!r}, not a "
                                 "(uid, prior) pair") from None
-            try:
-                b = uid_bytes(uid)
-            except TypeError as e:
-                raise TypeError(f"{where}: {e}") from None
-            if not 1 <= len(b) <= UID_MAX:
-                raise ValueError(f"{where}: uid {uid!r} is {len(b)} bytes; "
-                                 f"a uid has 1 to {UID_MAX}")
+            b = uid_checked(uid, where)
             if prior is None:
                 if not self._no_estimate_ok():
                     raise TypeError(

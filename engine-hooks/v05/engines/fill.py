@@ -53,9 +53,8 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ..core import _checks
 from ..core._lib import V05Error
-from ..core.decision import Decision, SubmitError, Uid, uid_bytes
+from ..core.decision import Decision, SubmitError, Uid, uid_checked
 from ..core.fill import COUNTS, SkipRule, informative
-from ..core.names import UID_MAX
 from ..core.observer import Observer
 from .driver import EngineRollout, Flight, GroupResult, GroupRollout
 
@@ -209,13 +208,7 @@ class StreamFill:
         if not isinstance(item, (tuple, list)) or len(item) != 3:
             raise TypeError(f"{where} is not a (uid, prompt, prior) triple")
         uid, prompt, prior = item
-        try:
-            b = uid_bytes(uid)
-        except TypeError as e:
-            raise TypeError(f"v05 fill: {e}") from None
-        if not 1 <= len(b) <= UID_MAX:
-            raise ValueError(f"v05 fill: uid {uid!r} is {len(b)} bytes; a "
-                             f"uid has 1 to {UID_MAX}")
+        uid_checked(uid, "v05 fill")
         if uid in self._flight.prompts or uid in taken or \
                 uid in self._held or \
                 any(uid == u for u, _, _ in self._pending):
