@@ -399,3 +399,136 @@ def test_fill_settings_are_checked(segname, tmp_path, monkeypatch):
                 V05GRPOTrainer(model=model, reward_funcs=_fill_reward,
                                args=args, train_dataset=data,
                                processing_class=tok, v05_plugin=plugin, **kw)
+
+
+def _replay(ranks_params, own, others, gen):
+    """One fresh plugin (one process's) whose own part of the running fit
+    is `own` plus `others` (lists), fed the generation's prompts in their
+    submit order with the rewards their groups got: each prompt's k (None
+    when it asked for a sample the run never generated: it decided
+    otherwise)."""
+    from plugin_drive import drive
+
+    name = f"t35p-{os.getpid()}-{len(_replayed)}"
+    _replayed.append(name)
+    with v05.Plugin.create(name, **ranks_params) as p:
+        st = v05.EbState.from_list(own)
+        if others is not None:
+            st = st + v05.EbState.from_list(others)
+        p.set_eb_own(st)
+        try:
+            return drive(p, {g["uid"]: (g["prior"], g["rewards"])
+                             for g in gen})
+        except IndexError:
+            return None
+
+
+_replayed = []
+
+
+def _processes(tmp_path, prefix, *args):
+    """torchrun --standalone --nproc-per-node 2 trl_processes.py: its exit
+    code and output; the processes' segments removed if one was left."""
+    import subprocess
+
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
+               TOKENIZERS_PARALLELISM="false")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           "--nproc-per-node", "2", os.path.join(HERE, "trl_processes.py"),
+           "--out", str(tmp_path), "--prefix", prefix, *args]
+    try:
+        r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=900)
+        return r.returncode, r.stdout, _leftovers(prefix)
+    finally:
+        for i in range(2):  # a process that died leaves its segment
+            try:
+                v05.unlink(f"{prefix}-r{i}")
+            except OSError:
+                pass
+
+
+def _leftovers(prefix):
+    from v05.trainers.verl.run import shm_dir
+    return [f for f in os.listdir(shm_dir()) if f.startswith(f"v05-{prefix}-")]
+
+
+def test_processes_decide_as_one(tmp_path):
+    """Two processes launched by torchrun (CPU, gloo), each generating its
+    own share with its own plugin (v05-eb, the default mode): every
+    generation of each is decided exactly as one process would decide it
+    holding the merged state (its own part plus the others' part it had
+    been handed: a fresh plugin replays the generation's prompts and
+    rewards); what was handed in is exactly the other process's part as
+    it posted it; the cold start counts both processes' first waves; DDP
+    kept the two models equal; nothing of either is left in /dev/shm."""
+    import json
+
+    eb_cold, steps = 20, 6
+    rc, out, left = _processes(tmp_path, f"t35p-{os.getpid()}", "--steps",
+                               str(steps), "--eb-cold", str(eb_cold))
+    assert rc == 0, out[-4000:]
+    assert left == []
+    runs = [json.loads((tmp_path / f"rank{i}.json").read_text())
+            for i in range(2)]
+    params = dict(k_init=2, k_step=2, k_max=8, pad_multiple=1, eb_window=0,
+                  eb_cold=eb_cold, max_prompts=256)
+    # DDP kept the replicas equal.
+    assert runs[0]["checksum"] == runs[1]["checksum"]
+    for me in runs:
+        st = me["stats"]
+        assert st["samples_issued"] == st["rewards_applied"] > 0
+        assert st["prompts_open"] == 0
+        assert sum(v for k, v in st.items() if k.startswith("rejected_")) == 0
+        assert len(me["generations"]) == len(me["states"]) == steps
+        assert all(w == pytest.approx(1.0) for w in me["weight_sums"])
+        # Every exchange posted completed; none is left pending.
+        assert me["exchange"]["posted"] == me["exchange"]["exchanges"]
+        assert not me["exchange"]["pending"]
+    for g0, g1 in zip(runs[0]["generations"], runs[1]["generations"]):
+        # Each process generates its own share of the generation batch.
+        assert len(g0) == len(g1) == 4
+        assert not {g["prompt"] for g in g0} & {g["prompt"] for g in g1}
+    differs = 0
+    for me, other in (runs, runs[::-1]):
+        for gen, state in zip(me["generations"], me["states"]):
+            e = state["exchange"]
+            if e == 0:
+                assert state["others"] is None
+            else:
+                # What was handed in is the other process's own part as it
+                # posted it for exchange e.
+                h = next(i for i, s in enumerate(other["states"])
+                         if s["posted"] == e)
+                assert state["others"] == other["states"][h]["own"]
+            want = _replay(params, state["own"], state["others"], gen)
+            assert {g["uid"]: g["k"] for g in gen} == want
+            if state["others"] is not None and \
+                    _replay(params, state["own"], None, gen) != want:
+                differs += 1
+        # The cold start counts both processes' first waves: a generation
+        # decided warm under the merged count whose own count is cold.
+        own = [s["own"][-1] for s in me["states"]]
+        merged = [s["own"][-1] + (s["others"][-1] if s["others"] else 0)
+                  for s in me["states"]]
+        warm = [i for i, n in enumerate(merged) if n >= eb_cold]
+        alone = [i for i, n in enumerate(own) if n >= eb_cold]
+        assert warm and own[warm[0]] < eb_cold
+        print(f"process {me['rank']}: first generation decided warm "
+              f"(eb_cold {eb_cold}, 4 prompts a generation): merged "
+              f"{warm[0]}, alone {alone[0] if alone else 'after the run'}")
+    # The others' part changed some decision (else this run could not
+    # tell a merged state from none).
+    assert differs > 0
+
+
+def test_processes_configured_unlike_are_refused(tmp_path):
+    """The processes' plugins must decide by the same settings: one with
+    another k_max is refused by every process at construction (the check
+    is a collective: none is left waiting), naming the difference."""
+    rc, out, left = _processes(tmp_path, f"t35q-{os.getpid()}", "--steps",
+                               "1", "--k-max-last", "6")
+    assert rc != 0
+    assert "must be configured alike" in out and "'k_max': (8, 6)" in out
+    assert not (tmp_path / "rank0.json").exists()
+    assert left == []

@@ -13,6 +13,13 @@ each with the plugin's advantage for its sample; none fell back to GRPO;
 samples issued equal rewards applied, none rejected. After every run,
 however it ended, nothing of the run is left in /dev/shm (the check is
 scoped to the run's segment names: other tests use this machine too).
+
+Most of a run's time is verl starting (Ray, then a process per actor, each
+importing torch and verl); a step costs a few seconds. So the promises
+share runs where they can: five main_ppo runs (plain GRPO; mode v05 with
+GRESO's history; the default mode with 2 workers, ended by an exception
+after a checkpoint, then resumed and ended by kills; mode dapo with the
+fill and faults).
 """
 
 import json
@@ -81,7 +88,7 @@ def wait_gone(prefix: str, timeout: float = 60.0) -> list:
 
 
 def run(world, name, steps, *, v05_on=True, plugin=None, history=None,
-        workers=1, extra=(), env=None, expect_ok=True, ckpt=None,
+        fill=None, workers=1, extra=(), env=None, expect_ok=True, ckpt=None,
         start_only=False, prefix=None):
     tmp = world["tmp"] / name
     tmp.mkdir(exist_ok=True)
@@ -92,7 +99,7 @@ def run(world, name, steps, *, v05_on=True, plugin=None, history=None,
                                  batch=BATCH, workers=workers)
     if v05_on:
         ov += main_ppo_overrides(segment=prefix, plugin=plugin, report=rep,
-                                 history=history)
+                                 history=history, fill=fill)
     else:
         ov += ["algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=4"]
     ov += list(extra)
@@ -132,43 +139,43 @@ def records(r, kind=None):
     return [x for x in recs if kind is None or x["kind"] == kind]
 
 
-def check_groups_and_rows(r, steps, workers=1, failures=False):
-    """The promises of a v05 run, from its report. With failures (chunks
-    whose batch was cancelled), samples they issued were never rewarded:
-    then only the completed groups are checked for their rewards."""
+def plugin_groups(r):
+    """Every group the run's workers finished (uid -> its report entry,
+    with the step of its chunk), each checked for its rewards."""
     chunks = records(r, "chunk")
-    adv = records(r, "advantage")
-    assert chunks and adv, r.tail()
+    assert chunks, r.tail()
     plugin = {}  # uid -> its group
-    per_step = {}
     for c in chunks:
         for g in c["groups"]:
             assert g["uid"] not in plugin, "a uid rolled out twice"
-            plugin[g["uid"]] = g
+            plugin[g["uid"]] = dict(g, step=c["step"])
             # A final group has a reward in [-1, 1] for each of its samples.
             assert len(g["rewards"]) == g["k"]
             assert all(-1.0 <= x <= 1.0 for x in g["rewards"])
-            if not g["dropped"]:
-                per_step.setdefault(c["step"], 0)
-                per_step[c["step"]] += len(g["kept"])
-    assert sorted(per_step) == list(range(1, steps + 1))
-    # The estimator's calls, one per step (the v1 trainer computes the
-    # advantages of a step's batch at once): rows per step equal the sum
-    # of the plugin's k over that step's groups, every row has its
-    # group's advantage for its sample, none fell back.
-    assert len(adv) == steps
-    for a, step in zip(adv, sorted(per_step)):
-        assert a["fallback_rows"] == 0
-        assert a["v05_rows"] == per_step[step]
-        for uid, given in a["groups"].items():
-            g = plugin[uid]
-            assert sorted(s for s, _ in given) == g["kept"]
-            for s, value in given:
-                assert value == pytest.approx(g["advantages"][s], abs=1e-6)
-    # Samples issued = rewards applied, none rejected, per worker (its
-    # last chunk's counters are the worker's totals).
+    return plugin
+
+
+def check_advantages(a, plugin):
+    """One estimator call (the v1 trainer computes the advantages of a
+    step's batch at once): its v05 rows are exactly the kept samples of
+    its groups, each with its group's advantage for its sample, and none
+    fell back to GRPO."""
+    assert a["fallback_rows"] == 0
+    assert a["v05_rows"] == sum(len(plugin[u]["kept"]) for u in a["groups"])
+    for uid, given in a["groups"].items():
+        g = plugin[uid]
+        assert sorted(s for s, _ in given) == g["kept"]
+        for s, value in given:
+            assert value == pytest.approx(g["advantages"][s], abs=1e-6)
+
+
+def check_counters(r, workers, failures=False):
+    """Samples issued = rewards applied, none rejected, per worker (its
+    last chunk's counters are the worker's totals). With failures (chunks
+    whose batch was cancelled), samples they issued were never
+    rewarded."""
     last = {}
-    for c in chunks:
+    for c in records(r, "chunk"):
         last[c["worker"]] = c["stats"]
     assert len(last) == workers
     for st in last.values():
@@ -178,7 +185,28 @@ def check_groups_and_rows(r, steps, workers=1, failures=False):
         else:
             assert st["samples_issued"] == st["rewards_applied"]
         assert sum(v for k, v in st.items() if k.startswith("rejected_")) == 0
-    return plugin, per_step
+
+
+def check_groups_and_rows(r, steps, workers=1):
+    """The promises of a v05 run without the fill, from its report: each
+    step trains on exactly the groups its chunks finished, less those the
+    plugin dropped (rows: the sum of the plugin's k), with the plugin's
+    advantages; the counters add up."""
+    plugin = plugin_groups(r)
+    adv = records(r, "advantage")
+    per_step = {}
+    for g in plugin.values():
+        per_step.setdefault(g["step"], set())
+        if not g["dropped"]:
+            per_step[g["step"]].add(g["uid"])
+    assert sorted(per_step) == list(range(1, steps + 1))
+    assert len(adv) == steps
+    for a, step in zip(adv, sorted(per_step)):
+        assert set(a["groups"]) == per_step[step]
+        check_advantages(a, plugin)
+    check_counters(r, workers)
+    return plugin, {s: sum(len(plugin[u]["kept"]) for u in us)
+                    for s, us in per_step.items()}
 
 
 def step_times(r):
@@ -259,19 +287,52 @@ def replay(chunk_lists, workers, params):
             p.close()
 
 
-def test_default_mode_two_workers_then_resume(world):
+def _wait_for(pred, what, timeout=300.0, proc=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"main_ppo exited ({proc.returncode}) "
+                                 f"before {what}")
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_default_mode_two_workers_exception_resume_kills(world, tmp_path):
     """The default mode (v05-eb without a barrier) with 2 agent-loop
-    workers: the manager merges their running fits at each step, so each
-    decides under every worker's first waves; verl saves a checkpoint at
-    step 3 (v05's state with it), a second main_ppo resumes from it for 2
-    more steps, and its decisions equal those of an uninterrupted run fed
-    the same rewards (a replay of the report through fresh plugins)."""
+    workers, and every way a run ends but the normal one (which the other
+    tests' runs take), in two main_ppo runs of one run name:
+
+    1. The manager merges the workers' running fits at each step, so each
+       decides under every worker's first waves. verl saves a checkpoint
+       at step 3 (v05's state with it); then an exception ends the run in
+       step 4 (every request of step 4 fails, and verl's failure path is
+       turned off: a step whose every group failed raises in verl's replay
+       buffer). Both workers' segments are removed all the same, by their
+       reapers, which count what they had in flight.
+    2. A second main_ppo resumes from the checkpoint: its decisions in
+       steps 4 and 5 equal those of an uninterrupted run fed the same
+       rewards (a replay of both reports through fresh plugins). In step 6
+       the engine holds every request, so a chunk is surely in flight;
+       worker 0 is killed (SIGKILL, as Ray kills a worker): its reaper
+       removes its segment and counts its chunk's groups as lost. Then the
+       trainer (main_ppo) is killed -9: Ray ends the job's workers, and
+       worker 1's reaper removes its segment."""
     prefix = _prefix()
     ckpt = str(world["tmp"] / "eb-ckpt")
-    a = run(world, "eb-a", 3, plugin=EB, workers=2, ckpt=ckpt, prefix=prefix,
-            extra=["trainer.save_freq=3"])
+    a = run(world, "eb-a", 4, plugin=EB, workers=2, ckpt=ckpt, prefix=prefix,
+            expect_ok=False,
+            extra=["trainer.save_freq=3",
+                   "trainer.v1.sampler.sync_refill_failed_groups=false"],
+            env={"V05_HF_SERVER_FAIL_STEP": "4"})
+    assert a.rc != 0
+    assert "no materializable trajectories" in a.output(), a.tail()
+    failed = records(a, "failed")
+    assert failed and {f["step"] for f in failed} == {4}
     check_groups_and_rows(a, 3, workers=2)
     assert wait_gone(prefix) == []
+    assert sorted(e["worker"] for e in records(a, "end")) == [0, 1]
     assert os.path.exists(os.path.join(ckpt, "global_step_3",
                                        "v05_state.json"))
     chunks_a = records(a, "chunk")
@@ -285,26 +346,62 @@ def test_default_mode_two_workers_then_resume(world):
         earlier = sum(n for s, n in before.items() if s < c["step"])
         assert c["fit_folded"] == earlier + len(c["groups"]), c["step"]
 
-    b = run(world, "eb-b", 5, plugin=EB, workers=2, ckpt=ckpt, prefix=prefix,
-            extra=["trainer.save_freq=-1"])
+    release = tmp_path / "release"  # never made: step 6's requests wait
+    b = run(world, "eb-b", 6, plugin=EB, workers=2, ckpt=ckpt, prefix=prefix,
+            extra=["trainer.save_freq=-1"], start_only=True,
+            env={"V05_HF_SERVER_HOLD": f"6:{release}"})
+    try:
+        def in_flight():
+            return {s["worker"]: s for s in records(b, "chunk_start")
+                    if s["step"] == 6}
+
+        _wait_for(lambda: len(in_flight()) == 2, "step 6's chunks",
+                  proc=b.proc)
+        starts = in_flight()
+        os.kill(starts[0]["pid"], signal.SIGKILL)
+        _wait_for(lambda: not any(f.startswith(f"v05-{prefix}-w0")
+                                  for f in leftovers(prefix)),
+                  "worker 0's segment removed", timeout=60)
+        ends = records(b, "end")
+        assert [e["worker"] for e in ends] == [0]
+        assert ends[0]["lost_groups"] == len(starts[0]["uids"])
+        assert any(f.startswith(f"v05-{prefix}-w1")
+                   for f in leftovers(prefix))
+        b.proc.kill()  # kill -9 of the trainer
+        b.wait()
+        assert wait_gone(prefix) == []
+        ends = records(b, "end")
+        assert sorted(e["worker"] for e in ends) == [0, 1]
+        assert ends[1]["lost_groups"] == len(starts[1]["uids"])
+    finally:
+        if b.proc.poll() is None:
+            b.proc.kill()
+            b.wait()
+    print(f"main_ppo eb-b: {b.elapsed:.1f} s, killed")
+
     assert records(b, "restore"), "the resumed run did not restore v05's state"
-    chunks_b = records(b, "chunk")
+    chunks_b = [c for c in records(b, "chunk")]
     assert sorted({c["step"] for c in chunks_b}) == [4, 5]
-    assert wait_gone(prefix) == []
+    assert len(records(b, "advantage")) == 2
     want = replay(chunks_a + chunks_b, 2, EB)
     got = {g["uid"]: g["k"] for c in chunks_b for g in c["groups"]}
     assert got == {u: want[u] for u in got}
 
 
-def test_faults_do_not_end_the_run(world):
-    """Faults over 6 steps: the scorer raising, returning NaN, its task
-    cancelled, and an engine request failing. Each fails its chunk, which
-    goes to verl's own failure path (v05's default: the failed prompts
-    refilled); the run completes, and every group that completed is
-    correct (its rows, its advantages, its counters)."""
-    r = run(world, "faults", 6,
-            plugin={"mode": "v05", "k_init": 2, "k_max": 6, "k_step": 2,
+def test_fill_and_faults(world):
+    """Mode dapo (groups of 4; an all-same group is dropped) with v05's
+    fill (algorithm.v05_fill=contrast) and faults over 6 steps: the
+    scorer raising, returning NaN, its task cancelled, and an engine
+    request failing. Each failed chunk and each prompt without an
+    informative group is tagged failure with no rows, and verl's replay
+    buffer refills them (v05's default failure path): every step trains
+    on a full batch of informative groups, each with the plugin's
+    advantages; nothing of a failed chunk or a dropped group is trained
+    on; the run completes and leaves nothing."""
+    r = run(world, "fill-faults", 6,
+            plugin={"mode": "dapo", "k_init": 4, "k_max": 4,
                     "pad_multiple": 1},
+            fill="contrast",
             env={"V05_TASK_FAULT": "raise@5,nan@40,cancel@75",
                  "V05_HF_SERVER_FAIL": "110"})
     failed = records(r, "failed")
@@ -312,78 +409,23 @@ def test_faults_do_not_end_the_run(world):
     assert len(failed) >= 3, errors
     assert "injected scorer failure" in errors
     assert "not a finite number" in errors or "nan" in errors.lower()
-    check_groups_and_rows(r, 6, failures=True)
-    # A failed chunk's prompts have no rows.
-    trained = {u for a in records(r, "advantage") for u in a["groups"]}
+    assert "injected failure" in errors.replace("scorer failure", "")
+    plugin = plugin_groups(r)
+    adv = records(r, "advantage")
+    assert len(adv) == 6
+    trained = set()
+    for a in adv:
+        # A full batch of informative groups, every step.
+        assert len(a["groups"]) == BATCH
+        for uid in a["groups"]:
+            g = plugin[uid]
+            assert not g["dropped"] and len(set(g["rewards"])) > 1, g
+        check_advantages(a, plugin)
+        assert trained.isdisjoint(a["groups"]), "a group trained twice"
+        trained.update(a["groups"])
+    dropped = {u for u, g in plugin.items() if g["dropped"]}
+    assert dropped, "no group was dropped: the fill was not exercised"
+    assert trained.isdisjoint(dropped)
     assert trained.isdisjoint({u for f in failed for u in f["uids"]})
+    check_counters(r, 1, failures=True)
     assert wait_gone(r.prefix) == []
-
-
-def test_exception_in_a_step_leaves_nothing(world):
-    """An exception ends the run in its first step (verl's failure path
-    turned off: a step whose every group failed raises in verl's replay
-    buffer); the worker's segment is removed all the same, by its reaper,
-    which counts what it had in flight."""
-    r = run(world, "exception", 3, expect_ok=False,
-            plugin={"mode": "v05", "k_init": 2, "pad_multiple": 1},
-            extra=["trainer.v1.sampler.sync_refill_failed_groups=false"],
-            env={"V05_HF_SERVER_FAIL": "3"})
-    assert r.rc != 0
-    assert "no materializable trajectories" in r.output()
-    assert records(r, "failed")
-    assert wait_gone(r.prefix) == []
-    ends = records(r, "end")
-    assert [e["worker"] for e in ends] == [0]
-
-
-def _wait_for(pred, what, timeout=300.0, proc=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"main_ppo exited ({proc.returncode}) "
-                                 f"before {what}")
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def test_killed_worker_and_killed_trainer_leave_nothing(world, tmp_path):
-    """Two workers; the engine holds every request from the second step
-    on (so a chunk is surely in flight). Worker 0 is killed (SIGKILL, as
-    Ray kills a worker): its reaper removes its segment and counts its
-    chunk's groups as lost. Then the trainer (main_ppo) is killed -9: Ray
-    ends the job's workers, and worker 1's reaper removes its segment."""
-    release = tmp_path / "release"  # never made: requests wait
-    # k 2 for every prompt: step 1 is exactly 16 requests.
-    r = run(world, "kills", 4, workers=2, start_only=True,
-            plugin={"mode": "v05", "k_init": 2, "k_max": 2,
-                    "pad_multiple": 1},
-            env={"V05_HF_SERVER_HOLD": f"17:{release}"})
-    try:
-        def in_flight():
-            return {s["worker"]: s for s in records(r, "chunk_start")
-                    if s["step"] == 2}
-
-        _wait_for(lambda: len(in_flight()) == 2, "step 2's chunks",
-                  proc=r.proc)
-        starts = in_flight()
-        os.kill(starts[0]["pid"], signal.SIGKILL)
-        _wait_for(lambda: not any(f.startswith(f"v05-{r.prefix}-w0")
-                                  for f in leftovers(r.prefix)),
-                  "worker 0's segment removed", timeout=60)
-        ends = records(r, "end")
-        assert [e["worker"] for e in ends] == [0]
-        assert ends[0]["lost_groups"] == len(starts[0]["uids"])
-        assert any(f.startswith(f"v05-{r.prefix}-w1")
-                   for f in leftovers(r.prefix))
-        r.proc.kill()  # kill -9 of the trainer
-        r.wait()
-        assert wait_gone(r.prefix) == []
-        ends = records(r, "end")
-        assert sorted(e["worker"] for e in ends) == [0, 1]
-        assert ends[1]["lost_groups"] == len(starts[1]["uids"])
-    finally:
-        if r.proc.poll() is None:
-            r.proc.kill()
-            r.wait()

@@ -206,10 +206,12 @@ class HFServer:
         self.response_length = response_length
         self.seed = seed
         self.calls = 0
-        # V05_HF_SERVER_FAIL="5,15": the requests that fail (a test's
-        # fault injection).
+        # A test's fault injection: V05_HF_SERVER_FAIL="5,15", the
+        # requests that fail; V05_HF_SERVER_FAIL_STEP=S, every request of
+        # training step S and later.
         self.fail_calls = {int(x) for x in os.environ.get(
             "V05_HF_SERVER_FAIL", "").split(",") if x}
+        self.fail_step = int(os.environ.get("V05_HF_SERVER_FAIL_STEP", 0))
         self.version = 0  # weight updates received
         self.global_steps = 0  # the trainer's step of the weights
 
@@ -229,13 +231,19 @@ class HFServer:
         from verl.workers.rollout.replica import TokenOutput
 
         self.calls += 1
-        if self.calls in self.fail_calls:  # a test's fault injection
+        # The training step this request rolls out for: verl's sync trainer
+        # hands the server the weights of step s at the end of step s
+        # (trainer/ppo/v1/trainer_sync.py, on_step_end), and those of the
+        # checkpoint it starts from (on_init_end).
+        step = self.global_steps + 1
+        if self.calls in self.fail_calls or \
+                0 < self.fail_step <= step:  # a test's fault injection
             raise RuntimeError(f"hf_cpu server: request {self.calls} "
-                               "refused (injected failure)")
+                               f"(step {step}) refused (injected failure)")
         hold = os.environ.get("V05_HF_SERVER_HOLD")
-        if hold and self.calls >= int(hold.split(":")[0]):
-            # V05_HF_SERVER_HOLD="N:PATH": request N and later wait until
-            # PATH exists (a test holds a chunk in flight).
+        if hold and step >= int(hold.split(":")[0]):
+            # V05_HF_SERVER_HOLD="S:PATH": the requests of step S and
+            # later wait until PATH exists (a test holds a chunk in flight).
             while not os.path.exists(hold.split(":", 1)[1]):
                 await asyncio.sleep(0.05)
         g = torch.Generator().manual_seed(self.seed * 1000003 + self.calls)

@@ -42,7 +42,10 @@ class FitExchange:
         self.group = group
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
+        self.posted = 0             # exchanges posted (start() True)
         self.exchanges = 0          # completed and handed in
+        # The others' sum the last completed exchange posted to the plugin.
+        self.others: Optional[EbState] = None
         self.error: Optional[BaseException] = None
         self._work = None
         self._out = None
@@ -64,6 +67,7 @@ class FitExchange:
         self._out = [torch.empty_like(mine) for _ in range(self.world)]
         self._work = self.dist.all_gather(self._out, mine, group=self.group,
                                           async_op=True)
+        self.posted += 1
         return True
 
     def poll(self) -> bool:
@@ -94,5 +98,6 @@ class FitExchange:
             if r != self.rank:
                 others = others + EbState.from_list(t.tolist())
         self.plugin.post_eb_remote(others)
+        self.others = others
         self.exchanges += 1
         return True

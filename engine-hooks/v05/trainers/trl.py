@@ -65,12 +65,34 @@ between polls). At most ``v05_fill_max`` prompts are rolled out per
 generation (default 10 P): past that, the step trains on what it has,
 with a warning. ``self.v05_fill_log`` keeps, per generation, the counts.
 
-Not supported (refused at construction): several processes, tools,
+Several processes (``accelerate launch`` or ``torchrun``, DDP): each
+process generates for its own share of the generation batch (TRL's
+sampler deals it), with its own plugin (its own segment: name it by
+rank), and trains on its own groups; DDP averages the gradients, so each
+prompt weighs 1/(W P) over the W processes. TRL gathers the rewards of
+every process at each scoring (its fixed-G advantages need them); v05's
+advantages are per group and the processes' scorings differ in number
+and size, so here each process scores its own samples only. Under v05-eb
+(the default mode) the running fits are merged (``v05_merge``, default
+True): at each generation a process hands its plugin the others' parts
+of the last exchange that has completed (FitExchange: an asynchronous
+all_gather on a gloo group of the trainer's own) and posts its own part
+for the next; no process waits for another, and the cold start counts
+the first waves of every process. ``train()`` ends with the processes'
+exchanges in step (the one collective that waits), so none is left
+pending. ``self.v05_fit_log`` has, per generation, the first waves in
+the fit: own, handed in, and which exchange they came from.
+
+Not supported (refused at construction): with several processes FSDP,
+DeepSpeed, vLLM generation (each of them runs collectives in the
+generation, which v05's processes call unequally) and a cross-epoch
+history (each process would see its own prompts only); tools,
 environments, a rollout_func, multimodal prompts, vLLM importance-sampling
 correction; loss types other than the clipped ones (grpo, bnpo, dr_grpo,
 dapo all get this per-prompt normalisation).
 """
 
+import contextlib
 import itertools
 import json
 import os
@@ -86,6 +108,7 @@ from ..core.plugin import Plugin
 from ..core.rules import Greso, KnapsackHistory, PilotCommit
 from ..core.stats import reward_from_score
 from ..core.writer import RewardWriter
+from .fit_exchange import FitExchange
 
 __all__ = ["V05GRPOTrainer", "binary_to_reward"]
 
@@ -144,7 +167,9 @@ class V05GRPOTrainer(GRPOTrainer):
     v05_fill: "contrast" or "signal" fills each generation to P
     informative groups (module text); v05_skip: a SkipRule (needs
     v05_fill); v05_fill_max: prompts rolled out per generation at most
-    (default 10 P, at least 64).
+    (default 10 P, at least 64). v05_merge: with several processes, merge
+    their running fits (v05-eb; module text); False: each process decides
+    under its own first waves only.
     """
 
     def __init__(self, *args, v05_plugin: Plugin,
@@ -157,6 +182,7 @@ class V05GRPOTrainer(GRPOTrainer):
                  v05_fill: Optional[str] = None,
                  v05_skip: Optional[SkipRule] = None,
                  v05_fill_max: Optional[int] = None,
+                 v05_merge: bool = True,
                  **kwargs):
         if v05_fill is not None and v05_fill not in COUNTS:
             raise ValueError(f"V05GRPOTrainer: v05_fill must be None or one "
@@ -170,6 +196,9 @@ class V05GRPOTrainer(GRPOTrainer):
         if v05_fill_max is not None:
             v05_fill_max = _checks.integer("v05_fill_max", v05_fill_max, 1,
                                            1 << 20, _checks.U32_MAX)
+        if not isinstance(v05_merge, bool):
+            raise TypeError(f"V05GRPOTrainer: v05_merge is "
+                            f"{type(v05_merge).__name__}, not a bool")
         if isinstance(v05_history, KnapsackHistory):
             if v05_prior is not None:
                 raise ValueError("V05GRPOTrainer: a KnapsackHistory gives "
@@ -188,8 +217,6 @@ class V05GRPOTrainer(GRPOTrainer):
                             f"{type(v05_history).__name__}, not a "
                             "KnapsackHistory, a Greso or a PilotCommit")
         super().__init__(*args, **kwargs)
-        if self.accelerator.num_processes != 1:
-            raise NotImplementedError("V05GRPOTrainer: one process only")
         if self.tools or self.environment_factories is not None or \
                 self.rollout_func is not None:
             raise NotImplementedError("V05GRPOTrainer: no tools, "
@@ -221,6 +248,122 @@ class V05GRPOTrainer(GRPOTrainer):
         # not informative, skipped, cancelled at the target.
         self.v05_fill_log: List[dict] = []
         self._v05_refill = None  # the refill pass over the train dataset
+        # Several processes: the exchange of the running fits (None: one
+        # process, a mode without a running fit, or v05_merge False).
+        self.v05_exchange: Optional[FitExchange] = None
+        self.v05_fit_log: List[dict] = []
+        if self.accelerator.num_processes > 1:
+            self.v05_exchange = self._v05_processes(v05_merge)
+
+    # ---- several processes ---------------------------------------------
+
+    def _v05_processes(self, merge: bool) -> Optional[FitExchange]:
+        """Checks for several processes (module text), and the exchange of
+        the running fits on a gloo group of its own (so that it never
+        interleaves with DDP's collectives). Every process constructs the
+        trainer, so the group's creation and the settings' check, both
+        collectives, run on all."""
+        from accelerate.utils import DistributedType
+        import torch.distributed as dist
+
+        dt = self.accelerator.distributed_type
+        if dt in (DistributedType.FSDP, DistributedType.DEEPSPEED,
+                  DistributedType.XLA, DistributedType.MEGATRON_LM):
+            raise NotImplementedError(
+                f"V05GRPOTrainer: several processes under {dt.value}: its "
+                "generation runs collectives, which v05's processes call "
+                "unequally (each generates what its plugin decides); use "
+                "DDP")
+        if self.use_vllm:
+            raise NotImplementedError(
+                "V05GRPOTrainer: several processes with vLLM generation "
+                "(TRL gathers every process's prompts at each call, which "
+                "v05's processes make unequally)")
+        if self.v05_history is not None:
+            raise NotImplementedError(
+                "V05GRPOTrainer: a cross-epoch history with several "
+                "processes (each would fold only the prompts it rolls out)")
+        group = dist.new_group(backend="gloo")
+        try:
+            self.v05.eb_state_shared()  # this thread owns the plugin
+            mine = True
+        except ValueError:
+            mine = False  # no running fit in this mode
+        info = self._v05_settings()
+        info["merge"] = merge
+        info["running_fit"] = mine
+        everyone = [None] * dist.get_world_size(group)
+        dist.all_gather_object(everyone, info, group=group)
+        for rank, other in enumerate(everyone):
+            if other != everyone[0]:
+                diff = {k: (everyone[0].get(k), other.get(k))
+                        for k in sorted(set(other) | set(everyone[0]))
+                        if other.get(k) != everyone[0].get(k)}
+                raise ValueError(
+                    f"V05GRPOTrainer: the processes' plugins must be "
+                    f"configured alike; process {rank} differs from "
+                    f"process 0 in (process 0's, its): {diff}")
+        if not (merge and mine):
+            return None
+        return FitExchange(self.v05, group)
+
+    def _v05_settings(self) -> dict:
+        """What the plugin decides by (the processes must agree)."""
+        from ..core.observer import Observer
+        with Observer(self.v05.name) as o:
+            i = o.info()
+        out = {k: i[k] for k in ("mode", "schedule", "k_init", "k_step",
+                                 "k_max", "cost", "halt_fraction",
+                                 "pad_multiple")}
+        cfg = self.v05.config
+        if cfg is not None:
+            out.update(eb_window=cfg.eb_window, eb_cold=cfg.eb_cold,
+                       eb_early=cfg.eb_early)
+        return out
+
+    def _v05_exchange_step(self) -> None:
+        """At a generation's start: the last exchange, if it has completed,
+        is posted to the plugin (the submit hands it in), and this
+        process's part, as of now, is posted for the next one. Neither
+        waits."""
+        x = self.v05_exchange
+        if x is None:
+            return
+        x.poll()
+        x.start()
+        if x.error is not None:
+            warnings.warn(f"v05: the exchange of the running fits failed "
+                          f"({x.error}); this process decides under the "
+                          "parts it has")
+            x.error = None
+        own = self.v05.eb_state().folded
+        rem = x.others.folded if x.others is not None else 0
+        self.v05_fit_log.append({"step": self.state.global_step,
+                                 "own": own, "others": rem,
+                                 "exchange": x.exchanges, "posted": x.posted})
+        self._metrics["train"]["v05/fit_folded"].append(float(own + rem))
+
+    def _v05_exchange_end(self) -> None:
+        """Every process's exchanges in step at the end of train(): a
+        process posts its next part only when its last exchange has
+        completed, so one may have posted one more than another. The
+        counts are compared (over the training's own process group), a
+        process one behind posts once more, and all wait: nothing is left
+        pending (a pending collective would hold the process at exit)."""
+        x = self.v05_exchange
+        if x is None:
+            return
+        posted = torch.tensor([x.posted], device=self.accelerator.device)
+        most = int(self.accelerator.gather(posted).max().item())
+        if x.posted < most:
+            x.wait()
+            x.start()
+        x.wait()
+
+    def train(self, *args, **kwargs):
+        out = super().train(*args, **kwargs)
+        self._v05_exchange_end()
+        return out
 
     # ---- generation ----------------------------------------------------
 
@@ -367,7 +510,9 @@ class V05GRPOTrainer(GRPOTrainer):
         for rnd in itertools.count():
             order = list(range(n))
             random.Random(f"{self.args.seed}-v05-refill-{rnd}").shuffle(order)
-            for i in order:
+            # Several processes: each takes its own share of the pass.
+            acc = self.accelerator
+            for i in order[acc.process_index::acc.num_processes]:
                 yield self.train_dataset[i]
 
     def _run_plugin_fill(self, examples, prompt_ids):
@@ -556,8 +701,9 @@ class V05GRPOTrainer(GRPOTrainer):
             texts = self.processing_class.batch_decode(
                 completion_ids, skip_special_tokens=True)
         inputs = [examples[p] for p, _, _ in requests]
-        per_func = self._calculate_rewards(inputs, prompts, texts,
-                                           completion_ids)
+        with self._v05_local_rewards():
+            per_func = self._calculate_rewards(inputs, prompts, texts,
+                                               completion_ids)
         w = self.reward_weights.to(per_func.device)
         scored = (~torch.isnan(per_func)).any(dim=1).tolist()
         scores = (per_func * w.unsqueeze(0)).nansum(dim=1)
@@ -577,11 +723,32 @@ class V05GRPOTrainer(GRPOTrainer):
             self.v05_writer.push(uids[p], s, reward, gen=gen)
         self._metrics["train"]["reward"].append(scores.mean().item())
 
+    @contextlib.contextmanager
+    def _v05_local_rewards(self):
+        """TRL's _calculate_rewards ends with a gather of every process's
+        rewards (its fixed-G groups may span processes). v05's groups are
+        each process's own, and the processes score unequal numbers of
+        samples unequally often, so that gather would wait for ever: with
+        several processes, its gather (trl.trainer.grpo_trainer.gather,
+        read against TRL 1.16.0) is the identity while this process scores
+        its own samples. One thread: TRL scores on the training thread."""
+        if self.accelerator.num_processes == 1:
+            yield
+            return
+        import trl.trainer.grpo_trainer as grpo
+        saved = grpo.gather
+        grpo.gather = lambda t: t
+        try:
+            yield
+        finally:
+            grpo.gather = saved
+
     def _generate_and_score_completions(self, inputs):
         if not self.model.training:
             # Evaluation keeps TRL's fixed-G path (no plugin).
             return super()._generate_and_score_completions(inputs)
         device = self.accelerator.device
+        self._v05_exchange_step()
         examples = self._v05_select(self._distinct_prompts(inputs))
         prompt_ids, images, _ = self._tokenize_prompts(
             [x["prompt"] for x in examples])
