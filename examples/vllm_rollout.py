@@ -37,9 +37,10 @@ async def main(model_dir, steps=3):
     prompts = {f"q{i}": p for i, p in enumerate(tiny.make_prompts(64))}
     prior = HistoryPrior()
     sp = SamplingParams(temperature=1.0, max_tokens=8, detokenize=False)
-    # reclaim=True: a segment left by a killed run of this example goes.
+    # on_stale="remove": a segment left by a killed run of this example
+    # goes (the default, "takeover", would recover its groups instead).
     with v05.Plugin.create("example-vllm", max_prompts=256,
-                           reclaim=True) as plugin, \
+                           on_stale="remove") as plugin, \
             VLLMRollout(engine, plugin, sp, score=score) as rollout:
         for step in range(steps):
             items = [(uid, TokensPrompt(prompt_token_ids=prompts[uid]), v)

@@ -26,7 +26,7 @@ _names = itertools.count()
 
 def _plugin(**params):
     return v05.Plugin.create(f"t35m-{os.getpid()}-{next(_names)}",
-                             reclaim=True, **params)
+                             on_stale="remove", **params)
 
 
 PARAMS = dict(k_init=2, k_step=2, k_max=8, pad_multiple=1, eb_cold=32)

@@ -103,9 +103,10 @@ static void print_guard(FILE *f, const struct stat_view *v)
 		if (c[V05_C_BROKER_REFUSED])
 			fprintf(f, " (last: uid %u, gid %u)", in->broker_refused_uid,
 				in->broker_refused_gid);
-		fputc('\n', f);
+		fprintf(f, "; sent away in a backoff %" PRIu64 "\n",
+			c[V05_C_BROKER_BACKOFF]);
 	}
-	fprintf(f, "cut-off   %" PRIu64 " producer claim%s cut off; a claim is cut at >= %u records with more than %.1f%% rejected\n",
+	fprintf(f, "cut-off   %" PRIu64 " lane window%s cut off; a window is cut at >= %u records with more than %.1f%% rejected\n",
 		c[V05_C_LANES_CUT_OFF], c[V05_C_LANES_CUT_OFF] == 1 ? "" : "s",
 		in->lane_cut_records, in->lane_cut_permille / 10.0);
 }
@@ -206,9 +207,10 @@ void stat_print(FILE *f, const struct stat_view *v, const struct stat_view *prev
 	}
 	fprintf(f, "waits     %" PRIu64 " waits, %" PRIu64 " wake-ups; lanes claimed %"
 		PRIu64 ", reclaimed %" PRIu64 ", overruns %" PRIu64
-		"; takeovers %" PRIu64 "\n",
+		"; takeovers %" PRIu64 " (side files made again %" PRIu64 ")\n",
 		c[V05_C_WAITS], c[V05_C_WAKEUPS], c[V05_C_LANE_CLAIMS],
-		c[V05_C_LANE_RECLAIMS], c[V05_C_LANE_OVERRUNS], c[V05_C_TAKEOVERS]);
+		c[V05_C_LANE_RECLAIMS], c[V05_C_LANE_OVERRUNS], c[V05_C_TAKEOVERS],
+		c[V05_C_SIDE_FILES_REPLACED]);
 	print_guard(f, v);
 	if (prev)
 		fprintf(f, "rates     %.0f rewards/s, %.0f samples issued/s, "

@@ -110,7 +110,7 @@ def run_mode(mode, args, prompts):
     with Plugin.create(name, max_prompts=max(args.prompts, 64),
                        max_producers=args.workers + 4,
                        lane_capacity=16384, halt_fraction=args.halt,
-                       pad_multiple=args.pad, reclaim=True,
+                       pad_multiple=args.pad, on_stale="remove",
                        **with_schedule(params, args.schedule)) as plugin:
         with SimEngine(plugin, prompts, workers=args.workers,
                        latency=args.latency, seed=args.seed) as eng:

@@ -67,7 +67,7 @@ async def _run_mode(engine, mode, label, params, args, items, truth):
                lane_capacity=16384)
     cfg.update(with_schedule(params, args.schedule))
     name = f"demo-{os.getpid()}-{mode}"
-    with Plugin.create(name, reclaim=True, **cfg) as plugin:
+    with Plugin.create(name, on_stale="remove", **cfg) as plugin:
         meter = _SGLangMeter(plugin)
         prog = Progress(len(items), label, not args.no_progress)
         prog.update(0)

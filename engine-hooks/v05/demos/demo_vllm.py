@@ -86,7 +86,7 @@ def _run_mode(engine, mode, label, params, args, items, truth):
                halt_fraction=args.halt,
                lane_capacity=16384)
     cfg.update(with_schedule(params, args.schedule))
-    with Plugin.create(name, reclaim=True, **cfg) as plugin:
+    with Plugin.create(name, on_stale="remove", **cfg) as plugin:
         meter = _Meter(plugin)
         prog = Progress(len(items), label, not args.no_progress)
         prog.update(0)

@@ -311,7 +311,7 @@ class V05Core:
                 name = segment_name(self._v05_prefix, self._v05_index)
             else:
                 name = f"{self._v05_prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            self.v05_plugin = Plugin.create(name, reclaim=True,
+            self.v05_plugin = Plugin.create(name, on_stale="remove",
                                             **self._v05_params)
             # The reaper removes the segment when this process ends, however
             # it ends (Ray ends workers without running exit handlers).
