@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """bench/ENGINE.md's "Full batches of informative groups" sections from
-every bench/out/fill-*.json that bench/fill_run.py wrote: per strategy,
+the runs' summaries in bench/results/engine/fill-*.json (committed; each
+written here from the bench/out/fill-*.json bench/fill_run.py wrote, less
+the per-request traces): per strategy,
 per informative group, wall, tokens (aborted ones included), rollouts and
 the engine's busy fraction; per repetition, each strategy against verl's
 DAPO recipe and the best streaming refill of the same repetition; the
-issue's goals. Sections of runs with no JSON here are kept as they are
+issue's goals. Sections of runs with no summary are kept as they are
 (bench/engine_report.py keeps these sections too)."""
 import glob
 import json
@@ -76,8 +78,8 @@ def section(run):
            f"{a['p_dist']} --sigma {a['sigma']:g}")
     lines = [title, "",
              f"{run['date']}, commit {run['commit']}, v05 {run['v05']}, "
-             f"{run['cpus']} cores shared with other engineers' builds and "
-             f"tests (load average {load[0][0]:.1f} at the start, "
+             f"{run['cpus']} cores, shared (load average "
+             f"{load[0][0]:.1f} at the start, "
              f"{load[1][0]:.1f} at the end{per}); run time "
              f"{run['run_s'] / 60:.1f} min. {a['steps']} steps of B = "
              f"{a['target']} informative groups per strategy and "
@@ -165,14 +167,27 @@ def section(run):
     return lines
 
 
+RESULTS = os.path.join(ROOT, "bench", "results", "engine")
+
+
 def main():
-    runs = []
+    os.makedirs(RESULTS, exist_ok=True)
     for path in sorted(glob.glob(os.path.join(ROOT, "bench", "out",
                                               "fill-*.json"))):
         with open(path) as f:
+            run = json.load(f)
+        run["rows"] = [{k: v for k, v in r.items() if k != "trace"}
+                       for r in run["rows"]]
+        with open(os.path.join(RESULTS, os.path.basename(path)), "w") as f:
+            json.dump(run, f, sort_keys=True, separators=(",", ":"))
+            f.write("\n")
+    runs = []
+    for path in sorted(glob.glob(os.path.join(RESULTS, "fill-*.json"))):
+        with open(path) as f:
             runs.append(json.load(f))
     if not runs:
-        sys.exit("bench/fill_report.py: no bench/out/fill-*.json; run "
+        sys.exit("bench/fill_report.py: no bench/out/fill-*.json nor "
+                 "bench/results/engine/fill-*.json; run "
                  "bench/engine --fill first")
     fresh = [section(r) for r in runs]
     md = os.path.join(ROOT, "bench", "ENGINE.md")
