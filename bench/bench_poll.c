@@ -150,10 +150,16 @@ static double once(uint64_t *seg_bytes, uint64_t *prompt_bytes,
 	t0 = v05__now_ns();
 	poll_apply(p, d, want);
 	t1 = v05__now_ns();
-	/* Collect the decisions the last rewards made, then time the
-	 * empty polls. */
-	while (v05_poll(p, d, 2 * nprompts) > 0)
-		;
+	/* Collect the decisions the last rewards made, and those of plans
+	 * held to pad (the stream schedule releases them at their
+	 * deadline), then time the empty polls: nothing may be left for
+	 * them to do. */
+	for (int64_t ns = 0; ns >= 0;) {
+		while (v05_poll(p, d, 2 * nprompts) > 0)
+			;
+		if (v05_next_deadline(p, &ns))
+			abort();
+	}
 	/* Ten blocks of each, alternating, so that the host's load falls on
 	 * both alike. */
 	*empty_ns = *scan_ns = 0;

@@ -28,7 +28,10 @@ void v05__schedule_deadlines(struct v05_plugin *p)
 	const struct v05__schedule *s = v05__schedule_of(p);
 	uint64_t dl = (uint64_t)p->cfg.stream_deadline_us * 1000u, now = 0;
 
-	if (!s->deadline)
+	/* Nothing held, no deadline: the common poll does not look at
+	 * every batch record. The gauge is this thread's own sum of the
+	 * batches' n_held (dispatch.c, finalize.c, takeover.c). */
+	if (!s->deadline || !v05_load_relaxed(v05__ctr(p, V05_C_PROMPTS_HELD)))
 		return;
 	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++) {
 		struct v05_batch_rec *rec = &p->batch_recs[b];
@@ -52,7 +55,8 @@ int64_t v05__schedule_next_deadline_ns(struct v05_plugin *p, uint64_t now)
 	uint64_t dl = (uint64_t)p->cfg.stream_deadline_us * 1000u;
 	int64_t best = -1;
 
-	if (!v05__schedule_of(p)->deadline)
+	if (!v05__schedule_of(p)->deadline ||
+	    !v05_load_relaxed(v05__ctr(p, V05_C_PROMPTS_HELD)))
 		return -1;
 	for (uint32_t b = 0; b < p->seg.hdr.geo.batch_count; b++) {
 		struct v05_batch_rec *rec = &p->batch_recs[b];
