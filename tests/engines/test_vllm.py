@@ -163,7 +163,10 @@ def test_scorer_error_leaves_nothing_behind(engine_loop, segname):
 
     def score(uid, sample, out):
         fail["scored"] += fail["on"]
-        if fail["on"] and uid == "s0-p0" and sample == 1:
+        # The first sample scored fails: which one that is, and how much of
+        # the batch vLLM has finished by then, is up to its scheduler (a
+        # fixed uid's sample was sometimes scored after 3/4 of the batch).
+        if fail["on"] and fail["scored"] == 1:
             fail["in_engine"] = engine_loop.engine.get_num_unfinished_requests()
             raise ValueError("verifier crashed")
         return tiny.reward(out.prompt_token_ids, out.outputs[0].token_ids)
