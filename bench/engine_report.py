@@ -411,7 +411,7 @@ def main():
                       separators=(",", ":"))
             f.write("\n")
     runs = []
-    for path in sorted(glob.glob(os.path.join(RESULTS, "*.json"))):
+    for path in sorted(glob.glob(os.path.join(RESULTS, "engine-*.json"))):
         with open(path) as f:
             runs.append(json.load(f))
     if not runs:
@@ -460,6 +460,12 @@ def main():
     with open(md, "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
+    # The fill runs' sections (bench/fill_report.py), from their summaries
+    # beside these.
+    if glob.glob(os.path.join(RESULTS, "fill-*.json")):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import fill_report
+        fill_report.main()
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ the per-request traces): per strategy,
 per informative group, wall, tokens (aborted ones included), rollouts and
 the engine's busy fraction; per repetition, each strategy against verl's
 DAPO recipe and the best streaming refill of the same repetition; the
-issue's goals. Sections of runs with no summary are kept as they are
-(bench/engine_report.py keeps these sections too)."""
+issue's goals. Sections of runs with no summary are kept as they are;
+bench/engine_report.py, which writes the page anew, calls this last."""
 import glob
 import json
 import os
