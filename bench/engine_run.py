@@ -80,17 +80,35 @@ def lengths(seed, batch, uid_index, n_samples, a):
     return out
 
 
-class Meter:
-    """What one batch costs: requests in flight over time (integrated at
-    every start and finish), the time inside plugin calls and the reward
-    hand-off, each prompt's first request and final decision."""
+class Busy:
+    """Requests in flight over time: the integral of min(inflight, cap)
+    dt, taken at every start and end (its mean over the wall is the busy
+    fraction), and the steps themselves when trace is a list."""
 
-    def __init__(self, plugin, cap, trace):
+    def __init__(self, cap, trace=None):
         self.cap = cap
         self.inflight = 0
-        self.area = 0.0          # integral of min(inflight, cap) dt
+        self.area = 0.0
         self.t_last = None
-        self.trace = [] if trace else None
+        self.trace = trace
+
+    def _step(self, delta):
+        now = time.perf_counter()
+        if self.t_last is not None:
+            self.area += min(self.inflight, self.cap) * (now - self.t_last)
+        self.t_last = now
+        self.inflight += delta
+        if self.trace is not None:
+            self.trace.append((now, min(self.inflight, self.cap)))
+
+
+class Meter(Busy):
+    """What one batch costs: requests in flight over time (Busy), the time
+    inside plugin calls and the reward hand-off, each prompt's first
+    request and final decision."""
+
+    def __init__(self, plugin, cap, trace):
+        super().__init__(cap, [] if trace else None)
         self.overhead_s = 0.0   # inside plugin calls
         self.overhead_cpu_s = 0.0  # the same calls' CPU time (no GIL waits)
         self.calls = {}
@@ -168,15 +186,6 @@ class Meter:
                         self.final[d.uid] = now
             return out
         return timed
-
-    def _step(self, delta):
-        now = time.perf_counter()
-        if self.t_last is not None:
-            self.area += min(self.inflight, self.cap) * (now - self.t_last)
-        self.t_last = now
-        self.inflight += delta
-        if self.trace is not None:
-            self.trace.append((now, min(self.inflight, self.cap)))
 
     def start(self, uid):
         self.first.setdefault(uid, time.perf_counter())

@@ -58,7 +58,7 @@ from v05.demos import tiny
 from v05.engines.driver import sample_seed
 from v05.engines.fill import StreamFill
 
-from engine_run import (engine_and_commit, engine_args,  # this folder
+from engine_run import (Busy, engine_and_commit, engine_args,  # this folder
                         lengths, make_engine, shutdown)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -74,27 +74,14 @@ STRATEGIES = ["GRPO G=16", "verl DAPO recipe", "verl v1 replay buffer",
 EXTRA = ["v05 fill abort + floor"]
 
 
-class Meter:
-    """Requests in flight over time (integrated at every start and end),
-    the tokens each prompt's finished and aborted samples generated."""
+class Meter(Busy):
+    """Requests in flight over time (Busy), the tokens each prompt's
+    finished and aborted samples generated."""
 
     def __init__(self, cap):
-        self.cap = cap
-        self.inflight = 0
-        self.area = 0.0
-        self.t_last = None
+        super().__init__(cap)
         self.done = {}      # uid -> tokens of finished samples
         self.cut = {}       # uid -> tokens of aborted samples
-        self.trace = None
-
-    def _step(self, delta):
-        now = time.perf_counter()
-        if self.t_last is not None:
-            self.area += min(self.inflight, self.cap) * (now - self.t_last)
-        self.t_last = now
-        self.inflight += delta
-        if self.trace is not None:
-            self.trace.append((now, min(self.inflight, self.cap)))
 
     def start(self):
         self._step(+1)
