@@ -232,6 +232,7 @@ def test_mostly_rejected_producer_cut_off(segname, v05ctl):
         out = subprocess.run([v05ctl, "stat", segname], capture_output=True,
                              text=True, check=True).stdout
         assert f"CUT {pid}" in out and "cut off: pid" in out
+        assert "cut-off   1 lane window cut off" in out
         js = json.loads(subprocess.run([v05ctl, "stat", "--json", segname],
                                        capture_output=True, text=True,
                                        check=True).stdout)

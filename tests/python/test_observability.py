@@ -277,6 +277,10 @@ def test_prometheus_parses_with_expected_values(segname):
         assert value("v05_prompts", "v05_prompts", state="final_unreleased") == N
         assert value("v05_prompts", "v05_prompts", state="collecting") == 0
         assert value("v05_owner_alive", "v05_owner_alive") == 1
+        # Issue 36's counters are exported too (nothing to count here).
+        assert value("v05_broker_backoff", "v05_broker_backoff_total") == 0
+        assert value("v05_side_files_replaced",
+                     "v05_side_files_replaced_total") == 0
         # Histograms: group size, all N at k = K.
         assert fams["v05_group_size"].type == "histogram"
         assert value("v05_group_size", "v05_group_size_count") == N
