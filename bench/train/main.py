@@ -50,14 +50,16 @@ def run_one(spec, seed, state, heldout, budget, args):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="bench/train/run", description=__doc__)
     ap.add_argument("--quick", action="store_true",
-                    help="smoke version: 2 seeds, 3 modes, few steps")
+                    help="smoke version: 1 seed, 3 modes, 6 steps")
     ap.add_argument("--steps", type=int, default=None,
                     help="rollout budget in steps of 256 (default 80, quick 6)")
-    ap.add_argument("--seeds", type=int, default=None, help="default 3 (quick 1)")
+    ap.add_argument("--seeds", type=int, default=None, help="default 5 (quick 1)")
     ap.add_argument("--seed-from", type=int, default=0,
                     help="first seed (to add seeds to an earlier run)")
     ap.add_argument("--modes", default=None,
-                    help="comma list of " + ",".join(T.mode_specs()))
+                    help="comma list of " + ",".join(T.mode_specs()) +
+                    " (default: RESULTS.md's matrix, " + ",".join(T.RESULTS_MODES)
+                    + ")")
     ap.add_argument("--warmup", type=int, default=250, help="supervised steps")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--eval-every", type=int, default=5)
@@ -83,10 +85,20 @@ def main(argv=None):
             else os.path.join(OUT, "results.json")
     steps = args.steps or (6 if args.quick else 80)
     seeds = list(range(args.seed_from,
-                       args.seed_from + (args.seeds or (1 if args.quick else 3))))
+                       args.seed_from + (args.seeds or (1 if args.quick else 5))))
     specs = T.mode_specs()
     names = (args.modes.split(",") if args.modes else
-             (["grpo-16", "fixed-4", "v05"] if args.quick else list(specs)))
+             (["grpo-16", "fixed-4", "v05"] if args.quick else
+              list(T.RESULTS_MODES)))
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        ap.error(f"unknown mode(s) {','.join(unknown)}; the modes are "
+                 + ",".join(specs))
+    # Refused before the first run, not skipped after an hour of others.
+    need_set = [n for n in names if specs[n].history]
+    if need_set and not args.train_set:
+        ap.error(f"{','.join(need_set)}: a state kept across epochs needs a "
+                 "fixed training set; add --train-set N (EPOCHS.md uses 512)")
     heldout = task.heldout_set(args.heldout)
     budget = steps * T.BUDGET
     t0 = time.time()

@@ -74,6 +74,11 @@ class ModeSpec:
     plugin: Dict[str, object] = dataclasses.field(default_factory=dict)
 
 
+# The matrix of RESULTS.md (the paper's claims), bench/train/run's default.
+RESULTS_MODES = ("grpo-16", "dapo-16", "grpo-4", "fixed-1", "fixed-2",
+                 "fixed-4", "fixed-8", "v05", "v05-nohalt", "v05-eb")
+
+
 def mode_specs() -> Dict[str, ModeSpec]:
     # grpo-4 is not in the paper: a control with fixed-4's batch shape
     # (64 prompts x 4) and the plain group mean, to separate the prior's
