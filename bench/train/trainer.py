@@ -74,6 +74,10 @@ class ModeSpec:
     plugin: Dict[str, object] = dataclasses.field(default_factory=dict)
 
 
+# A plan held to pad is released when its batch's first waves are all in,
+# never by the clock (Trainer.__init__).
+STREAM_DEADLINE_US = 10_000_000
+
 # The matrix of RESULTS.md (the paper's claims), bench/train/run's default.
 RESULTS_MODES = ("grpo-16", "dapo-16", "grpo-4", "fixed-1", "fixed-2",
                  "fixed-4", "fixed-8", "v05", "v05-nohalt", "v05-eb")
@@ -206,11 +210,21 @@ class Trainer:
         self.used: List[dict] = []
         self.name = f"train-{os.getpid()}-{spec.name}-{seed}"
         # Raises ValueError for a mode this build of v05 does not know.
+        # The stream schedule releases a plan held to pad at its deadline
+        # (default 2 ms), so on an engine the moment a reward arrives can
+        # change a dispatch. Here every sample of a wave comes back from
+        # one sampler pass and the plugin releases holds when the batch's
+        # first waves are all in; the default deadline only measured how
+        # fast Python ran between two polls (under load a seed's run came
+        # out otherwise). A deadline no run reaches keeps a run a function
+        # of its seed.
+        kw = dict(stream_deadline_us=STREAM_DEADLINE_US)
         if spec.rule:
+            kw.update(spec.plugin)
             self.plugin = v05.Plugin.create(self.name, mode=spec.mode,
-                                            k_init=spec.k, **spec.plugin)
+                                            k_init=spec.k, **kw)
         else:
-            kw = dict(k_max=max(16, spec.k), pad_multiple=32,
+            kw.update(k_max=max(16, spec.k), pad_multiple=32,
                       halt_fraction=spec.halt)
             kw.update(spec.plugin)
             self.plugin = v05.Plugin.create(self.name, mode=spec.mode,
