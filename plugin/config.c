@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-#include "stats_core.h"
+#include "mechanics/internal.h"
+#include "rules/stats_core.h"
 #include "../shm/broker.h"
 #include "../shm/error.h"
 

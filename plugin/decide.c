@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "top.h"
-#include "probes.h"
-#include "stats_core.h"
+#include "mechanics/probes.h"
+#include "rules/stats_core.h"
 #include "../shm/proc.h"
 
 void v05__clock_refresh(struct v05_plugin *p)

@@ -6,11 +6,11 @@
 #include <errno.h>
 #include <string.h>
 
-#include "stats_core.h"
+#include "rules/stats_core.h"
 #include "top.h"
 #include "../shm/error.h"
 #include "v05/observer.h"
-#include "one_thread.h"
+#include "mechanics/one_thread.h"
 
 static int check_stream_eb(const struct v05_plugin *p, const char *what)
 {

@@ -14,12 +14,12 @@
 #include <unistd.h>
 
 #include "top.h"
-#include "journal.h"
+#include "journal/journal.h"
 #include "../shm/broker.h"
 #include "../shm/doorbell.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
-#include "one_thread.h"
+#include "mechanics/one_thread.h"
 
 #define POLL_BUDGET 65536u /* records per poll, bounds a poll's latency */
 #define DRAIN_BATCH 64u    /* records per lane per turn                 */

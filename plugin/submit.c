@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mechanics.h"
-#include "stats_core.h"
+#include "mechanics/mechanics.h"
+#include "rules/stats_core.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
-#include "one_thread.h"
+#include "mechanics/one_thread.h"
 
 static int alloc_batch(struct v05_plugin *p, uint32_t *b)
 {

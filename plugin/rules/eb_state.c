@@ -15,7 +15,7 @@
 
 #include "eb_math.h"
 #include "stats_core.h"
-#include "../shm/error.h"
+#include "../../shm/error.h"
 #include "v05/stats.h"
 
 static_assert(sizeof(struct v05_eb_state) ==

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "stats_core.h"
-#include "../shm/error.h"
+#include "../../shm/error.h"
 #include "v05/stats.h"
 
 static const char *const mode_names[V05_MODE_COUNT] = {

@@ -15,7 +15,7 @@
 #include <math.h>
 
 #include "schedule.h"
-#include "stats_core.h"
+#include "../rules/stats_core.h"
 
 
 static void fit_batch(struct v05_plugin *p, uint32_t b, const uint64_t *keys,

@@ -8,7 +8,7 @@
  * successes, the early start's choice at submit.
  */
 #include "mechanics.h"
-#include "stats_core.h"
+#include "../rules/stats_core.h"
 #include "vocab.h"
 
 /* The successes in the prompt's first k received rewards. */

@@ -6,13 +6,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../shm/arena.h"
-#include "../shm/atomics.h"
-#include "../shm/completion.h"
-#include "../shm/lanes.h"
-#include "../shm/segment.h"
-#include "../shm/table.h"
-#include "../shm/waiter.h"
+#include "../../shm/arena.h"
+#include "../../shm/atomics.h"
+#include "../../shm/completion.h"
+#include "../../shm/lanes.h"
+#include "../../shm/segment.h"
+#include "../../shm/table.h"
+#include "../../shm/waiter.h"
 #include "vocab.h"
 #include "v05/plugin.h"
 

@@ -10,7 +10,7 @@
 #ifndef V05_PLUGIN_SCHEDULE_H
 #define V05_PLUGIN_SCHEDULE_H
 
-#include "mechanics.h"
+#include "../mechanics/mechanics.h"
 
 struct v05__schedule {
 	const char *name;

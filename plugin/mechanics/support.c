@@ -5,8 +5,8 @@
 #include <stdlib.h>
 
 #include "internal.h"
-#include "splitmix.h"
-#include "../shm/error.h"
+#include "../rules/splitmix.h"
+#include "../../shm/error.h"
 #include "one_thread.h"
 
 static struct v05_support_hdr *support_hdr(struct v05_plugin *p)

@@ -35,9 +35,9 @@
 #include <string.h>
 
 #include "schedule.h"
-#include "stats_core.h"
-#include "vocab.h"
-#include "../shm/proc.h"
+#include "../rules/stats_core.h"
+#include "../mechanics/vocab.h"
+#include "../../shm/proc.h"
 
 /* An early start the first wave says was not needed: its samples not yet
  * in are aborted, and those in dropped, so the group is the first wave. */

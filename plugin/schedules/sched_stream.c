@@ -8,7 +8,7 @@
  * decision.
  */
 #include "schedule.h"
-#include "../shm/proc.h"
+#include "../../shm/proc.h"
 
 static void stream_check(struct v05_plugin *p, uint32_t b)
 {

@@ -20,7 +20,7 @@
 #include "mechanics.h"
 #include "probes.h"
 #include "vocab.h"
-#include "../shm/proc.h"
+#include "../../shm/proc.h"
 
 int v05__batch_hold(struct v05_plugin *p, uint32_t b, uint64_t key)
 {

@@ -16,7 +16,7 @@
 
 #include "eb_math.h"
 #include "stats_core.h"
-#include "../shm/error.h"
+#include "../../shm/error.h"
 #include "v05/stats.h"
 
 double v05__eb_successes(const double *r, uint32_t k)

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 
 #include "stats_core.h"
-#include "../shm/error.h"
+#include "../../shm/error.h"
 #include "v05/rules.h"
 
 /* (1 - p)^m without forming 1 - p, which rounds to 1 for p below 1.1e-16

@@ -10,7 +10,7 @@
 
 #include <assert.h>
 
-#include "../shm/layout.h"
+#include "../../shm/layout.h"
 
 /* Counters in the state region: written by the consumer (the plugin) only,
  * relaxed; readers (v05ctl stat) read them relaxed, a snapshot. */

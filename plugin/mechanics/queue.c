@@ -7,7 +7,7 @@
 
 #include "internal.h"
 #include "probes.h"
-#include "../shm/error.h"
+#include "../../shm/error.h"
 
 void *(*v05__queue_malloc)(size_t n) = malloc;
 

@@ -13,7 +13,7 @@
 
 #include "splitmix.h"
 #include "stats_core.h"
-#include "../shm/error.h"
+#include "../../shm/error.h"
 #include "v05/rules.h"
 
 static_assert(sizeof(struct v05_greso_prompt) == 8, "greso prompt ABI");

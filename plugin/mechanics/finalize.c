@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "mechanics.h"
-#include "journal.h"
+#include "../journal/journal.h"
 #include "probes.h"
-#include "stats_core.h"
+#include "../rules/stats_core.h"
 
 void v05__record_latency(struct v05_plugin *p, uint64_t ns)
 {

@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "internal.h"
-#include "journal.h"
-#include "../shm/error.h"
-#include "../shm/proc.h"
+#include "../journal/journal.h"
+#include "../../shm/error.h"
+#include "../../shm/proc.h"
 #include "one_thread.h"
 
 #define READER_CHECK_NS 50000000ull

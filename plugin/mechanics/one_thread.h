@@ -20,8 +20,8 @@
 #include <stdint.h>
 
 #include "internal.h"
-#include "../shm/atomics.h"
-#include "../shm/error.h"
+#include "../../shm/atomics.h"
+#include "../../shm/error.h"
 
 #ifdef V05_CHECK_THREADS
 struct v05__call {

@@ -16,8 +16,8 @@
 #include <xxhash.h>
 
 #include "journal.h"
-#include "../shm/error.h"
-#include "../shm/proc.h"
+#include "../../shm/error.h"
+#include "../../shm/proc.h"
 #include "v05/plugin.h"
 
 #define JBUF (256u * 1024u)

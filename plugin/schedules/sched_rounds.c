@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "schedule.h"
-#include "../shm/error.h"
-#include "one_thread.h"
+#include "../../shm/error.h"
+#include "../mechanics/one_thread.h"
 
 static void rounds_check(struct v05_plugin *p, uint32_t b)
 {

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "stats_core.h"
-#include "../shm/error.h"
+#include "../../shm/error.h"
 #include "v05/rules.h"
 
 /* The band's edges compare with this slack, in favour of the band: the

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "stats_core.h"
-#include "../shm/error.h"
+#include "../../shm/error.h"
 
 static_assert(sizeof(struct v05_ebpo) == 48, "ebpo state ABI");
 
