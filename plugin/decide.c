@@ -17,14 +17,6 @@
 #include "top.h"
 #include "mechanics/probes.h"
 #include "rules/stats_core.h"
-#include "../shm/proc.h"
-
-void v05__clock_refresh(struct v05_plugin *p)
-{
-	p->now_ns = v05__now_ns();
-	p->wall_offset_ns = (int64_t)(v05__wall_ns() - p->now_ns);
-	p->clock_stale = false;
-}
 
 /*
  * Prefetch what applying a record with this key will touch, in two stages:

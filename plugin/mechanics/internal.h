@@ -10,6 +10,7 @@
 #include "../../shm/atomics.h"
 #include "../../shm/completion.h"
 #include "../../shm/lanes.h"
+#include "../../shm/proc.h"
 #include "../../shm/segment.h"
 #include "../../shm/table.h"
 #include "../../shm/waiter.h"
@@ -238,10 +239,16 @@ static inline int v05__lane_event_counter(enum v05_lane_event ev)
 	return ctr[ev];
 }
 
-/* The clock the decisions use: refreshed by the first record a poll
+/* The clock the decisions use, refreshed by the first record a poll
  * applies (or the first stream deadline it finds due), then every 64
- * records. */
-void v05__clock_refresh(struct v05_plugin *p);
+ * records; here, below every layer that reads it (the per-reward path,
+ * the schedules' deadlines, a resolve, create and attach). */
+static inline void v05__clock_refresh(struct v05_plugin *p)
+{
+	p->now_ns = v05__now_ns();
+	p->wall_offset_ns = (int64_t)(v05__wall_ns() - p->now_ns);
+	p->clock_stale = false;
+}
 
 /* config.c: the configuration's copy in the segment header. */
 /* The caller's config (c->size bytes) as this library's whole one, or

@@ -31,13 +31,12 @@ double v05__eb_successes(const double *r, uint32_t k)
 
 V05_API double v05_eb_n0_at(uint32_t j)
 {
-	return pow(10.0, (double)j / 10.0);
+	return v05__eb_n0_u(j);
 }
 
 V05_API double v05_eb_h_at(uint32_t j)
 {
-	return V05_EB_H_MIN * pow(V05_EB_H_MAX / V05_EB_H_MIN,
-				  (double)j / (double)(V05_EB_H_GRID - 1));
+	return v05__eb_h_u(j);
 }
 
 static double loglik_u(double n0, double h, const double *prior,

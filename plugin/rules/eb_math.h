@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * v05-eb's likelihood arithmetic, shared by the fit (eb.c), the additive
- * fit state (eb_state.c) and the posterior. In log space through lgamma:
+ * v05-eb's likelihood arithmetic and its grid, shared by the fit (eb.c),
+ * the additive fit state (eb_state.c) and the posterior, so neither file
+ * calls the other for them. In log space through lgamma:
  * beta-binomial probabilities of 64 draws underflow a double long before
  * they matter.
  */
@@ -10,6 +11,22 @@
 
 #include <math.h>
 #include <stdint.h>
+
+#include "v05/stats.h"
+
+/* The grid's points: n0 = 10^(j/10), j = 0..30; h log-spaced from
+ * V05_EB_H_MIN to V05_EB_H_MAX (v05_eb_n0_at, v05_eb_h_at; the fit
+ * state tabulates them once). */
+static inline double v05__eb_n0_u(uint32_t j)
+{
+	return pow(10.0, (double)j / 10.0);
+}
+
+static inline double v05__eb_h_u(uint32_t j)
+{
+	return V05_EB_H_MIN * pow(V05_EB_H_MAX / V05_EB_H_MIN,
+				  (double)j / (double)(V05_EB_H_GRID - 1));
+}
 
 /* log B(a, b) */
 static inline double lbeta(double a, double b)

@@ -42,9 +42,9 @@ static void grid_make(void)
 	struct grid *g = &grid_values;
 
 	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
-		g->n0[j] = v05_eb_n0_at(j);
+		g->n0[j] = v05__eb_n0_u(j);
 	for (uint32_t j = 0; j < V05_EB_H_GRID; j++) {
-		g->h[j] = v05_eb_h_at(j);
+		g->h[j] = v05__eb_h_u(j);
 		g->lh[j] = log(g->h[j]);
 		g->l1h[j] = log1p(-g->h[j]);
 	}

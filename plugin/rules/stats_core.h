@@ -202,7 +202,7 @@ void v05__estimate_ada(const struct v05_params *p, const double *r,
 int v05__knapsack_plan_u(const double *p01, uint32_t n, uint32_t per_prompt,
 			 uint32_t n_up, uint32_t *out);
 void v05__knapsack_clip_u(uint32_t k, double *adv);
-/* stats.c: verl's GRPO advantages on one group (mean, Bessel std,
+/* grpo.c: verl's GRPO advantages on one group (mean, Bessel std,
  * epsilon; an all-same group gets exactly 0); e->mean already set. */
 void v05__estimate_group(const struct v05_params *p, const double *rewards,
 			 uint32_t k, struct v05_estimate *e, double *adv);
