@@ -81,6 +81,18 @@ int v05__plugin_init_local(struct v05_plugin *p)
 
 	p->st = V05_AT(struct v05_plugin_state, p->seg.state->plugin, 0);
 	p->fit = V05_AT(struct v05_fit_store, p->seg.state->fit, 0);
+	/* params passed v05_params_check (create) or the stored config's
+	 * check (attach): the mode has its row. */
+	p->rule = v05__rule_of(p->params.mode);
+	p->env = (struct v05__rule_env){
+		.params = &p->params,
+		.pc_lower = p->cfg.pc_lower,
+		.pc_upper = p->cfg.pc_upper,
+		.eb_window = p->cfg.eb_window,
+		.eb_early = p->cfg.eb_early,
+		.ebpo_window = p->cfg.ebpo_window,
+		.state = p->fit,
+	};
 	p->batch_recs = V05_AT(struct v05_batch_rec,
 			       p->seg.region[V05_REGION_BATCHES], 0);
 	v05__table_init(&p->table, p->seg.region[V05_REGION_TABLE],
@@ -94,7 +106,7 @@ int v05__plugin_init_local(struct v05_plugin *p)
 	p->q = malloc((size_t)p->qcap * sizeof(*p->q));
 	p->pending_free = malloc((size_t)g->slot_count * sizeof(*p->pending_free));
 	p->pad_items = malloc((size_t)g->slot_count * sizeof(*p->pad_items));
-	if (p->params.mode == V05_MODE_V05_EB) {
+	if (p->rule->waves == V05__WAVES_FIT) {
 		p->eb_prior = calloc(g->slot_count, sizeof(*p->eb_prior));
 		p->eb_s = calloc(g->slot_count, sizeof(*p->eb_s));
 		p->eb_k = calloc(g->slot_count, sizeof(*p->eb_k));

@@ -364,7 +364,10 @@ struct v05_prompt {
 			    * last reward was applied; 0 none yet         */
 	uint32_t gen;      /* the instance: its slot's generation, unique
 			    * per allocation; a reward must carry it      */
-	uint32_t pad_gen;
+	uint8_t k_first;   /* samples of its first wave (the rule's at
+			    * submit); 0 in an entry an older library
+			    * wrote, whose first waves were all k_init    */
+	uint8_t pad_k[3];
 };
 static_assert(sizeof(struct v05_prompt) == 64, "prompt entry is one line");
 

@@ -251,7 +251,8 @@ void v05__issue_plan(struct v05_plugin *p, uint32_t b)
 	p->batch_recs[b].state = V05_B_OPEN;
 }
 
-/* Plan (k_step each; v05-eb: each prompt's own), pad, persist, issue. */
+/* Plan (k_step each; a WAVES_FIT rule's: each prompt's own), pad,
+ * persist, issue. */
 void v05__release_steps(struct v05_plugin *p, uint32_t b)
 {
 	uint64_t *keys;
@@ -264,8 +265,9 @@ void v05__release_steps(struct v05_plugin *p, uint32_t b)
 
 		if (!e || e->state != V05_P_HELD)
 			continue;
-		/* v05-eb's prompts carry their own plans (sched_eb_stream.c). */
-		if (p->params.mode == V05_MODE_V05_EB) {
+		/* A WAVES_FIT rule's prompts carry their own plans
+		 * (sched_eb_stream.c). */
+		if (p->rule->waves == V05__WAVES_FIT) {
 			total += e->k_planned - v05__group_k(e);
 			continue;
 		}

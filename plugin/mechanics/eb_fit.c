@@ -1,38 +1,57 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * v05-eb's fit as the plugin holds it (and EBPO's running statistics,
- * beside it in the state region): the running fit of the schedule
- * without a barrier (its own part and the other engines', in the state
- * region; warm once eb_cold first waves are in), the barrier's per-batch
- * fit in the batch record, and what depends on them alone: a prompt's
- * successes, the early start's choice at submit.
+ * The rules' running state as the plugin holds it (rules/rule.h: the
+ * running fit and EBPO's statistics, in the state region) and the fits a
+ * WAVES_FIT rule's groups are under: the running fit of the schedule
+ * without a barrier (its own part and the other engines'; warm once
+ * eb_cold first waves are in), the barrier's per-batch fit in the batch
+ * record. The rule's folds go through here (the fit's memo with them);
+ * a prompt's rewards and successes as the rules take them.
  */
 #include "mechanics.h"
 #include "../rules/stats_core.h"
 #include "vocab.h"
 
-/* The successes in the prompt's first k received rewards. */
+void v05__prompt_rewards(struct v05_plugin *p, const struct v05_prompt *e,
+			 uint32_t k, double *r)
+{
+	const float *rw = v05__slot_rewards(v05__slot(&p->seg, e->slot));
+
+	for (uint32_t i = 0; i < k; i++)
+		r[i] = (double)rw[i];
+}
+
 double v05__prompt_successes(struct v05_plugin *p, const struct v05_prompt *e,
 			     uint32_t k)
 {
-	const float *rw = v05__slot_rewards(v05__slot(&p->seg, e->slot));
 	double r[V05_K_LIMIT];
 
-	for (uint32_t i = 0; i < k; i++)
-		r[i] = (double)rw[i];
+	v05__prompt_rewards(p, e, k, r);
 	return v05__eb_successes(r, k);
 }
 
-void v05__ebpo_fold_prompt(struct v05_plugin *p, const struct v05_prompt *e)
+/* Every fold of the running state goes through here: the fit's memo is
+ * stale after it (the argmax is taken again when next asked for). */
+static void fold(struct v05_plugin *p, const struct v05_prompt *e, uint32_t k,
+		 void (*fn)(const struct v05__rule_env *, double,
+			    const double *, uint32_t))
 {
-	const float *rw = v05__slot_rewards(v05__slot(&p->seg, e->slot));
 	double r[V05_K_LIMIT];
-	double keep = p->cfg.ebpo_window ? 1.0 - 1.0 / p->cfg.ebpo_window : 1.0;
-	uint32_t k = v05__group_k(e);
 
-	for (uint32_t i = 0; i < k; i++)
-		r[i] = (double)rw[i];
-	v05__ebpo_fold_u(&p->fit->ebpo, keep, r, k);
+	v05__prompt_rewards(p, e, k, r);
+	p->fit_memo_ok = false;
+	fn(&p->env, e->prior, r, k);
+}
+
+void v05__fold_group(struct v05_plugin *p, const struct v05_prompt *e)
+{
+	fold(p, e, v05__group_k(e), p->rule->fold_group);
+}
+
+void v05__fold_first(struct v05_plugin *p, const struct v05_prompt *e,
+		     uint32_t k)
+{
+	fold(p, e, k, p->rule->fold_first);
 }
 
 static double weight(const struct v05_plugin *p)
@@ -62,19 +81,6 @@ bool v05__eb_running_fit(struct v05_plugin *p, struct v05_eb_fit *fit)
 bool v05__eb_warm_fit(struct v05_plugin *p, struct v05_eb_fit *fit)
 {
 	return v05__eb_warm(p) && v05__eb_running_fit(p, fit);
-}
-
-uint32_t v05__eb_early(struct v05_plugin *p, struct v05_prompt *e,
-		       const struct v05_eb_fit *fit)
-{
-	uint32_t k = p->params.k_init + p->params.k_step;
-
-	if (1000.0 * v05__eb_p_more_u(&p->params, fit, e->prior) <
-	    (double)p->cfg.eb_early)
-		return 0;
-	e->pad8 |= V05_PF_EARLY;
-	e->issued = k == 64 ? ~0ull : (1ull << k) - 1;
-	return p->params.k_step;
 }
 
 bool v05__eb_fit_of(struct v05_plugin *p, uint32_t b,

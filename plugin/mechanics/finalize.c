@@ -46,35 +46,15 @@ void v05__estimate_prompt(struct v05_plugin *p, const struct v05_prompt *e,
 	double r[V05_K_LIMIT];
 	uint32_t k = v05__group_k(e);
 
+	const struct v05_eb_fit *f = NULL;
+	struct v05_eb_fit fit;
+
 	for (uint32_t i = 0; i < k; i++)
 		r[i] = (double)rw[i];
-	if (p->params.mode == V05_MODE_V05_EB) {
-		/* The fit this prompt is estimated under (eb_fit.c). */
-		struct v05_eb_fit fit;
-
-		if (v05__eb_fit_of(p, e->batch, &fit)) {
-			v05__eb_estimate_u(&p->params, &fit, e->prior, r, k, est,
-					   adv);
-			return;
-		}
-	}
-	if (p->params.mode == V05_MODE_EBPO) {
-		/* Under the running statistics, this group folded in
-		 * (decide.c). */
-		v05__ebpo_estimate_u(&p->fit->ebpo, r, k, est, adv);
-		return;
-	}
-	if (p->params.mode == V05_MODE_PILOT_COMMIT) {
-		/* The band the plugin was configured with. */
-		memset(est, 0, sizeof(*est));
-		est->k = k;
-		est->action = V05_ACTION_STOP;
-		est->mean = v05__mean_u(r, k);
-		v05__estimate_pc(&p->params, p->cfg.pc_lower, p->cfg.pc_upper,
-				 r, k, est, adv);
-		return;
-	}
-	v05__estimate_core(&p->params, e->prior, r, k, est, adv);
+	/* The fit a WAVES_FIT rule's group is under (eb_fit.c). */
+	if (p->rule->waves == V05__WAVES_FIT && v05__eb_fit_of(p, e->batch, &fit))
+		f = &fit;
+	p->rule->estimate(&p->env, f, e->prior, r, k, est, adv);
 }
 
 int v05__journal_slot(struct v05_plugin *p, uint32_t slot)
@@ -126,18 +106,18 @@ void v05__batch_leave(struct v05_plugin *p, const struct v05_prompt *e)
 	bl->n_open--;
 }
 
-/* The samples trained on: all k but for reinforce-ada (rule_ada.c). */
+/* The samples trained on: all k unless the rule keeps part (rule.h). */
 static uint64_t keep_of(const struct v05_plugin *p, struct v05_slot_hdr *h,
 			uint32_t k)
 {
 	const float *rw = v05__slot_rewards(h);
 	double r[V05_K_LIMIT];
 
-	if (!v05__mode_is_ada(p->params.mode))
+	if (!p->rule->keep)
 		return v05__first_bits(k);
 	for (uint32_t i = 0; i < k; i++)
 		r[i] = (double)rw[i];
-	return v05__keep_u(&p->params, r, k);
+	return p->rule->keep(&p->params, r, k);
 }
 
 void v05__finalize_with(struct v05_plugin *p, struct v05_prompt *e,

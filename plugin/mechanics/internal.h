@@ -15,6 +15,7 @@
 #include "../../shm/table.h"
 #include "../../shm/waiter.h"
 #include "vocab.h"
+#include "../rules/rule.h"
 #include "v05/plugin.h"
 
 /* Uids whose cut-off counts and backoff the plugin keeps (guard.c): the
@@ -96,24 +97,6 @@ static_assert(offsetof(struct v05_plugin_state, backoff) == 376,
 static_assert(offsetof(struct v05_plugin_state, broker_refused_uid) == 364,
 	      "plugin state ABI");
 
-/*
- * v05-eb's running fit (stream schedule), in the state region: a takeover
- * keeps it. own: this plugin's first waves, forgetting applied as they
- * were folded; remote: the other engines' states as last handed in
- * (v05_eb_state_set_remote), replaced whole each time, never folded into
- * own, so an exchange repeated counts nothing twice. Written by the owner
- * only.
- */
-struct v05_fit_store {
-	struct v05_eb_state own;
-	struct v05_eb_state remote;
-	uint64_t remote_sets; /* v05_eb_state_set_remote calls */
-	uint64_t pad;
-	/* Segment ABI 8: EBPO's running statistics (mode ebpo). */
-	struct v05_ebpo ebpo;
-};
-static_assert(sizeof(struct v05_fit_store) <= 12288, "fit store fits");
-
 /* Derived per-batch state, rebuilt from the table on takeover. */
 struct batch_local {
 	uint32_t n_open;       /* not final                              */
@@ -139,7 +122,12 @@ struct v05_plugin {
 	struct v05_shm_config cfg;
 	struct v05_params params;
 	struct v05_plugin_state *st; /* in the owner-only state region */
-	struct v05_fit_store *fit;   /* v05-eb's running fit, there too  */
+	struct v05_fit_store *fit;   /* the rules' running state, there too */
+	/* The mode's row of the rule table and what its functions read
+	 * (rules/rule.h), set at create and attach: the mechanics, the
+	 * schedules and the top call the rule through these. */
+	const struct v05__rule *rule;
+	struct v05__rule_env env;
 	/* Its best grid point, kept here (process-local) between the two
 	 * writes of the fit (a fold, the other engines' part): a prompt's
 	 * decision and its finalization each ask for it, and the argmax
@@ -181,7 +169,7 @@ struct v05_plugin {
 	/* Scratch for a round's padding: slot_count entries, allocated at
 	 * create so that polling does not allocate. */
 	struct pad_item *pad_items;
-	/* v05-eb's fit inputs, slot_count each (mode v05-eb only). */
+	/* The barrier fit's inputs, slot_count each (WAVES_FIT rules). */
 	double *eb_prior, *eb_s;
 	uint32_t *eb_k;
 	bool armed;

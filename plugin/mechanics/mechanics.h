@@ -44,7 +44,8 @@ void v05__unhold(struct v05_plugin *p, struct v05_prompt *e);
  * pad (1: no padding), mark the batch RELEASING and issue: one wave. */
 void v05__pad_and_issue(struct v05_plugin *p, uint32_t b, uint64_t total,
 			uint32_t pad);
-/* Plan every held prompt (k_step each; v05-eb: its own plan) and issue. */
+/* Plan every held prompt (k_step each; a WAVES_FIT rule's: its own
+ * plan) and issue. */
 void v05__release_steps(struct v05_plugin *p, uint32_t b);
 /* Issue what the plans say (a release, or a takeover finding RELEASING). */
 void v05__issue_plan(struct v05_plugin *p, uint32_t b);
@@ -67,36 +68,47 @@ static inline bool v05__below_halt(const struct v05_plugin *p, uint32_t b,
 				      (double)p->batch_recs[b].n_prompts;
 }
 
-/* What a held prompt adds to its batch's held samples: v05-eb's own plan
- * (0 while undecided), the paper's rule's k_step. */
+/* What a held prompt adds to its batch's held samples: a WAVES_FIT
+ * rule's prompt its own plan (0 while undecided), a WAVES_STEPS rule's
+ * "more" k_step. */
 static inline uint32_t v05__held_share(const struct v05_plugin *p,
 				       const struct v05_prompt *e)
 {
 	uint32_t k = v05__group_k(e);
 
-	if (p->params.mode == V05_MODE_V05_EB)
+	if (p->rule->waves == V05__WAVES_FIT)
 		return e->k_planned > k ? e->k_planned - k : 0;
 	return p->params.k_step;
 }
 
-/* eb_fit.c: v05-eb's fits as the plugin holds them. */
+/* eb_fit.c: the rules' running state and the fits as the plugin holds
+ * them. */
 struct v05_eb_fit;
+/* The prompt's first k received rewards as doubles, in sample order. */
+void v05__prompt_rewards(struct v05_plugin *p, const struct v05_prompt *e,
+			 uint32_t k, double *r);
 /* The successes in the prompt's first k received rewards. */
 double v05__prompt_successes(struct v05_plugin *p, const struct v05_prompt *e,
 			     uint32_t k);
-/* EBPO: the prompt's final group (k_init rewards, one wave) into the
- * running statistics in the state region, the window's forgetting first. */
-void v05__ebpo_fold_prompt(struct v05_plugin *p, const struct v05_prompt *e);
+/* The rule's folds into its running state (rules/rule.h): the prompt's
+ * group (fold_group), its first wave of k (fold_first); the running fit's
+ * memo goes stale. */
+void v05__fold_group(struct v05_plugin *p, const struct v05_prompt *e);
+void v05__fold_first(struct v05_plugin *p, const struct v05_prompt *e,
+		     uint32_t k);
+/* The samples of the prompt's first wave (the rule's first_wave at
+ * submit; k_init for a segment an older library made). */
+static inline uint32_t v05__first_k(const struct v05_plugin *p,
+				    const struct v05_prompt *e)
+{
+	return e->k_first ? e->k_first : p->params.k_init;
+}
 /* The running fit (no barrier): own part + the others'; false if empty. */
 bool v05__eb_running_fit(struct v05_plugin *p, struct v05_eb_fit *fit);
 /* eb_cold first waves folded in (own and handed in): a run is warm once. */
 bool v05__eb_warm(const struct v05_plugin *p);
 /* The running fit once warm; false before. */
 bool v05__eb_warm_fit(struct v05_plugin *p, struct v05_eb_fit *fit);
-/* At submit: k_step samples more with the first wave if the fit says
- * the prompt likely needs them (eb_early); returns how many (0 or k_step). */
-uint32_t v05__eb_early(struct v05_plugin *p, struct v05_prompt *e,
-		       const struct v05_eb_fit *fit);
 /* The fit a prompt of batch b is estimated under: the running fit without
  * a barrier, else the one stored in the batch record if the grid can give
  * it (the record is in the segment: after a takeover it is checked, not

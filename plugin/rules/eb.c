@@ -55,8 +55,9 @@ static double loglik_u(double n0, double h, const double *prior,
 }
 
 /* Posterior mean and variance of p, and the hallucination weight. */
-static void posterior_p(const struct v05_eb_fit *fit, double prior, uint32_t k,
-			double s, double *mean, double *var, double *w2)
+void v05__eb_posterior_u(const struct v05_eb_fit *fit, double prior,
+			 uint32_t k, double s, double *mean, double *var,
+			 double *w2)
 {
 	double a1, b1, lw1, lw2, norm, p1, p2, e1, e2, n1, n2, m, v;
 
@@ -95,7 +96,7 @@ static double ev_u(const struct v05_eb_fit *fit, double prior, uint32_t k,
 	double mean, var, w2;
 
 	if (m == 0) {
-		posterior_p(fit, prior, k, s, &mean, &var, &w2);
+		v05__eb_posterior_u(fit, prior, k, s, &mean, &var, &w2);
 		return 4.0 * var;
 	}
 	comp1(fit->n0, prior, &a1, &b1);
@@ -189,7 +190,7 @@ void v05__eb_estimate_u(const struct v05_params *p,
 	e->k = k;
 	e->action = V05_ACTION_STOP;
 	e->mean = v05__mean_u(rewards, k);
-	posterior_p(fit, prior, k, s, &pm, &var, &w2);
+	v05__eb_posterior_u(fit, prior, k, s, &pm, &var, &w2);
 	mu = 2.0 * pm - 1.0;
 	mu = mu > 1.0 ? 1.0 : (mu < -1.0 ? -1.0 : mu);
 	e->baseline = mu;
@@ -215,7 +216,7 @@ static bool unit(double x)
 	return isfinite(x) && x >= -1.0 && x <= 1.0;
 }
 
-static int check_fit(const struct v05_eb_fit *fit)
+int v05__eb_check_fit(const struct v05_eb_fit *fit)
 {
 	if (!fit)
 		return v05__fail(-EINVAL, "eb: NULL fit");
@@ -226,7 +227,7 @@ static int check_fit(const struct v05_eb_fit *fit)
 	return 0;
 }
 
-static int check_group(double prior, uint32_t k, double s)
+int v05__eb_check_group(double prior, uint32_t k, double s)
 {
 	if (!unit(prior))
 		return v05__fail(-EDOM, "eb: prior %g is not finite in [-1, 1]",
@@ -245,7 +246,7 @@ static int check_groups(const double *prior, const uint32_t *k,
 	if (!prior || !k || !s)
 		return v05__fail(-EINVAL, "eb: NULL argument");
 	for (uint32_t i = 0; i < n; i++) {
-		int ret = check_group(prior[i], k[i], s[i]);
+		int ret = v05__eb_check_group(prior[i], k[i], s[i]);
 
 		if (ret)
 			return ret;
@@ -257,7 +258,7 @@ V05_API int v05_eb_loglik(const struct v05_eb_fit *fit, const double *prior,
 			  const uint32_t *k, const double *s, uint32_t n,
 			  double *ll)
 {
-	int ret = check_fit(fit);
+	int ret = v05__eb_check_fit(fit);
 
 	if (!ret)
 		ret = check_groups(prior, k, s, n);
@@ -290,13 +291,13 @@ V05_API int v05_eb_posterior(const struct v05_eb_fit *fit, double prior,
 			     double *p_halluc)
 {
 	double pm, v, w2;
-	int ret = check_fit(fit);
+	int ret = v05__eb_check_fit(fit);
 
 	if (!ret)
-		ret = check_group(prior, k, s);
+		ret = v05__eb_check_group(prior, k, s);
 	if (ret)
 		return ret;
-	posterior_p(fit, prior, k, s, &pm, &v, &w2);
+	v05__eb_posterior_u(fit, prior, k, s, &pm, &v, &w2);
 	if (mean)
 		*mean = 2.0 * pm - 1.0;
 	if (var)
@@ -309,10 +310,10 @@ V05_API int v05_eb_posterior(const struct v05_eb_fit *fit, double prior,
 V05_API int v05_eb_expected_var(const struct v05_eb_fit *fit, double prior,
 				uint32_t k, double s, uint32_t m, double *ev)
 {
-	int ret = check_fit(fit);
+	int ret = v05__eb_check_fit(fit);
 
 	if (!ret)
-		ret = check_group(prior, k, s);
+		ret = v05__eb_check_group(prior, k, s);
 	if (ret)
 		return ret;
 	if (!ev)
@@ -321,52 +322,5 @@ V05_API int v05_eb_expected_var(const struct v05_eb_fit *fit, double prior,
 		return v05__fail(-ERANGE, "eb: k + m = %u is above %u", k + m,
 				 V05_K_LIMIT);
 	*ev = ev_u(fit, prior, k, s, m);
-	return 0;
-}
-
-V05_API int v05_eb_choose(const struct v05_params *p,
-			  const struct v05_eb_fit *fit, double prior,
-			  uint32_t k, double s)
-{
-	int ret = v05_params_check(p);
-
-	if (!ret)
-		ret = check_fit(fit);
-	if (!ret)
-		ret = check_group(prior, k, s);
-	if (ret)
-		return ret;
-	if (k < 1 || k > p->k_max)
-		return v05__fail(-ERANGE, "eb: k = %u is outside [1, k_max = %u]",
-				 k, p->k_max);
-	return (int)v05__eb_choose_u(p, fit, prior, k, s);
-}
-
-V05_API int v05_eb_estimate(const struct v05_params *p,
-			    const struct v05_eb_fit *fit, double prior,
-			    const double *rewards, uint32_t k,
-			    struct v05_estimate *out, double *adv)
-{
-	int ret;
-
-	v05__clear_error();
-	ret = v05_params_check(p);
-	if (!ret)
-		ret = check_fit(fit);
-	if (ret)
-		return ret;
-	if (!rewards || !out)
-		return v05__fail(-EINVAL, "eb_estimate: NULL argument");
-	if (k < 1 || k > p->k_max)
-		return v05__fail(-ERANGE, "%u rewards: need 1 to k_max = %u", k,
-				 p->k_max);
-	if (!unit(prior))
-		return v05__fail(-EDOM, "prior %g is not finite in [-1, 1]", prior);
-	for (uint32_t i = 0; i < k; i++)
-		if (!unit(rewards[i]))
-			return v05__fail(-EDOM,
-					 "reward %u (%g) is not finite in [-1, 1]",
-					 i, rewards[i]);
-	v05__eb_estimate_u(p, fit, prior, rewards, k, out, adv);
 	return 0;
 }

@@ -15,8 +15,8 @@
  * verl's compute_grpo_outcome_advantage: a group of one has mean 0 and std 1;
  * otherwise mean and Bessel-corrected std; A = (r - mean) / (std + 1e-6).
  */
-void v05__estimate_group(const struct v05_params *p, const double *rewards,
-			 uint32_t k, struct v05_estimate *e, double *adv)
+void v05__estimate_group(bool drops, const double *rewards, uint32_t k,
+			 struct v05_estimate *e, double *adv)
 {
 	bool all_equal = true;
 	double std = 1.0, mu = 0.0;
@@ -43,7 +43,7 @@ void v05__estimate_group(const struct v05_params *p, const double *rewards,
 	e->weight = 1.0;
 	e->baseline = mu;
 	e->sigma = std;
-	if (v05__mode_drops(p->mode) && k > 1 && all_equal)
+	if (drops && k > 1 && all_equal)
 		e->action = V05_ACTION_DROP;
 	if (adv) {
 		for (uint32_t i = 0; i < k; i++)

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "rule.h"
 #include "stats_core.h"
 #include "../../shm/error.h"
 
@@ -180,3 +181,48 @@ V05_API int v05_ebpo_estimate(const struct v05_ebpo *s, const double *rewards,
 	v05__ebpo_estimate_u(s, rewards, k, out, adv);
 	return 0;
 }
+
+/* ---- the row: mode ebpo, its statistics in the plugin's state -------- */
+
+static int check_params(const struct v05__rule *r, const struct v05_params *p)
+{
+	(void)r;
+	if (p->k_init < 2)
+		return v05__fail(-EINVAL,
+				 "ebpo: k_init %u: a group needs 2 samples or more (its within-group variance)",
+				 p->k_init);
+	return 0;
+}
+
+/* The group into the running statistics, the window's forgetting first;
+ * its estimate comes after, under them (fold, then estimate). */
+static void fold_group(const struct v05__rule_env *env, double prior,
+		       const double *r, uint32_t k)
+{
+	double keep = env->ebpo_window ? 1.0 - 1.0 / env->ebpo_window : 1.0;
+
+	(void)prior;
+	v05__ebpo_fold_u(&env->state->ebpo, keep, r, k);
+}
+
+static void estimate(const struct v05__rule_env *env,
+		     const struct v05_eb_fit *fit, double prior,
+		     const double *r, uint32_t k, struct v05_estimate *e,
+		     double *adv)
+{
+	(void)fit;
+	(void)prior;
+	v05__ebpo_estimate_u(&env->state->ebpo, r, k, e, adv);
+}
+
+const struct v05__rule v05__rule_ebpo = {
+	.name = "ebpo",
+	.waves = V05__WAVES_STEPS,
+	.needs_plugin = "mode ebpo needs its running global statistics: use v05_ebpo_estimate",
+	/* G = 8 per prompt (EBPO's paper could not be read here, docs/RULES.md);
+	 * one wave. */
+	.preset = { .k_init = 8, .k_step = 1, .k_max = 8 },
+	.check_params = check_params,
+	.fold_group = fold_group,
+	.estimate = estimate,
+};

@@ -4,13 +4,14 @@
  * as its authors' code runs it, its paper's text being out of reach here.
  * Pure functions on the caller's records: the trainer keeps one
  * struct v05_greso_prompt per dataset prompt and one struct v05_greso per
- * run. The groups themselves are dapo's (stats.c: mode greso drops a
+ * run. The groups themselves are dapo's (the row below: mode greso drops a
  * zero-variance group).
  */
 #include <assert.h>
 #include <errno.h>
 #include <math.h>
 
+#include "rule.h"
 #include "splitmix.h"
 #include "stats_core.h"
 #include "../../shm/error.h"
@@ -223,3 +224,13 @@ V05_API int v05_greso_refill(uint32_t b_train, uint32_t kept,
 	*b_next = b_default;
 	return 0;
 }
+
+/* ---- the row: mode greso, dapo's groups at GRESO's G ---------------- */
+
+const struct v05__rule v05__rule_greso = {
+	.name = "greso",
+	.waves = V05__WAVES_STEPS,
+	/* G = 8 per prompt (GRESO's authors'); one wave. */
+	.preset = { .k_init = 8, .k_step = 1, .k_max = 8 },
+	.estimate = v05__rule_dapo_estimate,
+};

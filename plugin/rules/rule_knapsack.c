@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "rule.h"
 #include "stats_core.h"
 #include "../../shm/error.h"
 #include "v05/rules.h"
@@ -194,6 +195,94 @@ void v05__knapsack_clip_u(uint32_t k, double *adv)
 		adv[i] = fmax(-V05_KNAPSACK_ADV_CLIP,
 			      fmin(V05_KNAPSACK_ADV_CLIP, adv[i]));
 }
+
+V05_API int v05_knapsack_plan(const double *p01, uint32_t n,
+			      uint32_t per_prompt, uint32_t n_up,
+			      uint32_t *out)
+{
+	v05__clear_error();
+	if (n && (!p01 || !out))
+		return v05__fail(-EINVAL, "knapsack plan: NULL argument");
+	if (n_up < V05_KNAPSACK_N_LOW || n_up > V05_K_LIMIT)
+		return v05__fail(-EINVAL, "n_up %u is outside [%u, %u]", n_up,
+				 V05_KNAPSACK_N_LOW, V05_K_LIMIT);
+	if (per_prompt < V05_KNAPSACK_N_LOW || per_prompt > n_up)
+		return v05__fail(-EINVAL, "per_prompt %u is outside [%u, n_up = %u]",
+				 per_prompt, V05_KNAPSACK_N_LOW, n_up);
+	for (uint32_t i = 0; i < n; i++)
+		if (!(p01[i] >= 0.0 && p01[i] <= 1.0) && !isnan(p01[i]))
+			return v05__fail(-EDOM, "p[%u] = %g is not in [0, 1] "
+					 "(or NaN: no estimate)", i, p01[i]);
+	if (n > UINT32_MAX / V05_K_LIMIT)
+		return v05__fail(-ERANGE, "%u prompts: too many", n);
+	if (v05__knapsack_plan_u(p01, n, per_prompt, n_up, out))
+		return v05__fail(-ENOMEM, "knapsack plan: out of memory");
+	return 0;
+}
+
+/* ---- the rows: knapsack-prior (p from the prior), knapsack (p from the
+ * prompt's own history, passed as its prior; NaN: none yet) ------------ */
+
+static int check_params(const struct v05__rule *r, const struct v05_params *p)
+{
+	if (p->k_init < V05_KNAPSACK_N_LOW)
+		return v05__fail(-EINVAL,
+				 "%s: k_init %u (the budget per prompt) is below the minimum per prompt, %u",
+				 r->name, p->k_init, V05_KNAPSACK_N_LOW);
+	return 0;
+}
+
+/*
+ * Each prompt's one wave, planned over the whole submit from the priors:
+ * p = (1 + prior) / 2; a NaN prior (mode knapsack: no estimate yet) gets
+ * k_init outside the knapsack; a prior that is not valid plans as a prior
+ * of 0 (its prompt is refused anyway, and its share of the budget is not
+ * spent, as a refused prompt's never is).
+ */
+static int plan_batch(const struct v05_params *p, double *prior, uint32_t n,
+		      uint32_t *k0)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		double v = prior[i];
+
+		prior[i] = isnan(v) ? NAN :
+			   isfinite(v) && v >= -1.0 && v <= 1.0 ?
+			   (1.0 + v) / 2.0 : 0.5;
+	}
+	return v05__knapsack_plan_u(prior, n, p->k_init, p->k_max, k0);
+}
+
+/* GRPO's advantages, clipped. */
+static void estimate(const struct v05__rule_env *env,
+		     const struct v05_eb_fit *fit, double prior,
+		     const double *r, uint32_t k, struct v05_estimate *e,
+		     double *adv)
+{
+	v05__rule_grpo_estimate(env, fit, prior, r, k, e, adv);
+	v05__knapsack_clip_u(k, adv);
+}
+
+const struct v05__rule v05__rule_knapsack_prior = {
+	.name = "knapsack-prior",
+	.waves = V05__WAVES_STEPS,
+	/* 8 samples per prompt on average, up to 64 (the masks' width; the
+	 * authors allow 128). One wave: nothing to pad. */
+	.preset = { .k_init = 8, .k_step = 1, .k_max = V05_K_LIMIT },
+	.check_params = check_params,
+	.plan_batch = plan_batch,
+	.estimate = estimate,
+};
+
+const struct v05__rule v05__rule_knapsack = {
+	.name = "knapsack",
+	.waves = V05__WAVES_STEPS,
+	.flags = V05__RULE_NAN_PRIOR,
+	/* As knapsack-prior's. */
+	.preset = { .k_init = 8, .k_step = 1, .k_max = V05_K_LIMIT },
+	.check_params = check_params,
+	.plan_batch = plan_batch,
+	.estimate = estimate,
+};
 
 /* ---- the cross-epoch estimate (include/v05/rules.h) ---------------------
  *

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "rule.h"
 #include "stats_core.h"
 #include "../../shm/error.h"
 #include "v05/rules.h"
@@ -47,7 +48,7 @@ void v05__estimate_pc(const struct v05_params *p, double lower, double upper,
 		      const double *r, uint32_t k, struct v05_estimate *e,
 		      double *adv)
 {
-	v05__estimate_group(p, r, k, e, adv);
+	v05__estimate_group(false, r, k, e, adv);
 	if (k != p->k_init)
 		return; /* pilot and commit in: final, GRPO's */
 	if (v05__pc_class_u(r, k, lower, upper, NAN) == V05_PC_COMMIT &&
@@ -62,6 +63,43 @@ void v05__estimate_pc(const struct v05_params *p, double lower, double upper,
 	for (uint32_t i = 0; adv && i < k; i++)
 		adv[i] = 0.0;
 }
+
+/* ---- the row: mode pilot-commit, the band from the configuration ---- */
+
+static int check_config(const struct v05__rule *r, const struct v05_config *c)
+{
+	(void)r;
+	if (c->params.k_init + c->params.k_step != c->params.k_max)
+		return v05__fail(-EINVAL,
+				 "pilot-commit: k_max %u must be the pilot k_init %u plus the commit k_step %u",
+				 c->params.k_max, c->params.k_init,
+				 c->params.k_step);
+	return 0;
+}
+
+static void estimate(const struct v05__rule_env *env,
+		     const struct v05_eb_fit *fit, double prior,
+		     const double *r, uint32_t k, struct v05_estimate *e,
+		     double *adv)
+{
+	(void)fit;
+	(void)prior;
+	v05__estimate_begin(e, r, k);
+	v05__estimate_pc(env->params, env->pc_lower, env->pc_upper, r, k, e,
+			 adv);
+}
+
+const struct v05__rule v05__rule_pc = {
+	.name = "pilot-commit",
+	.waves = V05__WAVES_STEPS,
+	.flags = V05__RULE_NO_PAD_HALT,
+	/* A pilot of 8 (the authors' default), a commit of three times that
+	 * (their scripts' split: p16c48, p32c96). Padding would change a commit's
+	 * size, a halt cancel it. */
+	.preset = { .k_init = 8, .k_step = 24, .k_max = 32 },
+	.check_config = check_config,
+	.estimate = estimate,
+};
 
 static int check_band(double lower, double upper, double evict)
 {

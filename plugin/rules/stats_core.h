@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "v05/stats.h"
 
@@ -34,25 +35,6 @@ static inline uint64_t v05__first_bits(uint32_t k)
 static inline float v05__r32(double r)
 {
 	return (float)r;
-}
-
-/* Reinforce-Ada's modes: they train on part of a group (the keep mask)
- * and take no padding or halt. */
-static inline bool v05__mode_is_ada(uint32_t mode)
-{
-	return mode == V05_MODE_ADA || mode == V05_MODE_ADA_POS;
-}
-
-/* Knapsack RL's allocation at submit, p from the prior or the history. */
-static inline bool v05__mode_is_knapsack(uint32_t mode)
-{
-	return mode == V05_MODE_KNAPSACK_PRIOR || mode == V05_MODE_KNAPSACK;
-}
-
-/* Modes that drop a zero-variance group (dapo's rule; GRESO runs it). */
-static inline bool v05__mode_drops(uint32_t mode)
-{
-	return mode == V05_MODE_DAPO || mode == V05_MODE_GRESO;
 }
 
 /* Summed in sample order: the plugin and v05ctl estimate add the same
@@ -139,23 +121,47 @@ static inline int v05__k_target_u(double cost, double delta2, double *t)
 	return 1;
 }
 
-/* Compare in double: k_target is continuous, 1/sqrt(c) need not be an
- * integer. The k_max test is on integers, so k never passes it. */
-static inline uint32_t v05__decide_u(const struct v05_params *p, uint32_t k,
-				     bool has_target, double k_target)
+/* The paper's stopping rule (OSLA): "more" iff there is a target, k is
+ * below it and k + k_step <= k_max. Compare in double: k_target is
+ * continuous, 1/sqrt(c) need not be an integer. The k_max test is on
+ * integers, so k never passes it. */
+static inline uint32_t v05__osla_u(const struct v05_params *p, uint32_t k,
+				   bool has_target, double k_target)
 {
-	if (p->mode != V05_MODE_V05 || !has_target)
+	if (!has_target)
 		return V05_ACTION_STOP;
 	if ((double)k < k_target && k + p->k_step <= p->k_max)
 		return V05_ACTION_MORE;
 	return V05_ACTION_STOP;
 }
 
-/* Everything for one group, any mode; inputs already valid. Mode v05-eb
- * needs fit (NULL otherwise). */
-void v05__estimate_core(const struct v05_params *p, double prior,
-			const double *rewards, uint32_t k,
-			struct v05_estimate *e, double *adv);
+/* Every estimate starts here: zero, k, "stop", the mean. */
+static inline void v05__estimate_begin(struct v05_estimate *e,
+				       const double *r, uint32_t k)
+{
+	memset(e, 0, sizeof(*e));
+	e->k = k;
+	e->action = V05_ACTION_STOP;
+	e->mean = v05__mean_u(r, k);
+}
+
+/* stats.c: 0, or -EDOM naming the first reward that is not finite in
+ * [-1, 1]. */
+int v05__check_rewards(const double *rewards, uint32_t k);
+/* The paper's fusion of the prior with the group (delta2, weight,
+ * baseline, the normaliser p->sigma selects, advantages); e->mean already
+ * set. Modes v05, v05-fixed, and v05-eb without a fit. */
+static inline void v05__estimate_fused(const struct v05_params *p,
+				       double prior, const double *rewards,
+				       uint32_t k, struct v05_estimate *e,
+				       double *adv)
+{
+	e->delta2 = v05__delta2_u(e->mean, prior, k);
+	e->weight = v05__weight_u(e->delta2, k);
+	e->baseline = v05__baseline_u(e->weight, e->mean, prior);
+	e->sigma = v05__sigma_of(p, e->baseline, rewards, k);
+	v05__advantages_u(rewards, k, e->baseline, e->sigma, adv);
+}
 
 struct v05_eb_fit;
 struct v05_eb_state;
@@ -171,7 +177,11 @@ void v05__eb_argmax_u(const struct v05_eb_state *a,
 /* 0, or -EDOM naming `what` and the value: a state with a value that is
  * not finite, or a weight outside [0, folded] (eb_state.c). */
 int v05__eb_state_check(const struct v05_eb_state *st, const char *what);
-/* eb.c, unchecked: one group under a fit. */
+/* eb.c, unchecked: the posterior mean and variance of p (not of mu = 2p
+ * - 1) and the hallucination weight; one group under a fit. */
+void v05__eb_posterior_u(const struct v05_eb_fit *fit, double prior,
+			 uint32_t k, double s, double *mean, double *var,
+			 double *w2);
 void v05__eb_estimate_u(const struct v05_params *p,
 			const struct v05_eb_fit *fit, double prior,
 			const double *rewards, uint32_t k,
@@ -182,20 +192,22 @@ uint32_t v05__eb_choose_u(const struct v05_params *p,
 /* Before any reward, the probability the first wave is given more. */
 double v05__eb_p_more_u(const struct v05_params *p,
 			const struct v05_eb_fit *fit, double prior);
+/* eb.c: 0, or -EDOM (-EINVAL for NULL) naming what is wrong: a fit off
+ * the grid's range; a group's prior, k or successes. */
+int v05__eb_check_fit(const struct v05_eb_fit *fit);
+int v05__eb_check_group(double prior, uint32_t k, double s);
 /* Successes of a group: sum (1 + r_i) / 2. */
 double v05__eb_successes(const double *r, uint32_t k);
 
-/* stats.c: the keep mask of a final group (every k bits but for
- * reinforce-ada). */
-uint64_t v05__keep_u(const struct v05_params *p, const double *rewards,
-		     uint32_t k);
-/* rule_ada.c: Reinforce-Ada's n, exit test, keep mask and estimate (the
- * action is "more" until the exit or k_max). */
+/* rule_ada.c: Reinforce-Ada's n, exit test (pos: the positive exit,
+ * else the balanced), keep mask and estimate (the action is "more" until
+ * the exit or k_max). */
 uint32_t v05__ada_n(const struct v05_params *p);
-bool v05__ada_exited(const struct v05_params *p, const double *r, uint32_t k);
+bool v05__ada_exited(const struct v05_params *p, bool pos, const double *r,
+		     uint32_t k);
 uint64_t v05__ada_keep(const struct v05_params *p, const double *r,
 		       uint32_t k);
-void v05__estimate_ada(const struct v05_params *p, const double *r,
+void v05__estimate_ada(const struct v05_params *p, bool pos, const double *r,
 		       uint32_t k, struct v05_estimate *e, double *adv);
 /* rule_knapsack.c: the allocation, inputs valid (0 or -ENOMEM); the GRPO
  * advantages' clip. */
@@ -203,9 +215,10 @@ int v05__knapsack_plan_u(const double *p01, uint32_t n, uint32_t per_prompt,
 			 uint32_t n_up, uint32_t *out);
 void v05__knapsack_clip_u(uint32_t k, double *adv);
 /* grpo.c: verl's GRPO advantages on one group (mean, Bessel std,
- * epsilon; an all-same group gets exactly 0); e->mean already set. */
-void v05__estimate_group(const struct v05_params *p, const double *rewards,
-			 uint32_t k, struct v05_estimate *e, double *adv);
+ * epsilon; an all-same group gets exactly 0, and with drops its action
+ * is "drop", dapo's rule); e->mean already set. */
+void v05__estimate_group(bool drops, const double *rewards, uint32_t k,
+			 struct v05_estimate *e, double *adv);
 /* rule_ebpo.c, unchecked: a fold, the shrinkage S, one group's estimate. */
 struct v05_ebpo;
 void v05__ebpo_fold_u(struct v05_ebpo *s, double keep, const double *r,

@@ -12,8 +12,6 @@
  * of the fit and the prompt's rewards. A takeover that finds the barrier
  * half done therefore computes the same plan for the prompts still held.
  */
-#include <math.h>
-
 #include "schedule.h"
 #include "../rules/stats_core.h"
 
@@ -64,22 +62,21 @@ static void eb_barrier(struct v05_plugin *p, uint32_t b)
 	 * the batch record, and the held list must not change under us. */
 	for (uint32_t i = 0; i < n; i++) {
 		struct v05_prompt *e = v05__table_find(&p->table, keys[i]);
+		double r[V05_K_LIMIT];
+		float gap = 0.0f;
 		uint32_t k, m;
-		double s;
 
 		if (!e || e->state != V05_P_HELD)
 			continue;
 		k = v05__group_k(e);
-		s = v05__prompt_successes(p, e, k);
-		m = v05__eb_choose_u(&p->params, &fit, e->prior, k, s);
+		v05__prompt_rewards(p, e, k, r);
+		m = p->rule->more(&p->env, &fit, e->prior, r, k, &gap);
 		e->k_planned = (uint8_t)(k + m);
-		/* Padding priority: the posterior variance (<= 1) over the
-		 * plan, so padding goes to the most uncertain prompts. */
+		/* Padding priority: the rule's (v05-eb: the posterior
+		 * variance over the plan, so padding goes to the most
+		 * uncertain prompts). */
 		if (m) {
-			double mean, var, w2;
-
-			(void)v05_eb_posterior(&fit, e->prior, k, s, &mean, &var, &w2);
-			e->gap = (float)((double)m + var);
+			e->gap = gap;
 			total += m;
 		}
 	}

@@ -43,7 +43,7 @@
  * in are aborted, and those in dropped, so the group is the first wave. */
 static void trim_early(struct v05_plugin *p, struct v05_prompt *e)
 {
-	uint64_t first = (1ull << p->params.k_init) - 1;
+	uint64_t first = (1ull << v05__first_k(p, e)) - 1;
 	uint64_t out = e->issued & ~e->received & ~first;
 
 	/* Issued mask first: a reward for an aborted sample that comes
@@ -79,20 +79,22 @@ static void decide_held(struct v05_plugin *p, uint32_t b,
 {
 	struct batch_local *bl = &p->batches[b];
 	uint64_t *keys, id = p->batch_recs[b].id;
-	uint32_t n = v05__held_keys(p, b, &keys), k = p->params.k_init;
+	uint32_t n = v05__held_keys(p, b, &keys);
 	uint32_t decided = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct v05_prompt *e = v05__table_find(&p->table, keys[i]);
-		uint32_t m, share;
-		double s, mean, var, w2;
+		uint32_t k, m, share;
+		double r[V05_K_LIMIT];
+		float gap = 0.0f;
 
 		if (!e || e->state != V05_P_HELD || !(e->pad8 & V05_PF_UNDECIDED))
 			continue;
 		e->pad8 &= (uint8_t)~V05_PF_UNDECIDED;
 		decided++;
-		s = v05__prompt_successes(p, e, k);
-		m = v05__eb_choose_u(&p->params, fit, e->prior, k, s);
+		k = v05__first_k(p, e);
+		v05__prompt_rewards(p, e, k, r);
+		m = p->rule->more(&p->env, fit, e->prior, r, k, &gap);
 		if (e->pad8 & V05_PF_EARLY) {
 			e->pad8 &= (uint8_t)~V05_PF_EARLY;
 			if (!m)
@@ -102,10 +104,9 @@ static void decide_held(struct v05_plugin *p, uint32_t b,
 		share = v05__held_share(p, e);
 		if (!share)
 			continue;
-		/* Padding priority, as at the barrier: the posterior
-		 * variance (<= 1) over the plan. */
-		(void)v05_eb_posterior(fit, e->prior, k, s, &mean, &var, &w2);
-		e->gap = (float)((double)m + var);
+		/* Padding priority: the rule's (v05-eb: the posterior
+		 * variance over the plan), as at the barrier. */
+		e->gap = gap;
 		bl->held_samples += share;
 	}
 	if (!decided)
@@ -191,15 +192,12 @@ static void eb_stream_check(struct v05_plugin *p, uint32_t b)
 
 static void eb_first_wave(struct v05_plugin *p, struct v05_prompt *e)
 {
-	uint32_t k = p->params.k_init; /* an early start issued more */
+	uint32_t k = v05__first_k(p, e); /* an early start issued more */
 	uint32_t b0 = e->batch;
 	bool was_warm = v05__eb_warm(p);
-	double keep = p->cfg.eb_window ? 1.0 - 1.0 / (double)p->cfg.eb_window :
-					 1.0;
 
-	p->fit_memo_ok = false;
-	v05__eb_fold_u(&p->fit->own, keep, e->prior, k,
-		       v05__prompt_successes(p, e, k));
+	/* Into the running fit first: its decision sees its own group. */
+	v05__fold_first(p, e, k);
 	/* Undecided: no plan, no planned samples (k_planned stays what was
 	 * issued: held_share is 0). */
 	e->k_planned = (uint8_t)v05__group_k(e);

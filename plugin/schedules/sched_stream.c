@@ -17,10 +17,10 @@ static void stream_check(struct v05_plugin *p, uint32_t b)
 
 	if (!v05__batch_active(p, b) || rec->state == V05_B_HALTED)
 		return;
-	/* Only the paper's rule asks for more: under the others (fixed k,
-	 * GRPO, DAPO) a halt would stop nothing, and counting one would say
-	 * otherwise. */
-	if (p->params.mode == V05_MODE_V05 &&
+	/* Only a rule whose "more" the halt cuts short (the paper's) halts:
+	 * under the others (fixed k, GRPO, DAPO) a halt would stop nothing,
+	 * and counting one would say otherwise (rules/rule.h). */
+	if ((p->rule->flags & V05__RULE_HALTS) &&
 	    v05__below_halt(p, b, bl->n_open)) {
 		v05__halt(p, b, 1);
 		return;
