@@ -365,36 +365,41 @@ void v05__shm_config_from(struct v05_shm_config *s, const struct v05_config *c,
 }
 
 /* The header's config passed the checksum; check it means something. */
+void v05__config_of_shm(const struct v05_shm_config *s, struct v05_config *c)
+{
+	v05_config_default(c);
+	c->params.cost = s->cost;
+	c->params.k_init = s->k_init;
+	c->params.k_step = s->k_step;
+	c->params.k_max = s->k_max;
+	c->params.mode = s->mode;
+	c->params.sigma = s->sigma;
+	c->halt_fraction = s->halt_fraction;
+	c->pad_multiple = s->pad_multiple;
+	c->schedule = s->schedule;
+	c->stream_deadline_us = s->stream_deadline_us;
+	c->eb_window = s->eb_window;
+	c->eb_cold = s->eb_cold;
+	c->eb_early = s->eb_early;
+	c->pc_lower = s->pc_lower;
+	c->pc_upper = s->pc_upper;
+	c->ebpo_window = s->ebpo_window;
+	c->journal_sync = s->journal_sync;
+	c->flags = s->flags;
+	memcpy(c->broker_uids, s->broker_uids, sizeof(c->broker_uids));
+	memcpy(c->broker_gids, s->broker_gids, sizeof(c->broker_gids));
+	c->n_broker_uids = s->n_broker_uids;
+	c->n_broker_gids = s->n_broker_gids;
+	c->lane_cut_records = s->lane_cut_records;
+	c->lane_cut_permille = s->lane_cut_permille;
+}
+
 int v05__shm_config_check(struct v05_plugin *p)
 {
 	const struct v05_shm_config *s = &p->cfg;
 	struct v05_config c;
 
-	v05_config_default(&c);
-	c.params.cost = s->cost;
-	c.params.k_init = s->k_init;
-	c.params.k_step = s->k_step;
-	c.params.k_max = s->k_max;
-	c.params.mode = s->mode;
-	c.params.sigma = s->sigma;
-	c.halt_fraction = s->halt_fraction;
-	c.pad_multiple = s->pad_multiple;
-	c.schedule = s->schedule;
-	c.stream_deadline_us = s->stream_deadline_us;
-	c.eb_window = s->eb_window;
-	c.eb_cold = s->eb_cold;
-	c.eb_early = s->eb_early;
-	c.pc_lower = s->pc_lower;
-	c.pc_upper = s->pc_upper;
-	c.ebpo_window = s->ebpo_window;
-	c.journal_sync = s->journal_sync;
-	c.flags = s->flags;
-	memcpy(c.broker_uids, s->broker_uids, sizeof(c.broker_uids));
-	memcpy(c.broker_gids, s->broker_gids, sizeof(c.broker_gids));
-	c.n_broker_uids = s->n_broker_uids;
-	c.n_broker_gids = s->n_broker_gids;
-	c.lane_cut_records = s->lane_cut_records;
-	c.lane_cut_permille = s->lane_cut_permille;
+	v05__config_of_shm(s, &c);
 	if (v05_config_check(&c) || s->k_max != p->seg.hdr.geo.k_max ||
 	    !s->lane_cut_records || !s->lane_cut_permille ||
 	    memchr(s->journal_path, 0, sizeof(s->journal_path)) == NULL)

@@ -84,16 +84,12 @@ int v05__plugin_init_local(struct v05_plugin *p)
 	/* params passed v05_params_check (create) or the stored config's
 	 * check (attach): the mode has its row. */
 	p->rule = v05__rule_of(p->params.mode);
+	v05__config_of_shm(&p->cfg, &p->config);
 	p->env = (struct v05__rule_env){
 		.params = &p->params,
-		.pc_lower = p->cfg.pc_lower,
-		.pc_upper = p->cfg.pc_upper,
-		.eb_window = p->cfg.eb_window,
-		.eb_early = p->cfg.eb_early,
-		.ebpo_window = p->cfg.ebpo_window,
+		.config = &p->config,
 		.state = p->fit,
-	};
-	p->batch_recs = V05_AT(struct v05_batch_rec,
+	};	p->batch_recs = V05_AT(struct v05_batch_rec,
 			       p->seg.region[V05_REGION_BATCHES], 0);
 	v05__table_init(&p->table, p->seg.region[V05_REGION_TABLE],
 			g->table_capacity);

@@ -92,6 +92,8 @@ static void test_presets(void **state)
 		assert_ptr_equal(p->rule, r);
 		assert_ptr_equal(p->env.params, &p->params);
 		assert_ptr_equal(p->env.state, p->fit);
+		assert_ptr_equal(p->env.config, &p->config);
+		assert_int_equal(p->config.params.mode, m);
 		assert_int_equal(v05_plugin_close(p, V05_CLOSE_UNLINK), 0);
 	}
 	/* A preset's pad and halt are what a NO_PAD_HALT rule's check

@@ -128,6 +128,7 @@ struct v05_plugin {
 	 * schedules and the top call the rule through these. */
 	const struct v05__rule *rule;
 	struct v05__rule_env env;
+	struct v05_config config; /* what env.config points to */
 	/* Its best grid point, kept here (process-local) between the two
 	 * writes of the fit (a fold, the other engines' part): a prompt's
 	 * decision and its finalization each ask for it, and the argmax
@@ -245,6 +246,9 @@ int v05__config_load(const struct v05_config *c, struct v05_config *full);
 void v05__shm_config_from(struct v05_shm_config *s, const struct v05_config *c,
 			  const char *journal_abs);
 int v05__shm_config_check(struct v05_plugin *p);
+/* The configuration the segment stores, as a whole struct v05_config (the
+ * fields it does not store at their defaults; journal_path NULL). */
+void v05__config_of_shm(const struct v05_shm_config *s, struct v05_config *c);
 
 /* plugin.c: the process-local state, the journal's open (create, attach). */
 int v05__plugin_init_local(struct v05_plugin *p);

@@ -73,15 +73,19 @@ V05_API int v05_mode_from_name(const char *name)
 			 name ? name : "(null)", names);
 }
 
-/* What a row sees without a plugin: the parameters, the authors' band,
- * no running state. */
-static struct v05__rule_env env_of(const struct v05_params *p)
+/* What a row sees without a plugin: the parameters, a configuration of
+ * them with the authors' band (no window, no early start: the rows that
+ * read those need a plugin), no running state. Not v05_config_default:
+ * config.c sits above the rules. */
+static void env_of(const struct v05_params *p, struct v05_config *c,
+		   struct v05__rule_env *env)
 {
-	return (struct v05__rule_env){
-		.params = p,
-		.pc_lower = V05_PC_LOWER,
-		.pc_upper = V05_PC_UPPER,
-	};
+	memset(c, 0, sizeof(*c));
+	c->size = sizeof(*c);
+	c->params = *p;
+	c->pc_lower = V05_PC_LOWER;
+	c->pc_upper = V05_PC_UPPER;
+	*env = (struct v05__rule_env){ .params = p, .config = c };
 }
 
 V05_API int v05_decide(const struct v05_params *p, uint32_t k, bool has_target,
@@ -138,7 +142,8 @@ V05_API int v05_estimate(const struct v05_params *p, double prior,
 			 struct v05_estimate *out, double *adv)
 {
 	const struct v05__rule *r;
-	struct v05__rule_env env = env_of(p);
+	struct v05__rule_env env;
+	struct v05_config c;
 	int ret;
 
 	v05__clear_error();
@@ -153,6 +158,7 @@ V05_API int v05_estimate(const struct v05_params *p, double prior,
 		return ret;
 	if (!(isfinite(prior) && prior >= -1.0 && prior <= 1.0))
 		return v05__fail(-EDOM, "prior %g is not finite in [-1, 1]", prior);
+	env_of(p, &c, &env);
 	r->estimate(&env, NULL, prior, rewards, k, out, adv);
 	return 0;
 }

@@ -48,17 +48,16 @@ struct v05_fit_store {
 };
 static_assert(sizeof(struct v05_fit_store) <= 12288, "fit store fits");
 
-/* What a rule reads besides a group: the parameters, its part of the
- * configuration, its running state. The plugin fills one at create and
- * attach; v05_estimate, v05_keep and v05_decide one with the defaults
- * (the authors' band, no state). */
+/* What a rule reads besides a group: the parameters, the configuration
+ * (a rule's own fields: pc_lower, eb_window, ...), its running state. The
+ * plugin fills one at create and attach, the configuration as the segment
+ * stores it (a rule's parameter must be stored there: a takeover reads
+ * it); v05_estimate one of the parameters with the authors' band and no
+ * state (modes.c). */
 struct v05__rule_env {
 	const struct v05_params *params;
-	double pc_lower, pc_upper; /* pilot-commit's band               */
-	uint32_t eb_window;        /* running fit's forgetting, in folds */
-	uint32_t eb_early;         /* early start's threshold, per mille */
-	uint32_t ebpo_window;      /* EBPO's forgetting, in groups       */
-	struct v05_fit_store *state; /* NULL: no plugin                 */
+	const struct v05_config *config;
+	struct v05_fit_store *state; /* NULL: no plugin */
 };
 
 /* How a rule's groups go in waves, which picks its schedules (schedule.c:

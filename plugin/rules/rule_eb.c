@@ -49,8 +49,8 @@ static uint32_t more(const struct v05__rule_env *env,
 static void fold_first(const struct v05__rule_env *env, double prior,
 		       const double *r, uint32_t k)
 {
-	double keep = env->eb_window ? 1.0 - 1.0 / (double)env->eb_window :
-				       1.0;
+	uint32_t window = env->config->eb_window;
+	double keep = window ? 1.0 - 1.0 / (double)window : 1.0;
 
 	v05__eb_fold_u(&env->state->own, keep, prior, k,
 		       v05__eb_successes(r, k));
@@ -63,10 +63,11 @@ static uint32_t first_wave(const struct v05__rule_env *env,
 			   uint32_t *early)
 {
 	const struct v05_params *p = env->params;
+	uint32_t permille = env->config->eb_early;
 
 	*early = 0;
-	if (env->eb_early && fit &&
-	    1000.0 * v05__eb_p_more_u(p, fit, prior) >= (double)env->eb_early)
+	if (permille && fit &&
+	    1000.0 * v05__eb_p_more_u(p, fit, prior) >= (double)permille)
 		*early = p->k_step;
 	return p->k_init;
 }

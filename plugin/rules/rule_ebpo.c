@@ -199,7 +199,8 @@ static int check_params(const struct v05__rule *r, const struct v05_params *p)
 static void fold_group(const struct v05__rule_env *env, double prior,
 		       const double *r, uint32_t k)
 {
-	double keep = env->ebpo_window ? 1.0 - 1.0 / env->ebpo_window : 1.0;
+	uint32_t window = env->config->ebpo_window;
+	double keep = window ? 1.0 - 1.0 / window : 1.0;
 
 	(void)prior;
 	v05__ebpo_fold_u(&env->state->ebpo, keep, r, k);

@@ -85,8 +85,8 @@ static void estimate(const struct v05__rule_env *env,
 	(void)fit;
 	(void)prior;
 	v05__estimate_begin(e, r, k);
-	v05__estimate_pc(env->params, env->pc_lower, env->pc_upper, r, k, e,
-			 adv);
+	v05__estimate_pc(env->params, env->config->pc_lower,
+			 env->config->pc_upper, r, k, e, adv);
 }
 
 const struct v05__rule v05__rule_pc = {
