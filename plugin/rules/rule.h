@@ -2,18 +2,18 @@
 /*
  * A mode is a row of the rule table (table.c), as a schedule is a row of
  * the schedule table (schedules/schedule.h): its name, its flags and its
- * functions. The functions are pure: they see the parameters, the rule's
- * part of the configuration and its running state (struct
- * v05__rule_env), never the plugin. The mechanics, the schedules and the
+ * functions. The functions are pure: they see the parameters, the
+ * configuration and the rule's running state (struct v05__rule_env),
+ * never the plugin. The mechanics, the schedules and the
  * top call them through the row the plugin was created with (struct
  * v05_plugin's rule); v05_estimate, v05_keep, v05_decide and
  * v05_params_check through the row of p->mode (modes.c); config.c for the
  * presets and checks. Nothing else branches on the mode
- * (tests/check_modes.sh).
+ * (tests/check_modes.py).
  *
  * A new mode: its number in include/v05/stats.h (enum v05_mode), one file
  * rule_<name>.c defining its `const struct v05__rule v05__rule_<name>`
- * (a hook left NULL takes the default written beside it), one line in
+ * (a hook left NULL takes the default its comment below gives), one line in
  * table.c's V05__RULES, and the file in plugin/meson.build
  * (docs/LAYOUT.md, "Where a change goes").
  */
@@ -65,12 +65,14 @@ struct v05__rule_env {
 enum v05__waves {
 	/* A group is decided when its issued samples are in; its "more" is
 	 * k_step more samples, held by the schedule rounds (the paper's
-	 * barrier) or stream. */
+	 * barrier) or stream; a held prompt adds k_step to its batch's held
+	 * samples (mechanics.h, v05__held_share). */
 	V05__WAVES_STEPS = 0,
 	/* A first wave is decided under a fit of the prior (rounds: the
 	 * batch's barrier fit; stream: the running fit, folded first wave
 	 * by first wave) with a plan of its own (more()); the second wave
-	 * is final. No halt. */
+	 * is final. No halt, no external halt. A held prompt adds what its
+	 * plan adds (k_planned - k; 0 while undecided). */
 	V05__WAVES_FIT,
 };
 
