@@ -5,9 +5,9 @@
  * decision of the batch is handed out afterwards. */
 #include <errno.h>
 
-#include "mechanics.h"
+#include "mechanics/mechanics.h"
 #include "../shm/error.h"
-#include "one_thread.h"
+#include "mechanics/one_thread.h"
 
 static int find_batch(const struct v05_plugin *p, uint64_t id, uint32_t *b)
 {

@@ -8,10 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-#include "stats_core.h"
+#include "mechanics/internal.h"
+#include "rules/rule.h"
+#include "rules/stats_core.h"
 #include "../shm/broker.h"
 #include "../shm/error.h"
+
+V05_API void v05_params_default(struct v05_params *p)
+{
+	p->cost = V05_DEFAULT_COST;
+	p->k_init = V05_DEFAULT_K_INIT;
+	p->k_step = V05_DEFAULT_K_STEP;
+	p->k_max = V05_DEFAULT_K_MAX;
+	p->mode = V05_MODE_V05;
+	p->sigma = V05_SIGMA_RMS;
+	p->keep_n = 0;
+}
 
 /* The library's own config, whole: the defaults, or the paper's. */
 static void defaults(struct v05_config *c, bool paper)
@@ -110,6 +122,8 @@ int v05__config_load(const struct v05_config *c, struct v05_config *full)
 
 V05_API int v05_config_mode(struct v05_config *c, uint32_t mode)
 {
+	const struct v05__rule *r = v05__rule_of(mode);
+
 	if (!c)
 		return v05__fail(-EINVAL, "config: NULL");
 	/* Every field written here is in the V05_CONFIG_SIZE_MIN bytes. */
@@ -117,42 +131,16 @@ V05_API int v05_config_mode(struct v05_config *c, uint32_t mode)
 		return v05__fail(-EINVAL,
 				 "config size %u is not a v05_config's: fill it with v05_config_init first",
 				 c->size);
-	if (mode >= V05_MODE_COUNT)
+	if (!r)
 		return v05__fail(-EINVAL, "mode %u is unknown", mode);
 	c->params.mode = mode;
-	if (v05__mode_is_ada(mode)) {
-		/* What the authors' experiments ran (docs/RULES.md): rounds
-		 * of M = 8 up to N_max = 32, n = 4 trained on; nothing may
-		 * add samples to the pool or cut a prompt's rounds short. */
-		c->params.k_init = 8;
-		c->params.k_step = 8;
-		c->params.k_max = 32;
-		c->params.keep_n = 0;
-		c->pad_multiple = 1;
-		c->halt_fraction = 0.0;
-	} else if (v05__mode_is_knapsack(mode)) {
-		/* 8 samples per prompt on average, up to 64 (the masks'
-		 * width; the authors allow 128). One wave: nothing to pad. */
-		c->params.k_init = 8;
-		c->params.k_step = 1;
-		c->params.k_max = V05_K_LIMIT;
-		c->pad_multiple = 1;
-		c->halt_fraction = 0.0;
-	} else if (mode == V05_MODE_GRESO || mode == V05_MODE_EBPO) {
-		/* G = 8 per prompt (GRESO's authors'; EBPO's paper could not
-		 * be read here, docs/RULES.md); one wave. */
-		c->params.k_init = 8;
-		c->params.k_step = 1;
-		c->params.k_max = 8;
-		c->pad_multiple = 1;
-		c->halt_fraction = 0.0;
-	} else if (mode == V05_MODE_PILOT_COMMIT) {
-		/* A pilot of 8 (the authors' default), a commit of three
-		 * times that (their scripts' split: p16c48, p32c96). Padding
-		 * would change a commit's size, a halt cancel it. */
-		c->params.k_init = 8;
-		c->params.k_step = 24;
-		c->params.k_max = 32;
+	/* What the rule's authors ran, where it differs (rules/rule_*.c). */
+	if (r->preset.k_init) {
+		c->params.k_init = r->preset.k_init;
+		c->params.k_step = r->preset.k_step;
+		c->params.k_max = r->preset.k_max;
+		if (r->keep)
+			c->params.keep_n = 0;
 		c->pad_multiple = 1;
 		c->halt_fraction = 0.0;
 	}
@@ -210,10 +198,10 @@ static int broker_check(const struct v05_config *c)
 	return 0;
 }
 
-/* Pilot-Commit's band and commit, EBPO's window. */
+/* Pilot-Commit's band, EBPO's window, and the mode's own checks. */
 static int rules_check(const struct v05_config *c)
 {
-	uint32_t mode = c->params.mode;
+	const struct v05__rule *r = v05__rule_of(c->params.mode);
 
 	if (!(c->pc_lower >= 0.0 && c->pc_lower <= 1.0) ||
 	    !(c->pc_upper >= 0.0 && c->pc_upper <= 1.0))
@@ -228,13 +216,7 @@ static int rules_check(const struct v05_config *c)
 		return v05__fail(-EINVAL,
 				 "ebpo_window %u is above 10^9 groups (or reserved_rules is not 0)",
 				 c->ebpo_window);
-	if (mode == V05_MODE_PILOT_COMMIT &&
-	    c->params.k_init + c->params.k_step != c->params.k_max)
-		return v05__fail(-EINVAL,
-				 "pilot-commit: k_max %u must be the pilot k_init %u plus the commit k_step %u",
-				 c->params.k_max, c->params.k_init,
-				 c->params.k_step);
-	return 0;
+	return r->check_config ? r->check_config(r, c) : 0;
 }
 
 /* The cut-off's defaults (docs/SHM.md, "Cutting a lane off"): a claim is
@@ -251,6 +233,7 @@ static uint32_t cut_records_default(const struct v05_config *c)
 V05_API int v05_config_check(const struct v05_config *in)
 {
 	struct v05_config full, *c = &full;
+	const struct v05__rule *rule;
 	int ret;
 
 	ret = v05__config_load(in, &full);
@@ -259,6 +242,7 @@ V05_API int v05_config_check(const struct v05_config *in)
 	ret = v05_params_check(&c->params);
 	if (ret)
 		return ret;
+	rule = v05__rule_of(c->params.mode);
 	if (!isfinite(c->halt_fraction) || c->halt_fraction < 0.0 ||
 	    c->halt_fraction > 1.0)
 		return v05__fail(-EINVAL, "halt_fraction %g is not in [0, 1]",
@@ -277,23 +261,22 @@ V05_API int v05_config_check(const struct v05_config *in)
 	if (c->eb_early > 1000 || c->reserved_eb)
 		return v05__fail(-EINVAL, "eb_early %u is not a per-mille in [0, 1000] (or reserved_eb is not 0)",
 				 c->eb_early);
-	if (c->eb_early && (c->params.mode != V05_MODE_V05_EB ||
+	if (c->eb_early && (!(rule->flags & V05__RULE_EARLY) ||
 			    c->schedule != V05_SCHEDULE_STREAM))
 		return v05__fail(-EINVAL,
 				 "eb_early is v05-eb's early start under the stream schedule (no barrier); mode %s, schedule %s have none",
-				 v05_mode_name(c->params.mode),
+				 rule->name,
 				 c->schedule == V05_SCHEDULE_STREAM ? "stream" : "rounds");
 	if (c->eb_early && c->params.k_init + c->params.k_step > c->params.k_max)
 		return v05__fail(-EINVAL, "eb_early needs k_init + k_step <= k_max");
 	ret = rules_check(c);
 	if (ret)
 		return ret;
-	if ((v05__mode_is_ada(c->params.mode) ||
-	     c->params.mode == V05_MODE_PILOT_COMMIT) &&
+	if ((rule->flags & V05__RULE_NO_PAD_HALT) &&
 	    (c->pad_multiple != 1 || c->halt_fraction != 0.0))
 		return v05__fail(-EINVAL,
 				 "%s needs pad_multiple 1 and halt_fraction 0 (padding would add samples to its pool, a halt would cut its rounds short): v05_config_mode sets them",
-				 v05_mode_name(c->params.mode));
+				 rule->name);
 	if (c->stream_deadline_us > 10000000u)
 		return v05__fail(-EINVAL, "stream_deadline_us %u is above 10 s",
 				 c->stream_deadline_us);
@@ -333,9 +316,10 @@ V05_API int v05_config_check(const struct v05_config *in)
 		return v05__fail(-EINVAL,
 				 "external halt needs the rounds schedule (barriers)");
 	if ((c->flags & V05_CONFIG_EXTERNAL_HALT) &&
-	    c->params.mode == V05_MODE_V05_EB)
+	    rule->waves == V05__WAVES_FIT)
 		return v05__fail(-EINVAL,
-				 "external halt does not apply to v05-eb (two waves, no halt)");
+				 "external halt does not apply to %s (two waves, no halt)",
+				 rule->name);
 	if (c->journal_sync > V05_JOURNAL_SYNC_BATCH)
 		return v05__fail(-EINVAL, "journal_sync %u is unknown",
 				 c->journal_sync);
@@ -381,36 +365,41 @@ void v05__shm_config_from(struct v05_shm_config *s, const struct v05_config *c,
 }
 
 /* The header's config passed the checksum; check it means something. */
+void v05__config_of_shm(const struct v05_shm_config *s, struct v05_config *c)
+{
+	v05_config_default(c);
+	c->params.cost = s->cost;
+	c->params.k_init = s->k_init;
+	c->params.k_step = s->k_step;
+	c->params.k_max = s->k_max;
+	c->params.mode = s->mode;
+	c->params.sigma = s->sigma;
+	c->halt_fraction = s->halt_fraction;
+	c->pad_multiple = s->pad_multiple;
+	c->schedule = s->schedule;
+	c->stream_deadline_us = s->stream_deadline_us;
+	c->eb_window = s->eb_window;
+	c->eb_cold = s->eb_cold;
+	c->eb_early = s->eb_early;
+	c->pc_lower = s->pc_lower;
+	c->pc_upper = s->pc_upper;
+	c->ebpo_window = s->ebpo_window;
+	c->journal_sync = s->journal_sync;
+	c->flags = s->flags;
+	memcpy(c->broker_uids, s->broker_uids, sizeof(c->broker_uids));
+	memcpy(c->broker_gids, s->broker_gids, sizeof(c->broker_gids));
+	c->n_broker_uids = s->n_broker_uids;
+	c->n_broker_gids = s->n_broker_gids;
+	c->lane_cut_records = s->lane_cut_records;
+	c->lane_cut_permille = s->lane_cut_permille;
+}
+
 int v05__shm_config_check(struct v05_plugin *p)
 {
 	const struct v05_shm_config *s = &p->cfg;
 	struct v05_config c;
 
-	v05_config_default(&c);
-	c.params.cost = s->cost;
-	c.params.k_init = s->k_init;
-	c.params.k_step = s->k_step;
-	c.params.k_max = s->k_max;
-	c.params.mode = s->mode;
-	c.params.sigma = s->sigma;
-	c.halt_fraction = s->halt_fraction;
-	c.pad_multiple = s->pad_multiple;
-	c.schedule = s->schedule;
-	c.stream_deadline_us = s->stream_deadline_us;
-	c.eb_window = s->eb_window;
-	c.eb_cold = s->eb_cold;
-	c.eb_early = s->eb_early;
-	c.pc_lower = s->pc_lower;
-	c.pc_upper = s->pc_upper;
-	c.ebpo_window = s->ebpo_window;
-	c.journal_sync = s->journal_sync;
-	c.flags = s->flags;
-	memcpy(c.broker_uids, s->broker_uids, sizeof(c.broker_uids));
-	memcpy(c.broker_gids, s->broker_gids, sizeof(c.broker_gids));
-	c.n_broker_uids = s->n_broker_uids;
-	c.n_broker_gids = s->n_broker_gids;
-	c.lane_cut_records = s->lane_cut_records;
-	c.lane_cut_permille = s->lane_cut_permille;
+	v05__config_of_shm(s, &c);
 	if (v05_config_check(&c) || s->k_max != p->seg.hdr.geo.k_max ||
 	    !s->lane_cut_records || !s->lane_cut_permille ||
 	    memchr(s->journal_path, 0, sizeof(s->journal_path)) == NULL)

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "mechanics/internal.h"
 #include "../shm/error.h"
 
 static const char *const named[V05_C_NAMED_END] = {

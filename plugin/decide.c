@@ -2,10 +2,11 @@
 /*
  * Rewards in, decisions out, the top of the decision core: the per-reward
  * path (apply) and the per-group decision once every issued sample is in
- * (decide): the rule's answer (stats_core.h), then the mechanics ("more"
- * holds the prompt, "stop" finalizes it: mechanics.h), then the schedule
- * the configuration selects (schedule.c), which decides when held prompts
- * go. Nothing below calls back up here.
+ * (decide): the rule's answer (the mode's row of the rule table:
+ * rules/rule.h), then the mechanics ("more" holds the prompt, "stop"
+ * finalizes it: mechanics.h), then the schedule the configuration selects
+ * (schedule.c), which decides when held prompts go. Nothing below calls
+ * back up here.
  *
  * Crash consistency: a reward is stored before its received bit, so a
  * takeover after any prefix can finish the step (takeover.c).
@@ -15,16 +16,8 @@
 #include <string.h>
 
 #include "top.h"
-#include "probes.h"
-#include "stats_core.h"
-#include "../shm/proc.h"
-
-void v05__clock_refresh(struct v05_plugin *p)
-{
-	p->now_ns = v05__now_ns();
-	p->wall_offset_ns = (int64_t)(v05__wall_ns() - p->now_ns);
-	p->clock_stale = false;
-}
+#include "mechanics/probes.h"
+#include "rules/stats_core.h"
 
 /*
  * Prefetch what applying a record with this key will touch, in two stages:
@@ -127,7 +120,8 @@ void v05__collect_check(struct v05_plugin *p, struct v05_prompt *e)
 	if (e->state != V05_P_COLLECTING)
 		return;
 	if (__builtin_expect(e->pad8 & V05_PF_EARLY, 0)) {
-		uint64_t first = (1ull << p->params.k_init) - 1; /* k_init < 64 */
+		/* first wave < k_first + early <= k_max <= 64 */
+		uint64_t first = (1ull << v05__first_k(p, e)) - 1;
 
 		if ((e->received & first) == first)
 			v05__schedule_of(p)->first_wave(p, e);
@@ -173,6 +167,36 @@ void v05__apply_records(void *ctx, const struct v05_record *recs, uint32_t n,
 					  n - at : V05_LANE_BATCH_MAX);
 }
 
+/*
+ * A WAVES_FIT rule's group (rules/rule.h): its first wave in, the
+ * schedule decides it (no barrier), or it waits for the batch's fit (the
+ * barrier); anything after (the second wave) is final.
+ */
+static void decide_fit(struct v05_plugin *p, struct v05_prompt *e,
+		       const struct v05__schedule *s, uint64_t latency)
+{
+	struct v05_estimate est;
+	double adv[V05_K_LIMIT];
+	struct v05_eb_fit fit;
+	uint32_t b = e->batch;
+	bool first = v05__group_k(e) == v05__first_k(p, e);
+
+	if (first && s->first_wave) {
+		s->first_wave(p, e);
+		return;
+	}
+	if (first && !v05__eb_fit_of(p, b, &fit)) {
+		v05__hold(p, e, 0.0f, 0); /* planned at the barrier */
+		s->progress(p, b);
+		return;
+	}
+	if (p->rule->fold_group)
+		v05__fold_group(p, e);
+	v05__estimate_prompt(p, e, &est, adv);
+	v05__finalize_with(p, e, &est, adv, 0, latency);
+	s->progress(p, b);
+}
+
 void v05__decide(struct v05_plugin *p, struct v05_prompt *e)
 {
 	const struct v05__schedule *s = v05__schedule_of(p);
@@ -181,31 +205,15 @@ void v05__decide(struct v05_plugin *p, struct v05_prompt *e)
 	uint32_t b = e->batch;
 	uint64_t latency = v05__latency_of(e, p->now_ns);
 
-	if (p->params.mode == V05_MODE_V05_EB) {
-		/* First wave in: the schedule decides it (no barrier), or it
-		 * waits for the batch's fit (the barrier). Second wave in:
-		 * final. */
-		struct v05_eb_fit fit;
-
-		if (v05__group_k(e) == p->params.k_init && s->first_wave) {
-			s->first_wave(p, e);
-			return;
-		}
-		if (v05__group_k(e) == p->params.k_init &&
-		    !v05__eb_fit_of(p, b, &fit)) {
-			v05__hold(p, e, 0.0f, 0); /* planned at the barrier */
-			s->progress(p, b);
-			return;
-		}
-		v05__estimate_prompt(p, e, &est, adv);
-		v05__finalize_with(p, e, &est, adv, 0, latency);
-		s->progress(p, b);
+	if (p->rule->waves == V05__WAVES_FIT) {
+		decide_fit(p, e, s, latency);
 		return;
 	}
-	/* EBPO: the group into the running statistics, then its estimate
-	 * under them (one wave: every decision is final). */
-	if (p->params.mode == V05_MODE_EBPO)
-		v05__ebpo_fold_prompt(p, e);
+	/* A rule with a running state folds the group in before its
+	 * estimate (EBPO: every decision is final, under statistics that
+	 * count the group). */
+	if (p->rule->fold_group)
+		v05__fold_group(p, e);
 	v05__estimate_prompt(p, e, &est, adv);
 	if (est.action == V05_ACTION_MORE &&
 	    p->batch_recs[b].state != V05_B_HALTED) {

@@ -6,21 +6,21 @@
 #include <errno.h>
 #include <string.h>
 
-#include "stats_core.h"
+#include "rules/stats_core.h"
 #include "top.h"
 #include "../shm/error.h"
 #include "v05/observer.h"
-#include "one_thread.h"
+#include "mechanics/one_thread.h"
 
 static int check_stream_eb(const struct v05_plugin *p, const char *what)
 {
 	if (!p)
 		return v05__fail(-EINVAL, "%s: NULL plugin", what);
-	if (p->params.mode != V05_MODE_V05_EB ||
+	if (!(p->rule->flags & V05__RULE_MERGES) ||
 	    p->cfg.schedule != V05_SCHEDULE_STREAM)
 		return v05__fail(-EINVAL,
 				 "%s: the running fit is v05-eb's under the stream schedule; segment %s runs mode %s, schedule %s",
-				 what, p->seg.name, v05_mode_name(p->params.mode),
+				 what, p->seg.name, p->rule->name,
 				 v05_schedule_name(p->cfg.schedule));
 	return 0;
 }

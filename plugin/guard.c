@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "mechanics/internal.h"
 #include "../shm/broker.h"
 #include "../shm/error.h"
 #include "../shm/memfd.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "mechanics/internal.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
 #include "../shm/segment.h"

@@ -14,12 +14,12 @@
 #include <unistd.h>
 
 #include "top.h"
-#include "journal.h"
+#include "journal/journal.h"
 #include "../shm/broker.h"
 #include "../shm/doorbell.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
-#include "one_thread.h"
+#include "mechanics/one_thread.h"
 
 #define POLL_BUDGET 65536u /* records per poll, bounds a poll's latency */
 #define DRAIN_BATCH 64u    /* records per lane per turn                 */
@@ -81,7 +81,15 @@ int v05__plugin_init_local(struct v05_plugin *p)
 
 	p->st = V05_AT(struct v05_plugin_state, p->seg.state->plugin, 0);
 	p->fit = V05_AT(struct v05_fit_store, p->seg.state->fit, 0);
-	p->batch_recs = V05_AT(struct v05_batch_rec,
+	/* params passed v05_params_check (create) or the stored config's
+	 * check (attach): the mode has its row. */
+	p->rule = v05__rule_of(p->params.mode);
+	v05__config_of_shm(&p->cfg, &p->config);
+	p->env = (struct v05__rule_env){
+		.params = &p->params,
+		.config = &p->config,
+		.state = p->fit,
+	};	p->batch_recs = V05_AT(struct v05_batch_rec,
 			       p->seg.region[V05_REGION_BATCHES], 0);
 	v05__table_init(&p->table, p->seg.region[V05_REGION_TABLE],
 			g->table_capacity);
@@ -94,7 +102,7 @@ int v05__plugin_init_local(struct v05_plugin *p)
 	p->q = malloc((size_t)p->qcap * sizeof(*p->q));
 	p->pending_free = malloc((size_t)g->slot_count * sizeof(*p->pending_free));
 	p->pad_items = malloc((size_t)g->slot_count * sizeof(*p->pad_items));
-	if (p->params.mode == V05_MODE_V05_EB) {
+	if (p->rule->waves == V05__WAVES_FIT) {
 		p->eb_prior = calloc(g->slot_count, sizeof(*p->eb_prior));
 		p->eb_s = calloc(g->slot_count, sizeof(*p->eb_s));
 		p->eb_k = calloc(g->slot_count, sizeof(*p->eb_k));

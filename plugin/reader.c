@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "mechanics/internal.h"
 #include "../shm/error.h"
 
 struct v05_reader {

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "mechanics/internal.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
 

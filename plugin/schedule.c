@@ -1,21 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Which schedule a plugin runs, and the calls into it: (mode, schedule)
- * picks one of the sched_*.c files; the top calls it through here after
- * every event, on the stream deadline, and on a takeover's resume.
+ * Which schedule a plugin runs, and the calls into it: (the rule's waves,
+ * the configured schedule) picks one of the schedules/sched_*.c files;
+ * the top calls it through here after every event, on the stream
+ * deadline, and on a takeover's resume.
  */
 #include "top.h"
 #include "../shm/proc.h"
 
+/* The schedule table: the rule's waves (rules/rule.h) by the configured
+ * schedule. A WAVES_FIT rule's rounds are its batch barrier (the fit of
+ * the whole first wave); its stream decides each prompt on its own. */
+static const struct v05__schedule *const table[][2] = {
+	[V05__WAVES_STEPS] = {
+		[V05_SCHEDULE_ROUNDS] = &v05__sched_rounds,
+		[V05_SCHEDULE_STREAM] = &v05__sched_stream,
+	},
+	[V05__WAVES_FIT] = {
+		[V05_SCHEDULE_ROUNDS] = &v05__sched_eb_barrier,
+		[V05_SCHEDULE_STREAM] = &v05__sched_eb_stream,
+	},
+};
+
 const struct v05__schedule *v05__schedule_of(const struct v05_plugin *p)
 {
-	bool stream = p->cfg.schedule == V05_SCHEDULE_STREAM;
-
-	/* v05-eb: rounds is its batch barrier (the fit of the whole first
-	 * wave), stream decides each prompt on its own. */
-	if (p->params.mode == V05_MODE_V05_EB)
-		return stream ? &v05__sched_eb_stream : &v05__sched_eb_barrier;
-	return stream ? &v05__sched_stream : &v05__sched_rounds;
+	/* Both checked at create and attach (config.c). */
+	return table[p->rule->waves][p->cfg.schedule];
 }
 
 void v05__schedule_progress(struct v05_plugin *p, uint32_t b)

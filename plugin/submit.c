@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mechanics.h"
-#include "stats_core.h"
+#include "mechanics/mechanics.h"
+#include "rules/stats_core.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
-#include "one_thread.h"
+#include "mechanics/one_thread.h"
 
 static int alloc_batch(struct v05_plugin *p, uint32_t *b)
 {
@@ -24,10 +24,11 @@ static int alloc_batch(struct v05_plugin *p, uint32_t *b)
 			 p->seg.hdr.geo.batch_count);
 }
 
-/* One prompt: 0 or its error. On success *e is its table entry. */
+/* One prompt with a first wave of k0 samples and early more issued with
+ * it: 0 or its error. On success *e is its table entry. */
 static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
-		      uint32_t k0, uint32_t b, uint64_t batch_id, uint64_t now,
-		      struct v05_prompt **out)
+		      uint32_t k0, uint32_t early, uint32_t b,
+		      uint64_t batch_id, uint64_t now, struct v05_prompt **out)
 {
 	struct v05_slot_hdr *h;
 	struct v05_prompt *e;
@@ -38,10 +39,11 @@ static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
 
 	if (!in->uid || in->uid_len < 1 || in->uid_len > V05_UID_MAX_BYTES)
 		return -EINVAL;
-	/* Mode knapsack takes NaN for "no estimate yet" (plan_first); the
-	 * prompt's state keeps a prior of 0, as nothing reads it. Under
-	 * knapsack-prior a NaN is a value model that failed: refused. */
-	if (isnan(prior) && p->params.mode == V05_MODE_KNAPSACK)
+	/* A rule may take NaN for "no estimate yet" (mode knapsack: its
+	 * plan_batch gives it k_init); the prompt's state keeps a prior of
+	 * 0, as nothing reads it. Elsewhere a NaN is a value model that
+	 * failed: refused. */
+	if (isnan(prior) && (p->rule->flags & V05__RULE_NAN_PRIOR))
 		prior = 0.0;
 	if (!isfinite(prior) || prior < -1.0 || prior > 1.0)
 		return -EDOM;
@@ -67,23 +69,22 @@ static int add_prompt(struct v05_plugin *p, const struct v05_prompt_in *in,
 	e->slot = slot;
 	e->batch = b;
 	e->round = 0;
-	e->pad8 = 0;
+	/* The early start's samples are issued with the first wave; the
+	 * first decision still waits for k0 (decide.c). */
+	e->pad8 = early ? V05_PF_EARLY : 0;
 	e->k_planned = (uint8_t)k0;
+	e->k_first = (uint8_t)k0;
 	/* The entry is complete before it is marked issued. */
-	e->issued = v05__first_bits(k0);
+	e->issued = v05__first_bits(k0 + early);
 	e->state = V05_P_COLLECTING;
 	*out = e;
 	return 0;
 }
 
 /*
- * knapsack, knapsack-prior: each prompt's one wave, planned over the whole
- * submit from the priors (rule_knapsack.c), in *plan (to free); a prompt
- * whose prior is NaN (mode knapsack: no estimate yet) gets k_init outside
- * the knapsack.
- * A prior that is not valid plans as a prior of 0 (its prompt is refused anyway,
- * and its share of the budget is not spent, as a refused prompt's never
- * is). NULL plan: every prompt gets k_init.
+ * The batch's first waves planned together, where the rule plans them so
+ * (knapsack, knapsack-prior: rules/rule.h, plan_batch), in *plan (to
+ * free), from the priors as submitted. NULL plan: each prompt's own.
  */
 static int plan_first(struct v05_plugin *p, const struct v05_prompt_in *in,
 		      uint32_t n, uint32_t **plan)
@@ -92,7 +93,7 @@ static int plan_first(struct v05_plugin *p, const struct v05_prompt_in *in,
 	int ret;
 
 	*plan = NULL;
-	if (!v05__mode_is_knapsack(p->params.mode))
+	if (!p->rule->plan_batch)
 		return 0;
 	/* The budget, n * k_init, is a u32 (k_init <= 64). */
 	if (n > UINT32_MAX / V05_K_LIMIT)
@@ -103,23 +104,36 @@ static int plan_first(struct v05_plugin *p, const struct v05_prompt_in *in,
 		free(q);
 		free(*plan);
 		*plan = NULL;
-		return v05__fail(-ENOMEM, "submit: no memory for the knapsack plan");
+		return v05__fail(-ENOMEM, "submit: no memory for the %s plan",
+				 p->rule->name);
 	}
-	for (uint32_t i = 0; i < n; i++) {
-		double v = in[i].prior;
-
-		q[i] = isnan(v) ? NAN :
-		       isfinite(v) && v >= -1.0 && v <= 1.0 ? (1.0 + v) / 2.0 :
-							      0.5;
-	}
-	ret = v05__knapsack_plan_u(q, n, p->params.k_init, p->params.k_max, *plan);
+	for (uint32_t i = 0; i < n; i++)
+		q[i] = in[i].prior;
+	ret = p->rule->plan_batch(&p->params, q, n, *plan);
 	free(q);
 	if (ret) {
 		free(*plan);
 		*plan = NULL;
-		return v05__fail(ret, "submit: no memory for the knapsack plan");
+		return v05__fail(ret, "submit: no memory for the %s plan",
+				 p->rule->name);
 	}
 	return 0;
+}
+
+/* One prompt's first wave (and early start) under the rule: the batch's
+ * plan if there is one, else the rule's first_wave, else k_init. A prior
+ * add_prompt will refuse is not the rule's to see. */
+static uint32_t first_wave(struct v05_plugin *p, const uint32_t *plan,
+			   uint32_t i, const struct v05_eb_fit *fit,
+			   double prior, uint32_t *early)
+{
+	*early = 0;
+	if (plan)
+		return plan[i];
+	if (p->rule->first_wave && isfinite(prior) && prior >= -1.0 &&
+	    prior <= 1.0)
+		return p->rule->first_wave(&p->env, fit, prior, early);
+	return p->params.k_init;
 }
 
 V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
@@ -131,7 +145,7 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 	uint64_t now = v05__wall_ns(), id, issued = 0;
 	uint32_t b = 0, accepted = 0, *plan;
 	struct v05_eb_fit fit;
-	bool early;
+	const struct v05_eb_fit *warm = NULL;
 	int ret;
 
 	v05__clear_error();
@@ -148,15 +162,16 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 	rec = &p->batch_recs[b];
 	bl = &p->batches[b];
 	id = ++p->st->next_batch_id;
-	/* v05-eb's early start, under the fit as it stands at submit. */
-	early = p->cfg.eb_early && v05__eb_warm_fit(p, &fit);
+	/* The first waves see the running fit as it stands at submit. */
+	if (p->rule->first_wave && v05__eb_warm_fit(p, &fit))
+		warm = &fit;
 	for (uint32_t i = 0; i < n; i++) {
 		struct v05_prompt *e = NULL;
 		struct v05_decision *d;
+		uint32_t early, k0;
 
-		uint32_t k0 = plan ? plan[i] : p->params.k_init;
-
-		ret = add_prompt(p, &in[i], k0, b, id, now, &e);
+		k0 = first_wave(p, plan, i, warm, in[i].prior, &early);
+		ret = add_prompt(p, &in[i], k0, early, b, id, now, &e);
 		if (status)
 			status[i] = ret;
 		if (ret) {
@@ -169,7 +184,7 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 		d->key = e->key;
 		d->slot = e->slot;
 		d->gen = v05__slot(&p->seg, e->slot)->gen;
-		d->k = k0 + (early ? v05__eb_early(p, e, &fit) : 0);
+		d->k = k0 + early;
 		d->samples = e->issued;
 		d->batch = id;
 		issued += d->k;

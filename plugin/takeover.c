@@ -13,10 +13,10 @@
 #include <string.h>
 
 #include "top.h"
-#include "journal.h"
+#include "journal/journal.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
-#include "one_thread.h"
+#include "mechanics/one_thread.h"
 
 /* Put final groups the journal lacks back into it, in group order. */
 static void rejournal(struct v05_plugin *p, uint32_t *list, uint32_t n)

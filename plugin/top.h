@@ -8,7 +8,7 @@
 #ifndef V05_PLUGIN_TOP_H
 #define V05_PLUGIN_TOP_H
 
-#include "schedule.h"
+#include "schedules/schedule.h"
 
 /* schedule.c: the configured schedule, and the calls into it. */
 const struct v05__schedule *v05__schedule_of(const struct v05_plugin *p);

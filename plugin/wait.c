@@ -14,7 +14,7 @@
 #include "../shm/doorbell.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
-#include "one_thread.h"
+#include "mechanics/one_thread.h"
 
 /* Awake: sleeping off on both doorbells. */
 static void bells_done(struct v05_plugin *p)

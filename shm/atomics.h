@@ -43,7 +43,7 @@
 				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 
 /* Strong CAS that orders nothing: for a word that only detects overlap
- * (plugin/one_thread.h), never one that hands data over. */
+ * (plugin/mechanics/one_thread.h), never one that hands data over. */
 #define v05_cas_relaxed(p, expected, desired)                              \
 	__atomic_compare_exchange_n((p), (expected), (desired), false,     \
 				    __ATOMIC_RELAXED, __ATOMIC_RELAXED)

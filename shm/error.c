@@ -48,8 +48,3 @@ V05_API const char *v05_errmsg(void)
 {
 	return errbuf;
 }
-
-V05_API const char *v05_version(void)
-{
-	return V05_VERSION_STRING;
-}

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: MIT */
+/* The consumer's lanes (lanes.h): set up and torn down, the broker's
+ * grants installed and reverted, the drain, and a lane cut off. A cut
+ * lane's release and the reclaim of a dead producer's lane are
+ * lanes_reclaim.c's. */
 #include "lanes.h"
 
 #include <errno.h>
@@ -8,14 +12,8 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "lanes_consumer.h"
 #include "proc.h"
-
-static inline void report(struct v05_lanes *l, enum v05_lane_event ev,
-			  uint32_t lane, uint32_t n)
-{
-	if (l->event)
-		l->event(l->event_ctx, ev, lane, n);
-}
 
 /* A cut lane's consumer reads the private parked header (lanes.h): its
  * tail, 0, equals the head given here, so the lane looks empty. The
@@ -75,7 +73,7 @@ int v05__lanes_init(struct v05_lanes *l, struct v05_segment *seg)
  * into the memfd, are read from now on. One relaxed load when none is
  * waiting: called before every drain, pending check and look.
  */
-static __attribute__((noinline)) void install_grants(struct v05_lanes *l)
+__attribute__((noinline)) void v05__lanes_install_grants(struct v05_lanes *l)
 {
 	struct v05_segment *seg = l->seg;
 	uint64_t stride = v05__lane_stride(seg->hdr.geo.lane_capacity);
@@ -103,13 +101,6 @@ static __attribute__((noinline)) void install_grants(struct v05_lanes *l)
 		}
 		close(fd);
 	}
-}
-
-static inline void install(struct v05_lanes *l)
-{
-	/* Relaxed: a hint; the exchange in install_grants decides. */
-	if (__builtin_expect(v05_load_relaxed(&l->seg->grants_pending) != 0, 0))
-		install_grants(l);
 }
 
 /*
@@ -187,25 +178,6 @@ static inline void record_copy(struct v05_record *dst,
 #endif
 }
 
-/*
- * Claims are counted by the owner, as observed: a lane's owner word that
- * differs from the one seen last (a producer that comes and goes between
- * two looks is not seen). Looked at once per drained batch and at each
- * reclaim check. Relaxed: the owner is the only writer of lane_own, and
- * the word is only compared.
- */
-static inline void observe_owner(struct v05_lanes *l, uint32_t lane,
-				 struct v05_lane_own *own, uint64_t owner)
-{
-	if (owner == v05_load_relaxed(&own->owner_seen))
-		return;
-	if (owner) {
-		v05_store_relaxed(&own->claims, v05_load_relaxed(&own->claims) + 1);
-		report(l, V05_LANE_CLAIM, lane, 1);
-	}
-	v05_store_relaxed(&own->owner_seen, owner);
-}
-
 /* Nonzero if the copy r, read at lane index seq, holds bytes the producer
  * library did not write: its seq is the index the library wrote it at, its
  * flags and zero word 0. One test for all three (they share the record's
@@ -233,23 +205,6 @@ static inline uint32_t copy_run(struct v05_record *dst,
 		bad |= record_bad(&dst[j], seq + j);
 	}
 	return bad;
-}
-
-/* Records lane i holds beyond the consumer's head: at most a lane's worth,
- * whatever its producer published. */
-static uint32_t lane_left(struct v05_lanes *l, uint32_t i)
-{
-	struct v05_ring_cons *c = &l->cons[i];
-	/* A2: the tail the producer published last. */
-	uint32_t left = v05_load_acquire(&c->r->tail) - c->head;
-
-	return left > c->mask + 1 ? c->mask + 1 : left;
-}
-
-static void count_discarded(struct v05_lane_own *own, uint32_t n)
-{
-	/* Relaxed: owner-only statistics. */
-	v05_store_relaxed(&own->discarded, v05_load_relaxed(&own->discarded) + n);
 }
 
 /* Lane i was cut off during its drain: a granted lane goes back to its
@@ -476,44 +431,11 @@ bool v05__lanes_cut(struct v05_lanes *l, uint32_t i)
 	return true;
 }
 
-/*
- * A cut lane whose producer quit or died: drop what it published, unread,
- * and free the lane for the next claim, which starts with an empty lane.
- */
-static void cut_release(struct v05_lanes *l, uint32_t i)
-{
-	struct v05_ring_hdr *r = v05__lane(l->seg, i);
-	struct v05_lane_own *own = &l->seg->lane_own[i];
-	struct v05_ring_cons *c = &l->cons[i];
-	/* A2: the tail the producer published last (before its quit, which
-	 * the caller read with A6); all of it is dropped. */
-	uint32_t tail = v05_load_acquire(&r->tail);
-	uint32_t left = tail - v05_load_relaxed(&own->head);
-
-	/* A producer can publish any tail: count at most a lane's worth. */
-	if (left > c->mask + 1)
-		left = c->mask + 1;
-	count_discarded(own, left);
-	v05_store_relaxed(&own->head, tail);
-	c->r = r;
-	c->head = tail;
-	c->tail_cache = tail;
-	v05_store_release(&r->head, tail); /* R1 */
-	v05_store_relaxed(&r->quit, 0);
-	v05_store_relaxed(&own->cut_owner, 0);
-	v05_store_relaxed(&own->cut, 0u);
-	v05_store_relaxed(&own->win_records, 0);
-	v05_store_relaxed(&own->win_rejected, 0);
-	v05_store_relaxed(&own->owner_seen, 0);
-	/* R3: the head and quit word above before the next claimer's A3. */
-	v05_store_release(&r->owner, 0);
-}
-
 /* Drain lane i up to the tail it shows now, at most a lane's worth: a
  * producer that goes on publishing (another process it gave the memfd to)
  * cannot keep the consumer here. */
-static void drain_upto(struct v05_lanes *l, uint32_t i, v05_record_fn fn,
-		       void *ctx)
+void v05__lanes_drain_upto(struct v05_lanes *l, uint32_t i, v05_record_fn fn,
+			    void *ctx)
 {
 	uint32_t left = lane_left(l, i);
 
@@ -524,92 +446,4 @@ static void drain_upto(struct v05_lanes *l, uint32_t i, v05_record_fn fn,
 			break;
 		left = got < left ? left - got : 0;
 	}
-}
-
-uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,
-			    void *ctx)
-{
-	uint64_t now = v05__now_ns();
-
-	if (force)
-		l->next_reclaim_ns = 0;
-	return v05__lanes_reclaim_at(l, now, fn, ctx);
-}
-
-uint32_t v05__lanes_reclaim_at(struct v05_lanes *l, uint64_t now,
-			       v05_record_fn fn, void *ctx)
-{
-	uint32_t reclaimed = 0;
-
-	if (now < l->next_reclaim_ns)
-		return 0;
-	l->next_reclaim_ns = now + V05_RECLAIM_INTERVAL_NS;
-	install(l);
-	for (uint32_t i = 0; i < l->n; i++) {
-		struct v05_ring_hdr *r = v05__lane(l->seg, i);
-		struct v05_lane_own *own = &l->seg->lane_own[i];
-		uint64_t owner;
-
-		if (v05__lane_granted(own)) {
-			/* A granted lane lives as long as its producer's
-			 * connection, which the broker watches (its owner
-			 * word is the producer's to write: not looked at).
-			 * Acquire: pairs with the broker's release of
-			 * grant_end, after the producer's close, so its last
-			 * tail is drained here, then the file comes back. */
-			if (v05_load_acquire(&own->grant_end) ==
-			    v05_load_relaxed(&own->grant)) {
-				drain_upto(l, i, fn, ctx);
-				/* Unless the drain cut it off (and so reverted
-				 * it already). */
-				if (v05__lane_granted(own)) {
-					count_discarded(own, lane_left(l, i));
-					v05__lanes_revert(l, i);
-				}
-			}
-			continue;
-		}
-		/* Relaxed: owner-only. */
-		if (v05_load_relaxed(&own->cut)) {
-			uint64_t cut = v05_load_relaxed(&own->cut_owner);
-
-			/* Given back once its backoff is over and its producer
-			 * is gone: quit (A6: pairs with the producer's R6, its
-			 * word into quit at close, so its last tail is what
-			 * cut_release drops), dead, or none that the consumer
-			 * could name (it wrote 0 or the owner's own word).
-			 * Any value a producer writes there can only free its
-			 * own lane early, never before the backoff. */
-			if (now >= v05_load_relaxed(&own->cut_until_ns) &&
-			    (!cut || cut == v05_load_relaxed(&l->seg->ctl->owner) ||
-			     v05_load_acquire(&r->quit) == cut ||
-			     !v05__owner_alive(cut)))
-				cut_release(l, i);
-			continue;
-		}
-		/* Acquire: pairs with the claim CAS (A3's release half), so a
-		 * dead owner's last tail store is visible to the drain below.
-		 * The word is in the lane's own page: only the producer that
-		 * holds the lane can write it (its peers do not map it), so
-		 * no other producer can make a live one look dead. */
-		owner = v05_load_acquire(&r->owner);
-
-		observe_owner(l, i, own, owner);
-		/* MOVED: being granted right now (the broker's). */
-		if (owner == 0 || owner == V05_OWNER_MOVED ||
-		    v05__owner_alive(owner))
-			continue;
-		/* Dead: its tail is final. Drain what it published, then free
-		 * the lane (R3). A producer that died mid-write never stored
-		 * the tail covering the half-written record: never read. */
-		drain_upto(l, i, fn, ctx);
-		if (v05_cas_acq_rel(&r->owner, &owner, 0)) {
-			report(l, V05_LANE_RECLAIM, i, 1);
-			v05_store_relaxed(&own->reclaims,
-					  v05_load_relaxed(&own->reclaims) + 1);
-			v05_store_relaxed(&own->owner_seen, 0);
-			reclaimed++;
-		}
-	}
-	return reclaimed;
 }

@@ -141,7 +141,8 @@ static_assert(offsetof(struct v05_shm_header, checksum) == 1032, "header ABI");
 static_assert(sizeof(struct v05_shm_header) <= V05_PAGE, "header page");
 
 
-/* Counters in the state region: the plugin's (plugin/vocab.h names them). */
+/* Counters in the state region: the plugin's (plugin/mechanics/vocab.h
+ * names them). */
 #define V05_COUNTERS 256
 
 enum v05_wait_path_id {
@@ -187,7 +188,8 @@ struct v05_shm_state {
 	uint64_t counters[V05_COUNTERS];
 	/* Persistent state the plugin keeps across takeovers (plugin.h). */
 	uint8_t plugin[1024];
-	/* v05-eb's running fit (plugin/internal.h: struct v05_fit_store). */
+	/* v05-eb's running fit (plugin/mechanics/internal.h: struct
+	 * v05_fit_store). */
 	uint8_t fit[12288];
 };
 static_assert(sizeof(struct v05_shm_state) == 2048 + 1024 + 12288, "state");
@@ -353,7 +355,7 @@ struct v05_prompt {
 	double prior;
 	uint32_t slot;
 	uint32_t batch;    /* index into the batches region                */
-	uint8_t state;     /* enum v05_prompt_state (plugin/vocab.h)        */
+	uint8_t state;     /* enum v05_prompt_state (plugin/mechanics/vocab.h) */
 	uint8_t k_planned; /* group size after the pending release         */
 	uint8_t round;
 	uint8_t pad8;
@@ -362,7 +364,10 @@ struct v05_prompt {
 			    * last reward was applied; 0 none yet         */
 	uint32_t gen;      /* the instance: its slot's generation, unique
 			    * per allocation; a reward must carry it      */
-	uint32_t pad_gen;
+	uint8_t k_first;   /* samples of its first wave (the rule's at
+			    * submit); 0 in an entry an older library
+			    * wrote, whose first waves were all k_init    */
+	uint8_t pad_k[3];
 };
 static_assert(sizeof(struct v05_prompt) == 64, "prompt entry is one line");
 
@@ -384,7 +389,7 @@ struct v05_slot_hdr {
 	uint32_t k;      /* final group size                             */
 	uint32_t action; /* enum v05_action at final (stop or drop)      */
 	uint32_t uid_len;
-	uint32_t flags;  /* enum v05_slot_flag (plugin/vocab.h)            */
+	uint32_t flags;  /* enum v05_slot_flag (plugin/mechanics/vocab.h)  */
 	double prior;
 	double baseline;
 	double sigma;
@@ -413,7 +418,7 @@ static_assert(sizeof(struct v05_support_entry) == 16, "support entry ABI");
 
 struct v05_batch_rec {
 	uint64_t id;        /* from 1; 0 when free                       */
-	uint32_t state;     /* enum v05_batch_state (plugin/vocab.h)      */
+	uint32_t state;     /* enum v05_batch_state (plugin/mechanics/vocab.h) */
 	uint32_t n_prompts; /* accepted at submit                        */
 	uint32_t round;
 	uint32_t pad_a;

@@ -4,18 +4,20 @@
 # every .c and .h under the source root:
 #   include/   the public API: v05.h, v05/*.h, its own directory's headers
 #   shm/       its own headers by bare name ("segment.h"), and the public API
-#   plugin/    its own by bare name, shm/'s as "../shm/x.h", the public API
+#   plugin/    in folders by layer, lowest first: rules/ < journal/ <
+#              mechanics/ < schedules/ < the top (plugin/ itself). A file
+#              includes its own folder's headers by bare name, a lower
+#              layer's as "../rules/x.h" (the top: "rules/x.h"), shm/'s as
+#              "../../shm/x.h" (the top: "../shm/x.h"), and the public API;
+#              never a header of its own layer's betters
 #   internal/v05-internal/  the in-tree interface: "../../shm/x.h",
-#              "../../plugin/x.h"
+#              "../../plugin/x.h", "../../plugin/LAYER/x.h"
 #   tools/, tests/, bench/  the public API, "v05-internal/x.h", their own
 #              headers; never a path with "..", never shm/ or plugin/ directly
-# Inside plugin/, the decision core flows one way (docs/PLUGIN.md): rules
-# (stats.c, rule_*.c, eb.c, eb_state.c, stats_core.h, eb_math.h) include none of
-# internal.h, mechanics.h, schedule.h, top.h; mechanics (dispatch.c,
-# finalize.c, eb_fit.c, mechanics.h) neither schedule.h nor top.h;
-# schedules (sched_*.c, schedule.h) not top.h, and a schedule calls no
-# other schedule and nothing of the top (v05__schedule_*, v05__decide,
-# v05__collect_check).
+# And a schedule calls no other schedule and nothing of the top
+# (v05__schedule_*, v05__decide, v05__collect_check). Calls between files
+# are checked on the built objects (tests/check_calls.py: no circle, no
+# call up a layer).
 # The include paths already refuse "plugin/x.h" in shm/ (meson.build gives no
 # target the source root); this catches the relative paths a compiler always
 # follows, such as "../plugin/x.h" in shm/. Every named file must exist.
@@ -63,15 +65,17 @@ check() {
 				*) [ -f "shm/$name" ] || why="no shm/$name" ;;
 				esac ;;
 			plugin)
-				case $name in
-				../shm/*/* | ../shm/*..*) why="not a header of shm/" ;;
-				../shm/*) [ -f "${name#../}" ] || why="no ${name#../}" ;;
-				*/*) why="plugin/ includes its own headers, ../shm/ and the public API only" ;;
-				*) [ -f "plugin/$name" ] || why="no plugin/$name" ;;
-				esac ;;
+				why=$(plugin_include "$f" "$name") ;;
 			internal)
 				case $name in
-				../../shm/*/* | ../../plugin/*/* | ../../*/*..*) why="not a layer's header" ;;
+				../../shm/*/* | ../../plugin/*/*/* | ../../*/*..*) why="not a layer's header" ;;
+				../../plugin/*/*)
+					case $name in
+					../../plugin/rules/* | ../../plugin/journal/* | \
+					../../plugin/mechanics/* | ../../plugin/schedules/*)
+						[ -f "${name#../../}" ] || why="no ${name#../../}" ;;
+					*) why="not a layer of plugin/" ;;
+					esac ;;
 				../../shm/* | ../../plugin/*)
 					[ -f "${name#../../}" ] || why="no ${name#../../}" ;;
 				*/*) why="internal/ forwards to shm/ and plugin/ only" ;;
@@ -87,36 +91,68 @@ check() {
 				esac ;;
 			esac
 		fi
-		if [ -z "$why" ] && [ "$layer" = plugin ]; then
-			why=$(core_rank "$f" "$name")
-		fi
 		close='"'
 		[ "$kind" = '"' ] || close='>'
 		[ -z "$why" ] || echo "$f:$line: include $kind$name$close: $why"
 	done
 }
 
-# core_rank FILE NAME: why plugin/FILE may not include NAME, or nothing.
-core_rank() {
-	case ${1#plugin/} in
-	stats.c | rule_*.c | eb.c | eb_state.c | stats_core.h | eb_math.h)
-		case $2 in internal.h | mechanics.h | schedule.h | top.h)
-			echo "a rule is pure: it includes no plugin state" ;;
-		esac ;;
-	dispatch.c | finalize.c | eb_fit.c | mechanics.h)
-		case $2 in schedule.h | top.h)
-			echo "mechanics sit below the schedules" ;;
-		esac ;;
-	sched_*.c | schedule.h)
-		case $2 in top.h)
-			echo "a schedule sits below the top" ;;
-		esac ;;
+# The rank of a folder of plugin/ (the top: plugin/ itself), or nothing.
+rank() {
+	case $1 in
+	rules) echo 1 ;;
+	journal) echo 2 ;;
+	mechanics) echo 3 ;;
+	schedules) echo 4 ;;
+	top) echo 5 ;;
+	esac
+}
+
+# plugin_include FILE NAME: why plugin/.../FILE may not include "NAME", or
+# nothing. A folder's file includes its own folder's headers by bare name,
+# a lower layer's through "../LAYER/" (the top's: "LAYER/"), shm/'s through
+# "../../shm/" (the top's: "../shm/").
+plugin_include() {
+	rel=${1#plugin/}
+	case $rel in
+	*/*/*) echo "plugin/ has one level of folders"; return ;;
+	*/*) own=${rel%%/*}; up=../; shm=../../shm/ ;;
+	*) own=top; up=; shm=../shm/ ;;
+	esac
+	mine=$(rank "$own")
+	[ -n "$mine" ] || { echo "plugin/$own/ is not a layer (rules, journal, mechanics, schedules)"; return; }
+	case $2 in
+	"$shm"*/* | "$shm"*..*) echo "not a header of shm/" ;;
+	"$shm"*) [ -f "shm/${2#"$shm"}" ] || echo "no shm/${2#"$shm"}" ;;
+	"$up"*/*)
+		to=${2#"$up"}
+		layer=${to%%/*}
+		theirs=$(rank "$layer")
+		case $to in
+		*/*/* | *..*) theirs=bad ;;
+		esac
+		if [ "$theirs" = bad ]; then
+			echo "not a header of a layer of plugin/"
+		elif [ -z "$theirs" ] || [ "$layer" = top ]; then
+			echo "not a layer of plugin/ (rules, journal, mechanics, schedules)"
+		elif [ "$theirs" -gt "$mine" ]; then
+			echo "plugin/$layer/ is above plugin/$own/: a layer includes only its own and lower layers' headers"
+		elif [ ! -f "plugin/$to" ]; then
+			echo "no plugin/$to"
+		fi ;;
+	*/*) echo "plugin/ includes its own folder's headers, lower layers', shm/'s and the public API only" ;;
+	*)
+		if [ $own = top ]; then
+			[ -f "plugin/$2" ] || echo "no plugin/$2"
+		else
+			[ -f "plugin/$own/$2" ] || echo "no plugin/$own/$2"
+		fi ;;
 	esac
 }
 
 # A schedule calls no other schedule and nothing of the top.
 check_schedules() {
-	for f in plugin/sched_*.c; do
+	for f in plugin/schedules/sched_*.c; do
 		[ -f "$f" ] || continue
 		own=$(sed -n 's/^const struct v05__schedule \(v05__sched_[a-z_]*\) =.*/\1/p' "$f")
 		grep -n 'v05__schedule_[a-z_]*(\|v05__decide(\|v05__collect_check(\|v05__sched_[a-z_]*' "$f" |
@@ -142,7 +178,8 @@ self_test() {
 	me=$(cd "${0%/*}" && pwd)/${0##*/}
 	t=$(mktemp -d)
 	trap 'rm -rf "$t"' EXIT
-	mkdir -p "$t/include/v05" "$t/shm" "$t/plugin" \
+	mkdir -p "$t/include/v05" "$t/shm" "$t/plugin/rules" "$t/plugin/journal" \
+		"$t/plugin/mechanics" "$t/plugin/schedules" \
 		"$t/internal/v05-internal" "$t/tests/util"
 	echo '#include "v05/a.h"' >"$t/include/v05.h"
 	echo '#include <stdint.h>' >"$t/include/v05/a.h"
@@ -150,14 +187,19 @@ self_test() {
 	: >"$t/include/v05/b.h"
 	printf '#include "v05/a.h"\n' >"$t/shm/s.h"
 	printf '#include "s.h"\n#include "v05.h"\n' >"$t/shm/s.c"
-	printf '#include "../shm/s.h"\n' >"$t/plugin/p.h"
-	printf '#include "p.h"\n#include "../shm/s.h"\n' >"$t/plugin/p.c"
-	for h in internal mechanics schedule top stats_core; do : >"$t/plugin/$h.h"; done
-	printf '#include "stats_core.h"\n' >"$t/plugin/stats.c"
-	printf '#include "mechanics.h"\n' >"$t/plugin/dispatch.c"
+	printf '#include "schedules/schedule.h"\n#include "../shm/s.h"\n' >"$t/plugin/p.h"
+	printf '#include "p.h"\n#include "../shm/s.h"\n#include "rules/r.h"\n' >"$t/plugin/p.c"
+	printf '#include "../../shm/s.h"\n' >"$t/plugin/rules/r.h"
+	printf '#include "r.h"\n#include "v05/a.h"\n' >"$t/plugin/rules/r.c"
+	: >"$t/plugin/journal/j.h"
+	printf '#include "../rules/r.h"\n#include "../journal/j.h"\n' \
+		>"$t/plugin/mechanics/mechanics.h"
+	printf '#include "mechanics.h"\n#include "../../shm/s.h"\n' \
+		>"$t/plugin/mechanics/dispatch.c"
+	printf '#include "../mechanics/mechanics.h"\n' >"$t/plugin/schedules/schedule.h"
 	printf '#include "schedule.h"\nconst struct v05__schedule v05__sched_a = {\n' \
-		>"$t/plugin/sched_a.c"
-	printf '#include "../../shm/s.h"\n#include "../../plugin/p.h"\n' \
+		>"$t/plugin/schedules/sched_a.c"
+	printf '#include "../../shm/s.h"\n#include "../../plugin/p.h"\n#include "../../plugin/mechanics/mechanics.h"\n' \
 		>"$t/internal/v05-internal/i.h"
 	: >"$t/tests/util/u.h"
 	printf '#include <stdio.h>\n#include "v05-internal/i.h"\n#include "util/u.h"\n' \
@@ -190,19 +232,32 @@ self_test() {
 	tests/t.c|"../plugin/p.h"
 	tests/util/u.h|"../../plugin/p.h"
 	tests/t.c|"v05-internal/missing.h"
-	plugin/stats.c|"internal.h"
-	plugin/dispatch.c|"schedule.h"
-	plugin/sched_a.c|"top.h"
+	plugin/p.c|"rules/missing.h"
+	plugin/p.c|"tools/x.h"
+	plugin/rules/r.c|"../mechanics/mechanics.h"
+	plugin/rules/r.c|"../p.h"
+	plugin/rules/r.c|"../../plugin/p.h"
+	plugin/rules/r.c|"../shm/s.h"
+	plugin/rules/r.c|"../../shm/../plugin/p.h"
+	plugin/rules/r.c|"../rules/r.h/../r.h"
+	plugin/journal/j.h|"../mechanics/mechanics.h"
+	plugin/mechanics/dispatch.c|"../schedules/schedule.h"
+	plugin/mechanics/dispatch.c|"../top.h"
+	plugin/mechanics/dispatch.c|"schedules/schedule.h"
+	plugin/schedules/sched_a.c|"../p.h"
+	plugin/schedules/sched_a.c|"../stray/x.h"
+	internal/v05-internal/i.h|"../../plugin/stray/x.h"
+	internal/v05-internal/i.h|"../../plugin/rules/missing.h"
 	EOF
 	# A schedule calling the top, or another schedule.
 	for call in 'v05__schedule_progress(p, b);' 'v05__sched_b.progress(p, b);'; do
-		cp "$t/plugin/sched_a.c" "$t/saved"
-		echo "$call" >>"$t/plugin/sched_a.c"
+		cp "$t/plugin/schedules/sched_a.c" "$t/saved"
+		echo "$call" >>"$t/plugin/schedules/sched_a.c"
 		if sh "$me" "$t" </dev/null >/dev/null; then
-			echo "self-test: plugin/sched_a.c with $call passes"
+			echo "self-test: plugin/schedules/sched_a.c with $call passes"
 			exit 1
 		fi
-		mv "$t/saved" "$t/plugin/sched_a.c"
+		mv "$t/saved" "$t/plugin/schedules/sched_a.c"
 		n=$((n + 1))
 	done
 	sh "$me" "$t" </dev/null >/dev/null || { echo "self-test: the restored tree fails"; exit 1; }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# The built library carries every USDT probe of plugin/probes.h in its ELF
-# notes (provider v05), with its arguments' locations.
+# The built library carries every USDT probe of plugin/mechanics/probes.h
+# in its ELF notes (provider v05), with its arguments' locations.
 #   check_usdt.sh LIBRARY enabled|disabled
 set -eu
 lib=$1

@@ -29,6 +29,25 @@ extern "C" {
 V05_API const char *v05_version(void);
 
 /*
+ * Run time: 0 if the library this program runs with is version
+ * major.minor or later, else -ENOTSUP with a message naming both
+ * versions (v05_errmsg()). The dynamic loader refuses a library of
+ * another soname (an incompatible one), not an older one of the same:
+ * that may lack what newer headers declare (a call, a constant, a field
+ * of a size-tagged struct, a mode). Call it first with the headers'
+ * version, V05_CHECK_VERSION() below; a patch release adds nothing, so
+ * the patch number is not compared. Example:
+ *
+ *	if (V05_CHECK_VERSION() < 0) {
+ *		fprintf(stderr, "%s\n", v05_errmsg());
+ *		return 1;
+ *	}
+ */
+V05_API int v05_check_version(uint32_t major, uint32_t minor);
+#define V05_CHECK_VERSION() \
+	v05_check_version(V05_VERSION_MAJOR, V05_VERSION_MINOR)
+
+/*
  * The library's public structs as it lays them out, one line each: "V
  * VERSION", then per struct "S NAME SIZE" (" tagged" after it: a
  * size-tagged struct, which may grow at its end) followed by its fields,

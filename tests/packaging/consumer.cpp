@@ -2,7 +2,8 @@
 // A C++ program built against the installed headers and libv05 through
 // pkg-config (tests/packaging/run). It links only if every header declares
 // its functions extern "C"; it prints the library's version for the run to
-// compare with pkg-config's and the headers'.
+// compare with pkg-config's and the headers'. It checks the library's
+// version against the headers' first (V05_CHECK_VERSION).
 #include <v05.h>
 
 #include <cerrno>
@@ -12,6 +13,14 @@
 
 int main()
 {
+	// The run-time check the headers document, as a program starts.
+	if (V05_CHECK_VERSION() < 0) {
+		std::fprintf(stderr, "%s\n", v05_errmsg());
+		return 1;
+	}
+#if !V05_VERSION_AT_LEAST(0, 5)
+#error "the installed headers are older than 0.5"
+#endif
 	if (std::strcmp(v05_version(), V05_VERSION_STRING) != 0) {
 		std::fprintf(stderr, "library %s, headers %s\n", v05_version(),
 			     V05_VERSION_STRING);

@@ -198,8 +198,8 @@ int cmd_estimate(int argc, char **argv)
 			ret = v05_mode_from_name(optarg);
 			if (ret < 0)
 				return v05ctl_usage_error("estimate",
-					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo, reinforce-ada, reinforce-ada-pos, knapsack-prior, knapsack, greso",
-					optarg);
+					"--mode: %s",
+					v05_errmsg());
 			params.mode = (uint32_t)ret;
 			break;
 		case 'g':

@@ -253,8 +253,8 @@ int cmd_sim(int argc, char **argv)
 			ret = v05_mode_from_name(optarg);
 			if (ret < 0)
 				return v05ctl_usage_error("sim",
-					"--mode: '%s' is not one of v05, v05-fixed, v05-eb, grpo, dapo, reinforce-ada, reinforce-ada-pos, knapsack-prior, knapsack, greso, ebpo, pilot-commit",
-					optarg);
+					"--mode: %s",
+					v05_errmsg());
 			o.mode = (uint32_t)ret;
 			break;
 		case 'A':

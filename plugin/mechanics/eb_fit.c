@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The rules' running state as the plugin holds it (rules/rule.h: the
+ * running fit and EBPO's statistics, in the state region) and the fits a
+ * WAVES_FIT rule's groups are under: the running fit of the schedule
+ * without a barrier (its own part and the other engines'; warm once
+ * eb_cold first waves are in), the barrier's per-batch fit in the batch
+ * record. The rule's folds go through here (the fit's memo with them);
+ * a prompt's rewards and successes as the rules take them.
+ */
+#include "mechanics.h"
+#include "../rules/stats_core.h"
+#include "vocab.h"
+
+void v05__prompt_rewards(struct v05_plugin *p, const struct v05_prompt *e,
+			 uint32_t k, double *r)
+{
+	const float *rw = v05__slot_rewards(v05__slot(&p->seg, e->slot));
+
+	for (uint32_t i = 0; i < k; i++)
+		r[i] = (double)rw[i];
+}
+
+double v05__prompt_successes(struct v05_plugin *p, const struct v05_prompt *e,
+			     uint32_t k)
+{
+	double r[V05_K_LIMIT];
+
+	v05__prompt_rewards(p, e, k, r);
+	return v05__eb_successes(r, k);
+}
+
+/* Every fold of the running state goes through here: the fit's memo is
+ * stale after it (the argmax is taken again when next asked for). */
+static void fold(struct v05_plugin *p, const struct v05_prompt *e, uint32_t k,
+		 void (*fn)(const struct v05__rule_env *, double,
+			    const double *, uint32_t))
+{
+	double r[V05_K_LIMIT];
+
+	v05__prompt_rewards(p, e, k, r);
+	p->fit_memo_ok = false;
+	fn(&p->env, e->prior, r, k);
+}
+
+void v05__fold_group(struct v05_plugin *p, const struct v05_prompt *e)
+{
+	fold(p, e, v05__group_k(e), p->rule->fold_group);
+}
+
+void v05__fold_first(struct v05_plugin *p, const struct v05_prompt *e,
+		     uint32_t k)
+{
+	fold(p, e, k, p->rule->fold_first);
+}
+
+static double weight(const struct v05_plugin *p)
+{
+	return p->fit->own.weight + p->fit->remote.weight;
+}
+
+/* Counted in first waves folded, forgetting aside: with a window the
+ * weight only tends to eb_window. */
+bool v05__eb_warm(const struct v05_plugin *p)
+{
+	return p->fit->own.folded + p->fit->remote.folded >= p->cfg.eb_cold;
+}
+
+bool v05__eb_running_fit(struct v05_plugin *p, struct v05_eb_fit *fit)
+{
+	if (!(weight(p) > 0.0))
+		return false;
+	if (!p->fit_memo_ok) {
+		v05__eb_argmax_u(&p->fit->own, &p->fit->remote, &p->fit_memo);
+		p->fit_memo_ok = true;
+	}
+	*fit = p->fit_memo;
+	return true;
+}
+
+bool v05__eb_warm_fit(struct v05_plugin *p, struct v05_eb_fit *fit)
+{
+	return v05__eb_warm(p) && v05__eb_running_fit(p, fit);
+}
+
+bool v05__eb_fit_of(struct v05_plugin *p, uint32_t b,
+		    struct v05_eb_fit *fit)
+{
+	/* No barrier: the running fit. */
+	if (p->cfg.schedule == V05_SCHEDULE_STREAM)
+		return v05__eb_running_fit(p, fit);
+	/* One read of each field; the grid's bounds with rounding room. */
+	double n0 = p->batch_recs[b].eb_n0, h = p->batch_recs[b].eb_h;
+
+	if (!(n0 >= 0.999 && n0 <= 1000.001 && h >= V05_EB_H_MIN * 0.999 &&
+	      h <= V05_EB_H_MAX * 1.001))
+		return false;
+	fit->n0 = n0;
+	fit->h = h;
+	return true;
+}

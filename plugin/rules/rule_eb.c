@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Mode v05-eb (docs/STATISTICS.md, "Mode v05-eb"): an empirical-Bayes
+ * baseline under a fit of the prior (eb.c: the posterior and the
+ * allocation; eb_state.c: the fit as an additive state), in two waves.
+ * At its first wave of k_init a prompt gets the m extra samples that
+ * minimise its expected posterior variance plus c m (0: final now); its
+ * second wave is final. Under the stream schedule each first wave is
+ * folded into the running fit (own part, forgetting by eb_window), which
+ * other engines may merge, and a prompt the fit says likely needs more
+ * may start its second wave early (eb_early); under rounds the batch's
+ * barrier fits its own first waves.
+ */
+
+#include "rule.h"
+#include "stats_core.h"
+
+/* Without a fit (none can be had: a barrier's record a takeover found
+ * unusable) the paper's fusion is a defined answer. */
+static void estimate(const struct v05__rule_env *env,
+		     const struct v05_eb_fit *fit, double prior,
+		     const double *r, uint32_t k, struct v05_estimate *e,
+		     double *adv)
+{
+	if (fit) {
+		v05__eb_estimate_u(env->params, fit, prior, r, k, e, adv);
+		return;
+	}
+	v05__estimate_begin(e, r, k);
+	v05__estimate_fused(env->params, prior, r, k, e, adv);
+}
+
+static uint32_t more(const struct v05__rule_env *env,
+		     const struct v05_eb_fit *fit, double prior,
+		     const double *r, uint32_t k, float *gap)
+{
+	double s = v05__eb_successes(r, k), mean, var, w2;
+	uint32_t m = v05__eb_choose_u(env->params, fit, prior, k, s);
+
+	/* Padding priority: the posterior variance (<= 1) over the plan,
+	 * so padding goes to the most uncertain prompts. */
+	if (m) {
+		v05__eb_posterior_u(fit, prior, k, s, &mean, &var, &w2);
+		*gap = (float)((double)m + 4.0 * var); /* var of mu = 2p - 1 */
+	}
+	return m;
+}
+
+static void fold_first(const struct v05__rule_env *env, double prior,
+		       const double *r, uint32_t k)
+{
+	uint32_t window = env->config->eb_window;
+	double keep = window ? 1.0 - 1.0 / (double)window : 1.0;
+
+	v05__eb_fold_u(&env->state->own, keep, prior, k,
+		       v05__eb_successes(r, k));
+}
+
+/* The early start: k_step more with the first wave when the running fit
+ * gives it a chance of at least eb_early per mille to get more. */
+static uint32_t first_wave(const struct v05__rule_env *env,
+			   const struct v05_eb_fit *fit, double prior,
+			   uint32_t *early)
+{
+	const struct v05_params *p = env->params;
+	uint32_t permille = env->config->eb_early;
+
+	*early = 0;
+	if (permille && fit &&
+	    1000.0 * v05__eb_p_more_u(p, fit, prior) >= (double)permille)
+		*early = p->k_step;
+	return p->k_init;
+}
+
+const struct v05__rule v05__rule_eb = {
+	.name = "v05-eb",
+	.waves = V05__WAVES_FIT,
+	.flags = V05__RULE_MERGES | V05__RULE_EARLY,
+	.needs_plugin = "mode v05-eb needs its batch's fit: use v05_eb_estimate",
+	.first_wave = first_wave,
+	.fold_first = fold_first,
+	.estimate = estimate,
+	.more = more,
+};
