@@ -56,7 +56,8 @@ from ..core._lib import V05Error
 from ..core.decision import Decision, SubmitError, Uid, uid_checked
 from ..core.fill import COUNTS, SkipRule, informative
 from ..core.observer import Observer
-from .driver import EngineRollout, Flight, GroupResult, GroupRollout
+from .driver import EngineRollout, GroupResult, GroupRollout
+from .runner import Flight
 
 __all__ = ["StreamFill", "FillResult", "AT_TARGET"]
 
@@ -296,7 +297,7 @@ class StreamFill:
         for d in first:
             self._open.setdefault(d.batch, set()).add(d.uid)
             self._batch_of[d.uid] = d.batch
-            self._drv._spawn(self._flight, d)
+            self._drv.runner.spawn(self._flight, d)
         res.admitted += len(first)
         back = []
         for uid, prompt, prior in new:
@@ -413,7 +414,7 @@ class StreamFill:
             await self._at_target(res, groups, target)
             res.carried = len(self._flight.prompts)
             for uid, d, outs in groups:
-                res.groups[uid] = drv._result(d, {uid: outs})
+                res.groups[uid] = drv.runner.result(d, {uid: outs})
                 self._held.discard(uid)
         except BaseException as e:
             held = groups + self._ready
@@ -436,8 +437,8 @@ class StreamFill:
         drv = self._drv
         drv._kicked = drv.wait_on == "scores" and drv._publish()
         taken: List[Decision] = []
-        fault = await drv._take(self._flight, self.plugin.poll(),
-                                taken.append)
+        fault = await drv.runner.take(self._flight, self.plugin.poll(),
+                                      taken.append)
         for d in taken:
             self._finished(d, groups, target, res)
         if fault is not None:
@@ -506,7 +507,7 @@ class StreamFill:
         self._forget_flight()
         self._pending.clear()
         try:
-            await drv._abandon(tasks, batches,
+            await drv.runner.abandon(tasks, batches,
                                [(uid, d) for uid, d, _ in held], results,
                                exc)
         finally:
