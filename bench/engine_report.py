@@ -205,6 +205,93 @@ def rerun(run):
     return cmd
 
 
+def comparisons(run, rows, reps):
+    """A run's section, after the goals: early start, no barrier and the
+    doorbell wait, each against the default, where the run has them."""
+    lines = []
+    if EARLY in reps and DEFAULT in reps:
+        E, D = reps[EARLY], reps[DEFAULT]
+        wall = ratios(E, D, "wall_s")
+        cost = [(E[k]["tokens"] + E[k]["wasted_tokens"]) / D[k]["tokens"]
+                for k in E if k in D]
+        ab = [E[k]["aborted"] for k in E]
+        lines += ["", f"Early start against the default: wall {spread(wall)}, "
+                  f"tokens generated (wasted included, at most) "
+                  f"{spread(cost)}; samples started early and aborted per "
+                  f"repetition {spread(ab, '%d')}, samples issued "
+                  f"{spread([E[k]['samples'] for k in E], '%d')} against "
+                  f"the default's {spread([D[k]['samples'] for k in D], '%d')}"
+                  ". It would be the default only if it won on wall at a "
+                  "small token cost."]
+        if all(E[k]["samples"] == D[k]["samples"] and not E[k]["aborted"]
+               for k in E if k in D):
+            lines[-1] += (" Here no prompt's chance of more samples reached "
+                          "the threshold: both rows did the same work, and "
+                          "their wall ratio is the run's noise.")
+    if BARRIER in reps and DEFAULT in reps:
+        wall = ratios(reps[DEFAULT], reps[BARRIER], "wall_s")
+        lines += ["", f"No barrier against the barrier: wall {spread(wall)}."]
+    if DOORBELL in reps and DEFAULT in reps:
+        D, B = reps[DEFAULT], reps[DOORBELL]
+        ks = [k for k in D if k in B]
+        lines += ["", "The driver's two waits, side by side: the default "
+                  "waits for its own scores (v05.engines.driver), the "
+                  f"`{DOORBELL}` row pushes each reward from a scoring "
+                  "thread and waits on the plugin's doorbell. Decision "
+                  f"overhead {spread([100 * overhead(D[k]) for k in ks], '%.2f')}"
+                  f" % against {spread([100 * overhead(B[k]) for k in ks], '%.2f')}"
+                  " %, per repetition "
+                  f"{spread([overhead(D[k]) / overhead(B[k]) for k in ks])}"
+                  " times."]
+        cpu = {}
+        for r in rows:
+            if r["mode"] in (DEFAULT, DOORBELL) and "loop_cpu_s" in r:
+                c = cpu.setdefault((r["mode"], r["rep"]), [0.0, 0.0])
+                c[0] += r["loop_cpu_s"]
+                c[1] += r["proc_cpu_s"]
+        both = [k for k in ks if (DEFAULT, k) in cpu and (DOORBELL, k) in cpu]
+        if both:
+            def vs(i):
+                q = [cpu[(DEFAULT, k)][i] / cpu[(DOORBELL, k)][i] for k in both]
+                return (f"{spread(q)} ({sum(x < 1 for x in q)} of {len(q)} "
+                        "repetitions lower)")
+            wall = [D[k]["wall_s"] / B[k]["wall_s"] for k in both]
+            lines[-1] += (
+                " The timed calls cost about the same; the loop's work "
+                "around them, which they do not count, differs: all the CPU "
+                "the driver's thread spent, the default against the "
+                f"doorbell wait, {vs(0)}; the whole process's {vs(1)}; "
+                f"wall {spread(wall)}. (Not attributed call by call; the "
+                "doorbell wait has, per wait, a reader added to and removed "
+                "from the loop and a wake-up through the doorbell beside the "
+                "scoring pool's own, and a task step per sample.)")
+        parts = [(m, per_prompt_us(rows, m, run["args"]["prompts"]))
+                 for m in (BASE, DEFAULT, DOORBELL) if m in reps]
+        if all(x is not None for _, x in parts):
+            names = ["poll", "group", "release", "wait", "hand-off"]
+            lines += ["", "Where it goes, CPU microseconds per prompt (every "
+                      "batch; the clocks' own cost taken out). *loop* and "
+                      "*process*: all the CPU the driver's thread and its "
+                      "process (not the engine's own processes) spent per "
+                      "prompt, vLLM's output handling included: a check that "
+                      "does not depend on what is timed.", "",
+                      "| mode | polls per prompt | " + " | ".join(names) +
+                      " | sum | loop | process |",
+                      "|---|---:|" + "---:|" * (len(names) + 3)]
+            for m, x in parts:
+                total = sum(x[n] for n in names if n in x)
+                lines.append(
+                    f"| {m} | {x['polls']:.2f} | " +
+                    " | ".join(f"{x.get(n, 0):.1f}" for n in names) +
+                    f" | {total:.1f} | "
+                    f"{x['loop']:.0f} | {x['process']:.0f} |"
+                    if "loop" in x else
+                    f"| {m} | {x['polls']:.2f} | " +
+                    " | ".join(f"{x.get(n, 0):.1f}" for n in names) +
+                    f" | {total:.1f} | - | - |")
+    return lines
+
+
 def section(run, svg_rel):
     a = run["args"]
     rows = run["rows"]
@@ -300,86 +387,7 @@ def section(run, svg_rel):
                   "| goal | measured | |", "|---|---|---|"]
         for g, v, ok, why in goals:
             lines.append(f"| {g} | {v} | {'met' if ok else 'NOT met' + why} |")
-    if EARLY in reps and DEFAULT in reps:
-        E, D = reps[EARLY], reps[DEFAULT]
-        wall = ratios(E, D, "wall_s")
-        cost = [(E[k]["tokens"] + E[k]["wasted_tokens"]) / D[k]["tokens"]
-                for k in E if k in D]
-        ab = [E[k]["aborted"] for k in E]
-        lines += ["", f"Early start against the default: wall {spread(wall)}, "
-                  f"tokens generated (wasted included, at most) "
-                  f"{spread(cost)}; samples started early and aborted per "
-                  f"repetition {spread(ab, '%d')}, samples issued "
-                  f"{spread([E[k]['samples'] for k in E], '%d')} against "
-                  f"the default's {spread([D[k]['samples'] for k in D], '%d')}"
-                  ". It would be the default only if it won on wall at a "
-                  "small token cost."]
-        if all(E[k]["samples"] == D[k]["samples"] and not E[k]["aborted"]
-               for k in E if k in D):
-            lines[-1] += (" Here no prompt's chance of more samples reached "
-                          "the threshold: both rows did the same work, and "
-                          "their wall ratio is the run's noise.")
-    if BARRIER in reps and DEFAULT in reps:
-        wall = ratios(reps[DEFAULT], reps[BARRIER], "wall_s")
-        lines += ["", f"No barrier against the barrier: wall {spread(wall)}."]
-    if DOORBELL in reps and DEFAULT in reps:
-        D, B = reps[DEFAULT], reps[DOORBELL]
-        ks = [k for k in D if k in B]
-        lines += ["", "The driver's two waits, side by side: the default "
-                  "waits for its own scores (v05.engines.driver), the "
-                  f"`{DOORBELL}` row pushes each reward from a scoring "
-                  "thread and waits on the plugin's doorbell. Decision "
-                  f"overhead {spread([100 * overhead(D[k]) for k in ks], '%.2f')}"
-                  f" % against {spread([100 * overhead(B[k]) for k in ks], '%.2f')}"
-                  " %, per repetition "
-                  f"{spread([overhead(D[k]) / overhead(B[k]) for k in ks])}"
-                  " times."]
-        cpu = {}
-        for r in rows:
-            if r["mode"] in (DEFAULT, DOORBELL) and "loop_cpu_s" in r:
-                c = cpu.setdefault((r["mode"], r["rep"]), [0.0, 0.0])
-                c[0] += r["loop_cpu_s"]
-                c[1] += r["proc_cpu_s"]
-        both = [k for k in ks if (DEFAULT, k) in cpu and (DOORBELL, k) in cpu]
-        if both:
-            def vs(i):
-                q = [cpu[(DEFAULT, k)][i] / cpu[(DOORBELL, k)][i] for k in both]
-                return (f"{spread(q)} ({sum(x < 1 for x in q)} of {len(q)} "
-                        "repetitions lower)")
-            wall = [D[k]["wall_s"] / B[k]["wall_s"] for k in both]
-            lines[-1] += (
-                " The timed calls cost about the same; the loop's work "
-                "around them, which they do not count, differs: all the CPU "
-                "the driver's thread spent, the default against the "
-                f"doorbell wait, {vs(0)}; the whole process's {vs(1)}; "
-                f"wall {spread(wall)}. (Not attributed call by call; the "
-                "doorbell wait has, per wait, a reader added to and removed "
-                "from the loop and a wake-up through the doorbell beside the "
-                "scoring pool's own, and a task step per sample.)")
-        parts = [(m, per_prompt_us(rows, m, run["args"]["prompts"]))
-                 for m in (BASE, DEFAULT, DOORBELL) if m in reps]
-        if all(x is not None for _, x in parts):
-            names = ["poll", "group", "release", "wait", "hand-off"]
-            lines += ["", "Where it goes, CPU microseconds per prompt (every "
-                      "batch; the clocks' own cost taken out). *loop* and "
-                      "*process*: all the CPU the driver's thread and its "
-                      "process (not the engine's own processes) spent per "
-                      "prompt, vLLM's output handling included: a check that "
-                      "does not depend on what is timed.", "",
-                      "| mode | polls per prompt | " + " | ".join(names) +
-                      " | sum | loop | process |",
-                      "|---|---:|" + "---:|" * (len(names) + 3)]
-            for m, x in parts:
-                total = sum(x[n] for n in names if n in x)
-                lines.append(
-                    f"| {m} | {x['polls']:.2f} | " +
-                    " | ".join(f"{x.get(n, 0):.1f}" for n in names) +
-                    f" | {total:.1f} | "
-                    f"{x['loop']:.0f} | {x['process']:.0f} |"
-                    if "loop" in x else
-                    f"| {m} | {x['polls']:.2f} | " +
-                    " | ".join(f"{x.get(n, 0):.1f}" for n in names) +
-                    f" | {total:.1f} | - | - |")
+    lines += comparisons(run, rows, reps)
     if svg_rel:
         lines += ["", f"![running sequences]({svg_rel})", "",
                   f"Running sequences over time, the last batch of the first "

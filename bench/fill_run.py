@@ -334,6 +334,12 @@ async def run_strategy(a, engine, name, items, truth, lens, reward_of, rep,
                 rounds_n = 0
                 if fill is not None:
                     res = await fill.fill(src, a.target)
+                    if res.short:  # the pool ran out: the row would lie
+                        raise SystemExit(
+                            f"fill_run: {name}, step {step}: "
+                            f"{len(res.groups)} of {a.target} informative "
+                            "groups before the pool of prompts ran out "
+                            "(its size follows --target and --steps)")
                     used = list(res.groups)
                     skipped = len(res.skipped)
                     # The informative groups the skipped prompts would

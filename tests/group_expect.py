@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """What a group's baseline and advantages must be, for the real-engine
-tests of both engines (tests/engines, tests/engines-sglang): v05's own
+tests of both engines (tests/engines-common): v05's own
 estimate on the group's rewards, under the batch's fit (the barrier) or
 under the running fit the group finalized with (no barrier); and how
 many waves a batch and a prompt took."""

@@ -20,7 +20,16 @@ from v05.engines.vllm import VLLMRollout
 
 from vllm import SamplingParams  # noqa: E402
 
-from helpers import batch_items, engine_idle  # noqa: E402
+from engine_kit import VLLMKit, batch_items as kit_items  # noqa: E402
+
+KIT = VLLMKit()
+engine_idle = KIT.idle
+
+
+def batch_items(step, n):
+    """(uid, prompt, prior) of n prompts (engine_kit.batch_items)."""
+    return kit_items(KIT, step, n=n)[0]
+
 
 PARAMS = dict(mode="v05-eb", k_init=4, k_step=2, k_max=16, pad_multiple=8,
               max_prompts=128)

@@ -62,7 +62,7 @@ def test_polled_decisions_are_whole(segname):
     list its samples in order."""
     import dataclasses
 
-    from v05.core.plugin import _samples
+    from v05.core.decision import _samples
     with v05.Plugin.create(segname, max_prompts=8, mode="v05-fixed",
                            k_init=4, k_max=4) as p:
         ds = p.submit([("a", 0.1)])

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The streamed fill (v05.engines.fill.StreamFill) over the shared driver
 with a stand-in engine (a generate function of its own; the real vLLM and
-sglang run it in tests/engines and tests/engines-sglang): a step gets
+sglang run it in tests/engines-common): a step gets
 exactly its target of informative groups, every pulled prompt is
 accounted for, what is in flight at the target is aborted or carried as
 asked, the skip by prior skips and counts, and cancellation and errors

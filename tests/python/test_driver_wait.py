@@ -179,3 +179,29 @@ def test_scores_go_in_jobs(segname, threads):
     assert sorted(scored) == sorted((f"q{i}", s) for i in range(P)
                                     for s in range(4))
     assert set(scored.values()) == {1}
+
+
+@pytest.mark.parametrize("wait", ["auto", "doorbell"])
+def test_stall_timeout(segname, wait):
+    """stall_timeout: a batch whose rewards never come (reward workers
+    that never push) fails with TimeoutError once nothing has run and no
+    decision has come for that long, and leaves nothing behind; a batch
+    whose samples take longer than it, but run, is not a stall."""
+    async def slow(prompt, uid, sample, batch):
+        await asyncio.sleep(0.3)  # longer than the stall timeout
+        return sample
+
+    with v05.Plugin.create(segname, mode="grpo", k_init=4, k_max=4,
+                           max_prompts=4 * P) as plugin:
+        drv = GroupRollout(plugin, generate, on_output=lambda *a: None,
+                           stall_timeout=0.2, poll_timeout=0.05)
+        with pytest.raises(TimeoutError, match="no decision in 0.2 s"):
+            asyncio.run(asyncio.wait_for(drv.run(items()), 30))
+        st = plugin.stats()
+        assert st["prompts_open"] == 0 and st["prompts_cancelled"] == P
+        drv.close()
+        drv = GroupRollout(plugin, slow, score=score, stall_timeout=0.2,
+                           poll_timeout=0.05, wait_on=wait)
+        finish(plugin, drv)
+    with pytest.raises(ValueError, match="stall_timeout"):
+        GroupRollout(object(), generate, score=score, stall_timeout=0)

@@ -70,6 +70,61 @@ def _overflow(kind: str) -> set:
     return ids
 
 
+def _broker_lists(name: str, producer_broker: bool, allow_uids, allow_gids,
+                  overflow_ids: bool):
+    """The broker's allow-lists (uids, gids), checked against each other
+    and the broker's settings (make_config's text)."""
+    uids = _ids("broker_allow_uids", allow_uids, _uid_of_name)
+    gids = _ids("broker_allow_gids", allow_gids, _gid_of_name)
+    if producer_broker and not uids and not gids:
+        raise ValueError(
+            f"create {name}: producer_broker=True needs broker_allow_uids "
+            "or broker_allow_gids: the broker hands lanes only to the "
+            "users you name (reward workers of another user; your own "
+            "uid is always admitted)")
+    if (uids or gids) and not producer_broker:
+        raise ValueError(
+            f"create {name}: broker_allow_uids / broker_allow_gids "
+            "without producer_broker=True: no broker would use them")
+    if overflow_ids and not producer_broker:
+        raise ValueError(f"create {name}: broker_overflow_ids=True without "
+                         "producer_broker=True: no broker would use it")
+    if not overflow_ids:
+        for field, ids, ovf in (("broker_allow_uids", uids, _overflow("uid")),
+                                ("broker_allow_gids", gids, _overflow("gid"))):
+            for x in ids:
+                if x in ovf:
+                    raise ValueError(
+                        f"create {name}: {field} lists {x}, the kernel's "
+                        "overflow id: every user of another user namespace "
+                        "that this one does not map looks like it; list it "
+                        "only with broker_overflow_ids=True")
+    return uids, gids
+
+
+def _set_rule_params(c, eb_window, eb_cold, eb_early, pc_lower, pc_upper,
+                     ebpo_window) -> None:
+    """The published rules' parameters into config c (make_config's
+    text), each checked."""
+    u32 = _checks.u32
+    if eb_window is not None:
+        c.eb_window = u32("eb_window", eb_window)
+    if eb_cold is not None:
+        c.eb_cold = u32("eb_cold", eb_cold, 1)
+    if eb_early is not None:
+        f = float(eb_early)
+        if not 0.0 <= f <= 1.0:
+            raise ValueError(f"eb_early {eb_early!r} is not a probability "
+                             "in [0, 1]")
+        # 0 is "off": the smallest threshold is 1 per mille.
+        c.eb_early = max(1, round(f * 1000)) if f > 0 else 0
+    for field, value in (("pc_lower", pc_lower), ("pc_upper", pc_upper)):
+        if value is not None:
+            setattr(c, field, _share(field, value))
+    if ebpo_window is not None:
+        c.ebpo_window = u32("ebpo_window", ebpo_window)
+
+
 def make_config(name: str, *, cost: Optional[float] = None,
                 k_init: Optional[int] = None, k_step: Optional[int] = None,
                 k_max: Optional[int] = None, keep_n: Optional[int] = None,
@@ -149,31 +204,8 @@ def make_config(name: str, *, cost: Optional[float] = None,
                          f"{sorted(SCHEDULES)}")
     if wait not in ("auto", "thread"):
         raise ValueError("wait must be 'auto' or 'thread'")
-    uids = _ids("broker_allow_uids", broker_allow_uids, _uid_of_name)
-    gids = _ids("broker_allow_gids", broker_allow_gids, _gid_of_name)
-    if producer_broker and not uids and not gids:
-        raise ValueError(
-            f"create {name}: producer_broker=True needs broker_allow_uids "
-            "or broker_allow_gids: the broker hands lanes only to the "
-            "users you name (reward workers of another user; your own "
-            "uid is always admitted)")
-    if (uids or gids) and not producer_broker:
-        raise ValueError(
-            f"create {name}: broker_allow_uids / broker_allow_gids "
-            "without producer_broker=True: no broker would use them")
-    if broker_overflow_ids and not producer_broker:
-        raise ValueError(f"create {name}: broker_overflow_ids=True without "
-                         "producer_broker=True: no broker would use it")
-    if not broker_overflow_ids:
-        for field, ids, ovf in (("broker_allow_uids", uids, _overflow("uid")),
-                                ("broker_allow_gids", gids, _overflow("gid"))):
-            for x in ids:
-                if x in ovf:
-                    raise ValueError(
-                        f"create {name}: {field} lists {x}, the kernel's "
-                        "overflow id: every user of another user namespace "
-                        "that this one does not map looks like it; list it "
-                        "only with broker_overflow_ids=True")
+    uids, gids = _broker_lists(name, producer_broker, broker_allow_uids,
+                               broker_allow_gids, broker_overflow_ids)
     if mode is not None:
         # The mode's own defaults first (v05_config_mode: reinforce-ada's
         # rounds of 8 up to 32, no padding; knapsack-prior's budget of 8
@@ -227,22 +259,8 @@ def make_config(name: str, *, cost: Optional[float] = None,
                              "is not in [0, 1]")
         # 0 in C is "the default": the smallest fraction is 1 per mille.
         c.lane_cut_permille = max(1, round(f * 1000))
-    if eb_window is not None:
-        c.eb_window = u32("eb_window", eb_window)
-    if eb_cold is not None:
-        c.eb_cold = u32("eb_cold", eb_cold, 1)
-    if eb_early is not None:
-        f = float(eb_early)
-        if not 0.0 <= f <= 1.0:
-            raise ValueError(f"eb_early {eb_early!r} is not a probability "
-                             "in [0, 1]")
-        # 0 is "off": the smallest threshold is 1 per mille.
-        c.eb_early = max(1, round(f * 1000)) if f > 0 else 0
-    for field, value in (("pc_lower", pc_lower), ("pc_upper", pc_upper)):
-        if value is not None:
-            setattr(c, field, _share(field, value))
-    if ebpo_window is not None:
-        c.ebpo_window = u32("ebpo_window", ebpo_window)
+    _set_rule_params(c, eb_window, eb_cold, eb_early, pc_lower, pc_upper,
+                     ebpo_window)
     c.flags |= ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
                 (CONFIG_EXTERNAL_HALT if external_halt else 0) |
                 (CONFIG_PRODUCER_BROKER if producer_broker else 0) |

@@ -1,15 +1,16 @@
 # SPDX-License-Identifier: MIT
-"""What the plugin answers, and how a prompt is named: uids, keys, Decision,
-SubmitError."""
+"""What the plugin answers, and how a prompt is named: uids, keys, Decision
+(and the decisions read out of the library's array), SubmitError."""
 
 import dataclasses
-from typing import List, Optional, Union
+from typing import Callable, List, Optional, Union
 
-from ._lib import V05Error, lib
-from .names import UID_MAX
+from ._lib import DECISION_ROW, V05Error, lib
+from .names import (FLAG_HALTED, FLAG_PADDED, FLAG_RECOVERED, KINDS,
+                    REJECT_REASONS, UID_MAX)
 
 __all__ = ["Uid", "Decision", "SubmitError", "key_of", "uid_bytes",
-           "uid_checked"]
+           "uid_checked", "decisions_of"]
 
 Uid = Union[str, bytes]
 
@@ -76,6 +77,74 @@ class Decision:
     # and every reward for these samples carries it (RewardWriter.push)
     reason: str = ""   # "reject": "not finite" or "outside [-1, 1]"
     value: float = 0.0  # "reject": the refused reward, as received
+
+
+def _samples(mask: int) -> List[int]:
+    """The set bits of a sample mask, lowest first. The masks a run sees
+    are few (a wave's bits), so each is worked out once."""
+    bits = _MASKS.get(mask)
+    if bits is None:
+        out, m = [], mask
+        while m:  # one step per set bit
+            low = m & -m
+            out.append(low.bit_length() - 1)
+            m ^= low
+        bits = tuple(out)
+        if len(_MASKS) < 4096:
+            _MASKS[mask] = bits
+    return list(bits)  # the caller's own list
+
+
+_MASKS = {}
+
+
+def decisions_of(buf, n: int, uids: dict, finals: set,
+             uid_of: Callable[[int, int], Optional[Uid]]) -> List[Decision]:
+    """The first n decisions of a Decision_ array (a poll's, a submit's),
+    as Decisions. uids: key -> uid of the prompts a Plugin knows;
+    uid_of(key, slot): the uid of a key not there (read from its slot);
+    finals: the keys of final and drop decisions handed out, added to.
+    Read as struct rows, not through ctypes fields: this runs for every
+    decision on the engine's event loop (tests/python/test_api.py,
+    test_polled_decisions_are_whole, checks the fields against a
+    Decision built the plain way)."""
+    out = []
+    rows = memoryview(buf).cast("B")[:n * DECISION_ROW.size]
+    for (key, mask, batch, latency, baseline, kind, slot, k, flags,
+         gen) in DECISION_ROW.iter_unpack(rows):
+        kind = KINDS.get(kind, "?")
+        uid = None if kind == "barrier" else \
+            uids.get(key) or uid_of(key, slot)
+        # Without Decision's __init__: a frozen dataclass sets each of
+        # its 16 fields through object.__setattr__, a quarter of this
+        # loop's cost. Equal to Decision(**fields) (the test above).
+        d = object.__new__(Decision)
+        if kind == "sample" or kind == "abort":
+            d.__dict__.update(
+                kind=kind, uid=uid, key=key, slot=slot, gen=gen,
+                samples=_samples(mask), k=k, baseline=baseline,
+                batch=batch, latency_ns=latency,
+                padded=bool(flags & FLAG_PADDED),
+                halted=bool(flags & FLAG_HALTED),
+                recovered=bool(flags & FLAG_RECOVERED),
+                batch_size=0, reason="", value=0.0)
+        else:
+            if kind == "final" or kind == "drop":
+                finals.add(key)
+            reject = kind == "reject"
+            d.__dict__.update(
+                kind=kind, uid=uid, key=key, slot=slot, gen=gen,
+                samples=_samples(mask) if reject else [],
+                k=k, baseline=0.0 if reject else baseline,
+                batch=batch, latency_ns=latency,
+                padded=bool(flags & FLAG_PADDED),
+                halted=bool(flags & FLAG_HALTED),
+                recovered=bool(flags & FLAG_RECOVERED),
+                batch_size=mask if kind == "barrier" else 0,
+                reason=REJECT_REASONS.get(flags, "?") if reject else "",
+                value=baseline if reject else 0.0)
+        out.append(d)
+    return out
 
 
 class SubmitError(V05Error):

@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: MIT
 """The plugin: lives in the engine's process, turns rewards into decisions."""
 
-import asyncio
 import ctypes
 import errno
 import math
@@ -11,38 +10,20 @@ from typing import Iterable, List, Optional, Tuple, Union
 from . import _checks, _lib
 from ._lib import check, lib
 from .counters import counters_dict
-from ._lib import DECISION_ROW, GROUP_ROW
-from .decision import Decision, SubmitError, Uid, key_of, uid_checked
+from ._lib import GROUP_ROW
+from .decision import (Decision, SubmitError, Uid, decisions_of, key_of,
+                       uid_checked)
 from .eb_state import EbState
 from .group import Group, Views, live_views, track_view
 from .lru import LruMap
 from .config import make_config
-from .names import (CLOSE_KEEP_READABLE, CLOSE_UNLINK, FLAG_HALTED, MODES,
-                    FLAG_PADDED, FLAG_RECOVERED, KINDS, REJECT_REASONS,
-                    SUPPORT_GROUPS, UID_MAX)
+from .names import (CLOSE_KEEP_READABLE, CLOSE_UNLINK, MODES, SUPPORT_GROUPS,
+                    UID_MAX)
 from .observer import Observer, cut_lanes
+from .plugin_wait import PluginWaiting
 from .segments import config_differences, exists_message, stale_state
 
 __all__ = ["Plugin"]
-
-
-def _samples(mask: int) -> List[int]:
-    """The set bits of a sample mask, lowest first. The masks a run sees
-    are few (a wave's bits), so each is worked out once."""
-    bits = _MASKS.get(mask)
-    if bits is None:
-        out, m = [], mask
-        while m:  # one step per set bit
-            low = m & -m
-            out.append(low.bit_length() - 1)
-            m ^= low
-        bits = tuple(out)
-        if len(_MASKS) < 4096:
-            _MASKS[mask] = bits
-    return list(bits)  # the caller's own list
-
-
-_MASKS = {}
 
 
 # Released prompts' uids kept for support_sample: as many as the support
@@ -61,7 +42,7 @@ _REFUSED = {
 }
 
 
-class Plugin:
+class Plugin(PluginWaiting):
     """v05 inside the engine's process. Create one per engine (it owns a
     shared-memory segment), or attach to take over a dead owner's.
 
@@ -251,49 +232,9 @@ class Plugin:
         return uid
 
     def _decisions(self, buf, n: int) -> List[Decision]:
-        """The first n decisions of a Decision_ array, as Decisions. Read
-        as struct rows, not through ctypes fields: this runs for every
-        decision on the engine's event loop (tests/python/test_api.py,
-        test_polled_decisions_are_whole, checks the fields against a
-        Decision built the plain way)."""
-        out = []
-        uids, finals = self._uids, self._final_keys
-        rows = memoryview(buf).cast("B")[:n * DECISION_ROW.size]
-        for (key, mask, batch, latency, baseline, kind, slot, k, flags,
-             gen) in DECISION_ROW.iter_unpack(rows):
-            kind = KINDS.get(kind, "?")
-            uid = None if kind == "barrier" else \
-                uids.get(key) or self._uid_of(key, slot)
-            # Without Decision's __init__: a frozen dataclass sets each of
-            # its 16 fields through object.__setattr__, a quarter of this
-            # loop's cost. Equal to Decision(**fields) (the test above).
-            d = object.__new__(Decision)
-            if kind == "sample" or kind == "abort":
-                d.__dict__.update(
-                    kind=kind, uid=uid, key=key, slot=slot, gen=gen,
-                    samples=_samples(mask), k=k, baseline=baseline,
-                    batch=batch, latency_ns=latency,
-                    padded=bool(flags & FLAG_PADDED),
-                    halted=bool(flags & FLAG_HALTED),
-                    recovered=bool(flags & FLAG_RECOVERED),
-                    batch_size=0, reason="", value=0.0)
-            else:
-                if kind == "final" or kind == "drop":
-                    finals.add(key)
-                reject = kind == "reject"
-                d.__dict__.update(
-                    kind=kind, uid=uid, key=key, slot=slot, gen=gen,
-                    samples=_samples(mask) if reject else [],
-                    k=k, baseline=0.0 if reject else baseline,
-                    batch=batch, latency_ns=latency,
-                    padded=bool(flags & FLAG_PADDED),
-                    halted=bool(flags & FLAG_HALTED),
-                    recovered=bool(flags & FLAG_RECOVERED),
-                    batch_size=mask if kind == "barrier" else 0,
-                    reason=REJECT_REASONS.get(flags, "?") if reject else "",
-                    value=baseline if reject else 0.0)
-            out.append(d)
-        return out
+        """The first n decisions of a Decision_ array (decisions_of)."""
+        return decisions_of(buf, n, self._uids, self._final_keys,
+                            self._uid_of)
 
     def submit(self, prompts: Iterable[Tuple[Uid, Optional[float]]],
                on_error: str = "raise") -> List[Decision]:
@@ -585,86 +526,6 @@ class Plugin:
                                    ctypes.byref(r), ctypes.byref(a)),
               "slot offsets")
         return r.value, a.value
-
-    # ---- waiting -----------------------------------------------------
-
-    def fileno(self) -> int:
-        return check(lib.v05_fd(self._handle()), "fd")
-
-    fd = property(fileno)
-
-    def wait_blocking(self, timeout: Optional[float] = None) -> bool:
-        """Block until rewards (or a stream deadline) arrive: True, or
-        False at the timeout."""
-        ms = -1 if timeout is None else \
-            min(max(0, int(timeout * 1000)), _checks.INT_MAX)
-        while True:
-            r = lib.v05_wait(self._handle(), ms)
-            if r == -4:  # EINTR: retried, as PEP 475 does
-                continue
-            return check(r, "wait") == 1
-
-    async def wait(self, timeout: Optional[float] = None) -> bool:
-        """asyncio: wait for rewards through the loop (add_reader on the
-        plugin's fd). True: there is work, poll now; False: timed out, or
-        woken by wake(). A cancellation of the waiting task always raises
-        CancelledError, even when the fd turned readable at that moment."""
-        ms = -1 if timeout is None else \
-            min(max(0, int(timeout * 1000)), _checks.INT_MAX)
-        if check(lib.v05_arm(self._handle(), ms), "arm") == 1:
-            return True
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        fd = self.fileno()
-
-        def ready():
-            if not fut.done():
-                fut.set_result(None)
-
-        loop.add_reader(fd, ready)
-        # The armed wait ends by itself at the timeout (the fd turns
-        # readable), so this timer is only a safety net. Not
-        # asyncio.wait_for: on Python 3.11 it returns the result instead
-        # of raising when the task is cancelled as the future completes,
-        # which swallowed a caller's cancellation. A task awaiting a plain
-        # future is always cancelled.
-        timer = None if timeout is None else loop.call_later(timeout + 1, ready)
-        self._wait_fut = fut
-        try:
-            await fut
-        finally:
-            self._wait_fut = None
-            loop.remove_reader(fd)
-            if timer is not None:
-                timer.cancel()
-        return check(lib.v05_pending(self._handle()), "pending") == 1
-
-    def next_deadline(self) -> Optional[float]:
-        """For a caller that pushes its own rewards, and so knows when
-        they arrive without the doorbell (the driver scoring in-process):
-        0.0 when poll() has work now without a new reward (a stream
-        deadline due, queued decisions, an error to report), the seconds
-        until the next stream deadline, or None when none is set. Rewards
-        pushed by anyone else are not looked at (pending() and wait() do)."""
-        ns = self._deadline_ns
-        check(lib.v05_next_deadline(self._handle(), ns), "next_deadline")
-        return None if ns.value < 0 else ns.value * 1e-9
-
-    def wake(self) -> None:
-        """End a wait() in progress at once (it returns whether there is
-        work), e.g. when the driver's own task failed and it must stop
-        waiting for rewards. Call it from the event loop's thread."""
-        fut = self._wait_fut
-        if fut is not None and not fut.done():
-            fut.set_result(None)
-
-    @property
-    def wait_path(self) -> str:
-        return lib.v05_wait_path(self._handle()).decode()
-
-    @property
-    def wait_reason(self) -> str:
-        return lib.v05_wait_reason(self._handle()).decode()
 
     # ---- counters, support buffer -----------------------------------
 

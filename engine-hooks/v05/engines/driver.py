@@ -7,6 +7,13 @@ calls (n=1, same prompt: the engine's prefix cache shares it), each finished
 sequence into a reward (scored here, or by external reward workers), and
 each "final"/"drop" decision into a result with zero-copy advantages.
 
+Two parts: the flight of requests (submit, generate calls, decisions taken
+in, results, aborts) is the decision runner's (v05.engines.runner), which
+a host that scores and waits its own way (a route inside an HTTP server)
+uses alone; GroupRollout here adds the in-process scoring, the two ways of
+waiting and the binding to the event loop, and runs a batch (run()) or a
+streamed fill's steps (v05.engines.fill).
+
 Where it runs, and why it is shaped this way:
 - In the process that owns the engine client (vLLM's ``AsyncLLM``, sglang's
   ``Engine``), on the event loop that client is bound to. Both engines bind
@@ -51,29 +58,25 @@ Where it runs, and why it is shaped this way:
 
 import asyncio
 import concurrent.futures
-import dataclasses
-import errno
 import functools
 import hashlib
 import inspect
 import threading
+import time
 from typing import (Any, Awaitable, Callable, Dict, List, Optional, Sequence,
                     Tuple, Union)
 
 from ..core.decision import Decision, SubmitError, Uid
-from ..core.group import Group
 from ..core.plugin import Plugin
 from ..core.writer import RewardWriter
+from .runner import (BarrierFn, DecisionRunner, Flight, GenerateFn,
+                     GroupResult, RewardRejected)
 
 __all__ = ["GroupResult", "GroupRollout", "EngineRollout", "sample_seed",
-           "RewardRejected"]
+           "RewardRejected", "DecisionRunner", "Flight"]
 
-# generate(prompt, uid, sample, batch) -> the engine's output for one sample
-GenerateFn = Callable[[Any, Uid, int, int], Awaitable[Any]]
 # score(uid, sample, output) -> reward on [-1, 1]; may be an async def
 ScoreFn = Callable[[Uid, int, Any], Union[float, Awaitable[float]]]
-# barrier(plugin, decision) -> awaitable resolving the batch (distributed)
-BarrierFn = Callable[[Plugin, Decision], Awaitable[None]]
 
 
 def sample_seed(base: int, uid: Uid, batch: int, sample: int) -> int:
@@ -83,22 +86,6 @@ def sample_seed(base: int, uid: Uid, batch: int, sample: int) -> int:
     h = hashlib.blake2b(f"{base}\0{uid}\0{batch}\0{sample}".encode(),
                         digest_size=8)
     return int.from_bytes(h.digest(), "little") & 0x7FFFFFFF
-
-
-class RewardRejected(ValueError):
-    """The plugin refused a reward this batch waits for (not finite, or
-    outside [-1, 1]), pushed by a producer other than the driver's own
-    checked writer."""
-
-
-@dataclasses.dataclass
-class GroupResult:
-    uid: Uid
-    outputs: List[Any]          # by sample index 0..k-1
-    group: Any                  # Group views, or a copy if released
-    decision: Decision          # the final/drop decision (release(decision))
-    dropped: bool
-    halted: bool
 
 
 class GroupRollout:
@@ -118,6 +105,17 @@ class GroupRollout:
     on the plugin's doorbell otherwise; "doorbell" always waits there (for
     a segment that other reward workers push into as well: see the
     module's text). ``.wait_on`` says which: "scores" or "doorbell".
+
+    writer: the RewardWriter the loop stages its scores in (wait_on
+    "scores"; the caller's, left open by close()); default: a lane
+    attached on first use. stall_timeout: seconds a wait may go on with
+    nothing running (every sample generated and scored) and no decision
+    before the batch fails with TimeoutError; None (the default) waits
+    for ever, as a segment others push into may.
+
+    The flight of requests (submit, generate calls, taking decisions in,
+    results, aborts) is ``self.runner``'s, a DecisionRunner
+    (v05.engines.runner); this class scores, waits and binds the loop.
     """
 
     def __init__(self, plugin: Plugin, generate: GenerateFn, *,
@@ -125,7 +123,9 @@ class GroupRollout:
                  on_output: Optional[Callable[[Uid, int, int, Any], None]] = None,
                  on_barrier: Optional[BarrierFn] = None,
                  release: bool = False, poll_timeout: float = 0.05,
-                 score_threads: int = 1, wait_on: str = "auto"):
+                 score_threads: int = 1, wait_on: str = "auto",
+                 writer: Optional[RewardWriter] = None,
+                 stall_timeout: Optional[float] = None):
         if score is None and on_output is None:
             raise ValueError("give score (rewards computed here) or "
                              "on_output (reward workers push them)")
@@ -134,18 +134,29 @@ class GroupRollout:
         if wait_on not in ("auto", "doorbell"):
             raise ValueError(f"wait_on must be 'auto' or 'doorbell', not "
                              f"{wait_on!r}")
+        if writer is not None and not isinstance(writer, RewardWriter):
+            raise TypeError(f"writer is {type(writer).__name__}, not a "
+                            "RewardWriter")
+        if stall_timeout is not None and not stall_timeout > 0:
+            raise ValueError(f"stall_timeout must be None or > 0, not "
+                             f"{stall_timeout!r}")
         self.plugin, self.generate = plugin, generate
         self.score, self.on_output = score, on_output
         self._score_async = score is not None and \
             inspect.iscoroutinefunction(score)
-        self.on_barrier = on_barrier
-        self.release = release
+        self.runner = DecisionRunner(plugin, generate, finish=self._finish,
+                                     on_error=self._fail,
+                                     on_barrier=on_barrier, release=release)
+        self.runner.on_abort = self._unqueue
         self.poll_timeout = poll_timeout
+        self.stall_timeout = stall_timeout
+        self._stall_since = 0.0  # stall_timeout: since when nothing ran
+        self._stall_seen = -1  # ... and the decisions taken by then
         # "scores": woken by its own scores (see the module's text).
         self.wait_on = "scores" if score is not None and wait_on == "auto" \
             else "doorbell"
         self._kicked = False  # staged rewards (or a failure) since the last poll
-        self._stager = None  # the loop's RewardWriter (wait_on "scores")
+        self._stager = writer  # the loop's RewardWriter (wait_on "scores")
         self._kick_fut = None  # the future a wait for scores is parked on
         # wait_on "scores": outputs waiting for a scoring thread, jobs out,
         # and the run they are for (a job of a run given up is ignored).
@@ -160,8 +171,6 @@ class GroupRollout:
         # driver between its steps (prompts carried into the next fill).
         self.on_reward = None
         self._held_by = None
-        self.generate_calls = 0
-        self.aborted = 0  # samples aborted on an "abort" decision
         self._loop = None
         self._running = False
         self._pool = None
@@ -172,6 +181,17 @@ class GroupRollout:
             self._pool = concurrent.futures.ThreadPoolExecutor(
                 max_workers=score_threads, thread_name_prefix="v05-score")
 
+    # The runner's settings and counts, as this driver's.
+    release = property(lambda self: self.runner.release,
+                       lambda self, v: setattr(self.runner, "release", v))
+    on_barrier = property(lambda self: self.runner.on_barrier,
+                          lambda self, v: setattr(self.runner, "on_barrier",
+                                                  v))
+    generate_calls = property(lambda self: self.runner.generate_calls,
+                              doc="generate calls started")
+    aborted = property(lambda self: self.runner.aborted,
+                       doc="samples aborted on an \"abort\" decision")
+
     def close(self):
         if self.plugin.on_post == self._posted_wake:
             self.plugin.on_post = None
@@ -180,7 +200,8 @@ class GroupRollout:
             self._pool = None
         with self._writers_lock:
             writers, self._writers = self._writers, []
-            self._stager = None
+            if self._stager in writers:  # attached here, not the caller's
+                self._stager = None
         for w in writers:
             w.close()
 
@@ -306,17 +327,6 @@ class GroupRollout:
             self._saw(d, sample, await loop.run_in_executor(
                 self._pool, self._score_and_push, d, sample, out))
 
-    async def _one(self, prompt, d: Decision, sample, outputs):
-        try:
-            self.generate_calls += 1
-            out = await self.generate(prompt, d.uid, sample, d.batch)
-            outputs.setdefault(d.uid, {})[sample] = out
-            await self._finish(d, sample, out)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # surfaced by run(), not lost in a task
-            self._fail(e)
-
     # ---- waiting for its own scores ----------------------------------------
 
     def _kick(self):
@@ -339,7 +349,24 @@ class GroupRollout:
         self._kick_fut = fut
         return fut, self._loop.call_later(t, _resolve, fut)
 
+    def _check_stall(self) -> None:
+        """stall_timeout: a wait with nothing running (no sample
+        generating or being scored, no reward staged) and no decision
+        taken in since the last such check for longer than that fails."""
+        now = time.monotonic()
+        busy = self.runner.running or self._scoring or self._to_score or \
+            self._kicked
+        if busy or self.runner.taken != self._stall_seen:
+            self._stall_since, self._stall_seen = now, self.runner.taken
+        elif now - self._stall_since > self.stall_timeout:
+            raise TimeoutError(
+                f"v05: no decision in {self.stall_timeout} s with nothing "
+                f"running (segment {self.plugin.name}: every sample "
+                "generated and its reward pushed)")
+
     async def _wait(self):
+        if self.stall_timeout is not None:
+            self._check_stall()
         if self.wait_on == "doorbell":
             await self.plugin.wait(self.poll_timeout)
             return
@@ -390,6 +417,7 @@ class GroupRollout:
             raise RuntimeError("v05 rollout: a streamed fill holds prompts "
                                "carried into its next step; close() it "
                                "before running anything else")
+        self._stall_seen = -1  # stall_timeout counts from now
 
     async def run(self, items: Sequence[Tuple[Uid, Any, float]]
                   ) -> Dict[Uid, GroupResult]:
@@ -403,7 +431,6 @@ class GroupRollout:
                                 "(uid, prompt, prior) triple")
         self._running = True
         flight = Flight()
-        flight.prompts.update((uid, prompt) for uid, prompt, _ in items)
         results: Dict[Uid, GroupResult] = {}
         # Final (or dropped) decisions by uid, turned into results once the
         # batch is whole: nothing waits on a result before then, and one
@@ -419,17 +446,15 @@ class GroupRollout:
         def keep(d: Decision):
             finals[d.uid] = d
 
+        runner = self.runner
         try:
             try:
-                first = self.plugin.submit(
-                    [(uid, prior) for uid, _, prior in items])
+                first = runner.submit(flight, items)
             except SubmitError as e:  # the accepted prompts are live
                 batch = e.decisions[0].batch if e.decisions else 0
                 raise
             if first:
                 batch = first[0].batch
-            for d in first:
-                self._spawn(flight, d)
             while len(finals) < len(items):
                 if errors:
                     raise errors[0]
@@ -437,22 +462,22 @@ class GroupRollout:
                 # it again, so none is left unpolled; one still held (a
                 # full lane) sets it too.
                 self._kicked = self.wait_on == "scores" and self._publish()
-                fault = await self._take(flight, self.plugin.poll(), keep)
+                fault = await runner.take(flight, self.plugin.poll(), keep)
                 if fault is not None:
                     raise fault
                 if len(finals) < len(items):
                     await self._wait()
             # Every group is final: its samples' tasks have finished too
             # (the reward is pushed last); wait for the bookkeeping.
-            await self._settle(flight.tasks)
+            await runner.settle(flight.tasks)
             if errors:
                 raise errors[0]
             for uid, d in finals.items():
-                results[uid] = self._result(d, flight.outputs)
+                results[uid] = runner.result(d, flight.outputs)
             return results
         except BaseException as e:
-            await self._abandon(flight.tasks, [batch], finals.items(),
-                                results, e)
+            await runner.abandon(flight.tasks, [batch], finals.items(),
+                                 results, e)
             raise
         finally:
             self._running = False
@@ -467,148 +492,13 @@ class GroupRollout:
         if self._stager is not None:
             self._stager.discard_staged()
 
-    # ---- what a run (or a fill) has in flight ---------------------------
-
-    def _spawn(self, flight: "Flight", d: Decision):
-        """A "sample" decision: one generate task per sample."""
-        prompt = flight.prompts[d.uid]
-        mine = flight.by_uid.setdefault(d.uid, {})
-        for s in d.samples:
-            t = asyncio.ensure_future(self._one(prompt, d, s,
-                                                flight.outputs))
-            flight.tasks.add(t)
-            mine[s] = t
-            t.add_done_callback(flight.tasks.discard)
-
-    def _abort(self, flight: "Flight", d: Decision):
-        """An "abort" decision: the engine aborts a request when its task
-        is cancelled (its generator closes); a reward already pushed is
-        refused, and one still waiting to be scored is not scored."""
-        mine = flight.by_uid.get(d.uid, {})
-        for s in d.samples:
-            t = mine.pop(s, None)
-            if t is not None and not t.done():
-                t.cancel()
-                self.aborted += 1
+    def _unqueue(self, d: Decision) -> None:
+        """An "abort" decision's samples (the runner cancelled their
+        tasks): one still waiting to be scored is not scored."""
         if self._to_score:
             gone = set(d.samples)
             self._to_score = [x for x in self._to_score
                               if x[0].key != d.key or x[1] not in gone]
-
-    async def _take(self, flight: "Flight", decisions: List[Decision],
-                    keep: Callable[[Decision], None]
-                    ) -> Optional[BaseException]:
-        """One poll's decisions: samples started, aborts done, each final
-        or drop of a prompt in flight handed to keep(); returns the fault
-        a decision brings (the caller raises it), after every decision
-        was taken in: a final handed out and not kept would hold its slot
-        for good."""
-        fault = None
-        for d in decisions:
-            if d.kind == "sample":
-                if fault is None:
-                    self._spawn(flight, d)
-            elif d.kind == "abort":
-                self._abort(flight, d)
-            elif d.kind == "reject":
-                fault = fault or RewardRejected(
-                    f"v05: segment {self.plugin.name} refused the "
-                    f"reward of uid {d.uid!r} sample {d.samples[0]}: "
-                    f"{d.value!r} is {d.reason} (rewards are finite "
-                    "numbers in [-1, 1]); the batch is cancelled, as "
-                    "that sample can no longer be rewarded")
-            elif d.kind == "barrier":
-                if self.on_barrier is None:
-                    fault = fault or RuntimeError(
-                        "barrier decision: pass on_barrier")
-                elif fault is None:
-                    await self.on_barrier(self.plugin, d)
-            elif d.uid in flight.prompts:
-                keep(d)
-            else:
-                fault = fault or RuntimeError(
-                    f"v05 rollout: a {d.kind} decision for uid "
-                    f"{d.uid!r}, not in this batch (another driver "
-                    "polls the same plugin?)")
-        return fault
-
-    @staticmethod
-    async def _settle(tasks):
-        """Wait for tasks that have finished their work (or were aborted)
-        to be done; an error other than a cancellation is raised."""
-        if tasks:
-            done = await asyncio.gather(*list(tasks), return_exceptions=True)
-            for x in done:  # an aborted sample's task is cancelled
-                if isinstance(x, BaseException) and \
-                        not isinstance(x, asyncio.CancelledError):
-                    raise x
-
-    def _result(self, d: Decision, outputs) -> GroupResult:
-        g = self.plugin.group(d)
-        outs = outputs.get(d.uid, {})
-        res = GroupResult(d.uid, [outs.get(s) for s in range(g.k)], g, d,
-                          d.kind == "drop", d.halted)
-        if self.release:
-            res.group = _Detached(g)
-            del g
-            self.plugin.release(d)
-        return res
-
-    async def _abandon(self, tasks, batches, finals, results, exc):
-        """Clean up after an error: no request left in the engine, nothing
-        of these batches left in the plugin. finals: (uid, decision) of
-        the groups handed out; results: uid -> the results made of them.
-        What can be done at once is done before the first await, so a
-        second cancellation arriving while the tasks wind down cannot
-        leave slots held; a failure of the clean-up itself is attached to
-        the error being raised, never raised over it (a cancellation must
-        stay a CancelledError)."""
-        pending = [t for t in tasks if not t.done()]
-        for t in pending:
-            t.cancel()  # the engine aborts the request (its generator ends)
-        closed = getattr(exc, "errno", None) == errno.EBADF
-        for batch in batches if not closed else ():
-            if not batch:
-                continue
-            try:
-                self.plugin.cancel(batch)
-            except OSError as ce:
-                if ce.errno != errno.ENOENT:  # ENOENT: every group was final
-                    _note(exc, f"v05: cancelling batch {batch} failed too: {ce}")
-        if not closed:
-            for uid, d in finals:
-                r = results.get(uid)
-                if r is not None:
-                    r.group = None
-                    if self.release:  # _result released it
-                        continue
-                try:
-                    self.plugin.release(d)
-                except OSError as re:
-                    _note(exc, f"v05: releasing the group of uid "
-                               f"{uid!r} failed too: {re}")
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-
-
-class Flight:
-    """What a run (or a streamed fill, across its steps) has in flight:
-    uid -> prompt of the prompts open, uid -> {sample: output} of the
-    samples finished, the generate tasks, and uid -> {sample: task}."""
-
-    __slots__ = ("prompts", "outputs", "tasks", "by_uid")
-
-    def __init__(self):
-        self.prompts: Dict[Uid, Any] = {}
-        self.outputs: Dict[Uid, Dict[int, Any]] = {}
-        self.tasks = set()
-        self.by_uid: Dict[Uid, Dict[int, "asyncio.Future"]] = {}
-
-    def forget(self, uid: Uid) -> None:
-        """A prompt whose group is taken out (its outputs go with it)."""
-        self.prompts.pop(uid, None)
-        self.outputs.pop(uid, None)
-        self.by_uid.pop(uid, None)
 
 
 class EngineRollout:
@@ -657,26 +547,6 @@ class EngineRollout:
         self.close()
 
 
-class _Detached:
-    """A group's numbers copied out, for callers that release at once."""
-
-    def __init__(self, g: Group):
-        for name in ("uid", "key", "slot", "k", "baseline", "sigma", "mean",
-                     "prior", "action", "seq", "batch", "keep"):
-            setattr(self, name, getattr(g, name))
-        self.kept = g.kept
-        self.rewards = g.rewards.copy()
-        self.advantages = g.advantages.copy()
-
-
 def _resolve(fut) -> None:
     if not fut.done():
         fut.set_result(None)
-
-
-def _note(exc: BaseException, text: str) -> None:
-    """Add a line to an exception's report (PEP 678 notes, Python 3.11+;
-    before that, nothing: the original error is what matters)."""
-    add = getattr(exc, "add_note", None)
-    if add is not None:
-        add(text)

@@ -10,21 +10,24 @@ slime). Here the fill runs on the driver (v05.engines.driver), where the
 decisions and the rewards arrive:
 
 - It pulls prompts from a source, an iterator of (uid, prompt, prior),
-  and submits them; it keeps admitting while the groups it can expect
-  from what is in flight fall short of B, or while fewer than `inflight`
-  samples are running or queued (the engine-full floor: default the
-  engine's own slots, vLLM's max_num_seqs or sglang's
-  max_running_requests). What it expects: the groups final and
-  informative, plus those in flight that already have two different
-  rewards (certain), plus for the others their chance of being
-  informative, the skip rule's 1 - P(all same) from the prior (1 without
-  a rule), scaled by how the finished groups bore such chances out so
-  far. So a dropped group brings a new prompt the moment it is decided,
-  and the engine never runs dry at a step's end.
+  and submits them, admitting as the one admission policy says
+  (v05.core.admission.Admission): while the informative groups it can
+  expect from what is in flight fall short of B, or while fewer than
+  `inflight` samples are running or queued (the engine-full floor:
+  default the engine's own slots, vLLM's max_num_seqs or sglang's
+  max_running_requests, under carry). What it expects: the groups in
+  flight that already have two different rewards (certain), and for the
+  others their chance of being informative, the skip rule's 1 - P(all
+  same) from the prior (1 without a rule), scaled by how the finished
+  groups bore such chances out so far, across steps. So a dropped group
+  brings a new prompt the moment it is decided, and the engine never runs
+  dry at a step's end.
 - A prompt whose prior (or history) predicts an all-same group with high
   confidence is skipped before any sample (a SkipRule, v05.core.fill),
   and counted; the source's next prompt takes its place.
-- It stops when B informative groups are final. What is in flight then:
+- It stops when B informative groups are final (or the source runs out,
+  or `max_admitted` prompts went in: the step comes back short, and says
+  so). What is in flight then:
   at_target="abort" cancels it (the engine aborts the requests; their
   tokens are wasted; informative groups final beyond B are released too:
   nothing crosses a step, every sample is of the step's policy), or
@@ -46,32 +49,32 @@ wave need pad_multiple 1 (the fill submits a few prompts at a time; a
 small batch's second wave padded to 32 samples would oversample).
 """
 
-import asyncio
 import dataclasses
 import errno
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, \
+    Tuple
 
 from ..core import _checks
 from ..core._lib import V05Error
+from ..core.admission import ADMIT, SKIP, Admission
 from ..core.decision import Decision, SubmitError, Uid, uid_checked
-from ..core.fill import COUNTS, SkipRule, informative
+from ..core.fill import COUNTS, SkipRule
 from ..core.observer import Observer
-from .driver import EngineRollout, Flight, GroupResult, GroupRollout
+from .driver import EngineRollout, GroupResult, GroupRollout
+from .runner import Flight
 
 __all__ = ["StreamFill", "FillResult", "AT_TARGET"]
 
 AT_TARGET = ("abort", "carry")
 DEFAULT_INFLIGHT = 256
-# The calibration of the expected share forgets a finished group's weight
-# by this factor per group (about the last 512 groups count).
-_FORGET = 1.0 - 1.0 / 512
 
 
 @dataclasses.dataclass
 class FillResult:
     """One fill's outcome. groups: uid -> GroupResult of the `target`
-    informative groups, in the order they became final (fewer only when
-    the source ran out: exhausted). Counts are this fill's."""
+    informative groups, in the order they became final; fewer only when
+    the step came back short (short: the source ran out, or max_admitted
+    prompts went in, before the target). Counts are this fill's."""
     groups: Dict[Uid, GroupResult]
     admitted: int = 0          # prompts submitted
     finished: int = 0          # groups final or dropped, informative or not
@@ -83,7 +86,10 @@ class FillResult:
     aborted_samples: int = 0   # their samples cancelled (running or queued)
     surplus: int = 0           # informative groups final beyond the target
     carried: int = 0           # prompts in flight kept for the next fill
-    exhausted: bool = False    # the source ran out before the target
+    short: bool = False        # fewer groups than the target came back
+    exhausted: bool = False    # the source ran out during this fill (its
+    # last prompt pulled; the step may still have met its target)
+    capped: bool = False       # max_admitted prompts went in
 
 
 class StreamFill:
@@ -104,11 +110,23 @@ class StreamFill:
     each finished group is folded into it, and the skip rule reads it
     (pass it when the source's prior is not itself the history's, which
     would count it twice). inflight: samples to keep running or queued at
-    least (default: the engine's slots, else 256)."""
+    least (default: the engine's slots under carry, else 0). policy: an
+    Admission (v05.core.admission) made with those, to carry its state
+    (the calibration) from one fill object to the next; then leave count,
+    skip, history and inflight out. prompt_name(uid, prompt): what a
+    prompt's history and revisit draw go by across steps (default its
+    uid, for sources whose uids are stable). on_group(decision, group,
+    counts): called on the loop with every group final or dropped (its
+    "final" or "drop" decision), informative or not, before it is kept
+    or released (a view: copy what you keep)."""
 
     def __init__(self, rollout, *, at_target: str = "abort",
                  count: str = "contrast", skip: Optional[SkipRule] = None,
-                 history=None, inflight: Optional[int] = None):
+                 history=None, inflight: Optional[int] = None,
+                 policy: Optional[Admission] = None,
+                 prompt_name: Optional[Callable[[Uid, Any], Hashable]] = None,
+                 on_group: Optional[Callable[[Decision, Any, bool], None]]
+                 = None):
         if isinstance(rollout, EngineRollout):
             self._adapter, drv = rollout, rollout._driver
         elif isinstance(rollout, GroupRollout):
@@ -119,21 +137,16 @@ class StreamFill:
         if at_target not in AT_TARGET:
             raise ValueError(f"at_target must be one of {AT_TARGET}, not "
                              f"{at_target!r}")
-        if count not in COUNTS:
-            raise ValueError(f"count must be one of {COUNTS}, not {count!r}")
-        if skip is not None and not isinstance(skip, SkipRule):
-            raise TypeError(f"skip is {type(skip).__name__}, not a SkipRule")
-        if history is not None and not (
-                callable(getattr(history, "counts", None)) and
-                callable(getattr(history, "update", None))):
-            raise TypeError("history needs counts(uid) and update(uid, "
-                            "rewards) (v05.core.prior.HistoryPrior)")
+        for name, fn in (("prompt_name", prompt_name),
+                         ("on_group", on_group)):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"{name} is {type(fn).__name__}, not "
+                                "callable")
         if drv.on_reward is not None:
             raise ValueError("this driver already has a streamed fill")
         self._drv = drv
         self.plugin = drv.plugin
-        self.at_target, self.count = at_target, count
-        self.skip, self.history = skip, history
+        self.at_target = at_target
         self.mode = self.plugin.mode
         with Observer(self.plugin.name) as o:
             info = o.info()
@@ -145,33 +158,59 @@ class StreamFill:
                 "the fill submits a few prompts at a time, and each small "
                 "batch's second wave would be padded to that many samples; "
                 "create the plugin with pad_multiple=1")
-        if inflight is None:
-            # Carried prompts cost nothing, so under carry the engine is
-            # kept full to the end; under abort whatever runs at the
-            # target is wasted, and the expectation alone decides.
-            slots = self._adapter.engine_slots() if self._adapter else None
-            inflight = (slots or DEFAULT_INFLIGHT) if at_target == "carry" \
-                else 0
-        self.inflight = _checks.integer("inflight", inflight, 0, 1 << 20,
-                                        _checks.U32_MAX)
+        self.policy = self._policy(policy, count, skip, history, inflight)
+        self.prompt_name, self.on_group = prompt_name, on_group
         self._flight = Flight()
         self._open: Dict[int, set] = {}     # batch -> its uids in flight
         self._batch_of: Dict[Uid, int] = {}
-        self._pi: Dict[Uid, float] = {}     # uid -> predicted P(informative)
-        self._contrast: Dict[Uid, Any] = {}  # uid -> first reward, or True
         self._ready: List[Tuple[Uid, Decision, dict]] = []  # carried finals
         self._held = set()  # uids of finals held: this step's and _ready's
         self._pending: List[Tuple[Uid, Any, Any]] = []  # pulled, not in yet
         self._errors: List[BaseException] = []
-        self._got = 1.0   # calibration: informative finals (decayed) ...
-        self._want = 1.0  # ... against their predicted chances
         self._step = 0
+        self._visit = 0   # the revisit draws' visit, this fill's
+        self._cap = None  # this fill's max_admitted
         self._closed = False
         self.totals = {k: 0 for k in ("fills", "admitted", "finished",
                                       "dropped", "skipped", "revisited",
                                       "samples", "aborted", "aborted_samples",
                                       "surplus")}
         drv.on_reward = self._on_reward
+
+    def _policy(self, policy, count, skip, history, inflight) -> Admission:
+        """The admission policy: the one handed in (checked against this
+        plugin), or one made of the settings."""
+        if policy is not None:
+            if not isinstance(policy, Admission):
+                raise TypeError(f"policy is {type(policy).__name__}, not "
+                                "an Admission")
+            if count != "contrast" or skip is not None or \
+                    history is not None or inflight is not None:
+                raise ValueError("give the policy, or count, skip, history "
+                                 "and inflight: not both")
+            if (policy.mode, policy.k_init) != (self.mode, self.k_init):
+                raise ValueError(
+                    f"the policy is for mode {policy.mode} with k_init "
+                    f"{policy.k_init}; segment {self.plugin.name} runs "
+                    f"{self.mode} with k_init {self.k_init}")
+            return policy
+        if count not in COUNTS:
+            raise ValueError(f"count must be one of {COUNTS}, not {count!r}")
+        if inflight is None:
+            # Carried prompts cost nothing, so under carry the engine is
+            # kept full to the end; under abort whatever runs at the
+            # target is wasted, and the expectation alone decides.
+            slots = self._adapter.engine_slots() if self._adapter else None
+            inflight = (slots or DEFAULT_INFLIGHT) \
+                if self.at_target == "carry" else 0
+        return Admission(self.mode, self.k_init, count=count, skip=skip,
+                         history=history, inflight=inflight)
+
+    # The policy's settings, as this fill's.
+    count = property(lambda self: self.policy.count)
+    skip = property(lambda self: self.policy.skip)
+    history = property(lambda self: self.policy.history)
+    inflight = property(lambda self: self.policy.inflight)
 
     # ---- what is in flight ----------------------------------------------
 
@@ -182,24 +221,13 @@ class StreamFill:
         return len(self._flight.prompts) + len(self._ready)
 
     def _on_reward(self, d: Decision, sample, reward):
-        """On the loop, for each reward scored here: a group with two
-        different rewards is informative whatever comes next."""
-        if d.uid not in self._flight.prompts:
-            return
-        c = self._contrast.get(d.uid)
-        if c is None:
-            self._contrast[d.uid] = float(reward)
-        elif c is not True and c != float(reward):
-            self._contrast[d.uid] = True
+        """On the loop, for each reward scored here."""
+        if d.uid in self._flight.prompts:
+            self.policy.reward(d.uid, reward)
 
-    def _expected(self) -> float:
-        """The informative groups to expect from what is in flight."""
-        scale = self._got / self._want
-        out = 0.0
-        for uid in self._flight.prompts:
-            out += 1.0 if self._contrast.get(uid) is True else \
-                min(1.0, scale * self._pi.get(uid, 1.0))
-        return out
+    def _name(self, uid, prompt):
+        return uid if self.prompt_name is None else \
+            self.prompt_name(uid, prompt)
 
     # ---- admitting prompts ----------------------------------------------
 
@@ -228,7 +256,10 @@ class StreamFill:
     def _pull(self, it, taken, res: FillResult):
         """The next prompt to submit, (uid, prompt, prior): one that had
         no room before, else the source's next one the skip rule keeps;
-        None when the source is exhausted."""
+        None when the source is exhausted (or max_admitted went in)."""
+        if self._cap is not None and res.admitted + len(taken) >= self._cap:
+            res.capped = True
+            return None
         if self._pending:
             return self._pending.pop(0)
         while True:
@@ -237,50 +268,44 @@ class StreamFill:
                 res.exhausted = True
                 return None
             uid, prompt, prior = self._check_item(item, taken)
-            if self.skip is not None:
-                hist = self.history.counts(uid) if self.history else None
-                if self.skip.would_skip(prior, self.k_init, hist):
-                    if not self.skip.revisited(uid, self._step):
+            if self.policy.skip is not None:
+                verdict = self.policy.screen(uid, prior, visit=self._visit,
+                                             name=self._name(uid, prompt))
+                if verdict != ADMIT:
+                    if verdict == SKIP:
                         res.skipped.append(uid)
                         continue
                     res.revisited += 1
             return uid, prompt, prior
 
-    def _chance(self, uid, prior) -> float:
-        """A prompt's predicted chance of an informative group (1 without
-        a skip rule), before calibration."""
-        if self.skip is None:
-            return 1.0
-        hist = self.history.counts(uid) if self.history else None
-        return 1.0 - self.skip.all_same(prior, self.k_init, hist)
-
     def _admit(self, it, need: int, res: FillResult) -> None:
-        """Pull and submit prompts while the expected informative groups
-        fall short of `need` (what the step still lacks) or the engine's
-        floor is not met."""
-        expected = self._expected()
-        scale = self._got / self._want
+        """Pull and submit prompts while the policy wants more: the
+        expected informative groups fall short of `need` (what the step
+        still lacks) or the engine's floor is not met."""
+        policy = self.policy
+        expected = policy.expected()
         queued = len(self._flight.tasks)
         new: List[Tuple[Uid, Any, Any]] = []
         taken = set()
         # Bounded per call, so an endless source whose prompts the rule
         # all skips still lets the loop run.
-        budget = 4 * need + self.inflight
-        while (expected < need or queued < self.inflight) and budget > 0:
+        budget = 4 * need + policy.inflight
+        while policy.wants(expected, need, queued) and budget > 0:
             budget -= 1
             item = self._pull(it, taken, res)
             if item is None:
                 break
-            uid = item[0]
-            pi = self._pi[uid] = self._chance(uid, item[2])
+            uid, prompt, prior = item
             taken.add(uid)
             new.append(item)
-            expected += min(1.0, scale * pi)
+            expected += policy.admit(uid, prior, None if self.prompt_name
+                                     is None else self._name(uid, prompt))
             queued += self.k_init
         if new:
             self._submit(new, res)
 
     def _submit(self, new, res: FillResult) -> None:
+        runner = self._drv.runner
         try:
             first = self.plugin.submit([(u, p) for u, _, p in new])
             refused = {}
@@ -290,13 +315,10 @@ class StreamFill:
             if e.errno != errno.EBUSY:  # EBUSY: every batch record in use
                 raise
             first, refused = [], {u: errno.EBUSY for u, _, _ in new}
-        prompt_of = {u: p for u, p, _ in new}
-        for d in first:
-            self._flight.prompts[d.uid] = prompt_of[d.uid]
+        runner.start(self._flight, first, {u: p for u, p, _ in new})
         for d in first:
             self._open.setdefault(d.batch, set()).add(d.uid)
             self._batch_of[d.uid] = d.batch
-            self._drv._spawn(self._flight, d)
         res.admitted += len(first)
         back = []
         for uid, prompt, prior in new:
@@ -309,7 +331,7 @@ class StreamFill:
                     f"{uid!r} ({errno.errorcode.get(code, code)}: "
                     "already active in the plugin, outside this fill?)")
             back.append((uid, prompt, prior))
-            self._pi.pop(uid, None)
+            self.policy.refused(uid)
         if back:
             # No room now (slots or batch records): they go in when groups
             # are done. With nothing in flight, nothing would make room.
@@ -335,25 +357,16 @@ class StreamFill:
                 mine.discard(uid)
                 if not mine:
                     del self._open[b]
-        self._contrast.pop(uid, None)
-        pi = self._pi.pop(uid, 1.0)
         outs = self._flight.outputs.get(uid, {})
         self._flight.forget(uid)
         res.finished += 1
         g = self.plugin.group(d)
         try:
-            k = g.k
-            rewards = [float(x) for x in g.rewards[:k]]
-            good = informative(self.mode, rewards,
-                               advantages=[float(x) for x in g.advantages[:k]],
-                               kept=g.kept, count=self.count,
-                               dropped=d.kind == "drop")
+            good = self.policy.finished(uid, g, dropped=d.kind == "drop")
+            if self.on_group is not None:
+                self.on_group(d, g, good)
         finally:
             del g  # no view may outlive the slot
-        if self.history is not None:
-            self.history.update(uid, rewards)
-        self._got = self._got * _FORGET + (1.0 if good else 0.0)
-        self._want = self._want * _FORGET + pi
         if not good:
             res.dropped += 1
             self.plugin.release(d)
@@ -370,12 +383,18 @@ class StreamFill:
 
     # ---- one step ---------------------------------------------------------
 
-    async def fill(self, source: Iterable, target: int) -> FillResult:
+    async def fill(self, source: Iterable, target: int, *,
+                   visit: Optional[int] = None,
+                   max_admitted: Optional[int] = None) -> FillResult:
         """Fill one step: returns once `target` informative groups are
-        final (or the source is exhausted with nothing left in flight).
+        final, or short (FillResult.short) once the source is exhausted,
+        or max_admitted prompts went in, with nothing left in flight.
         source: an iterator of (uid, prompt, prior); the same one may be
         handed to every step (what was pulled and not yet submitted waits
-        inside the fill for the next step)."""
+        inside the fill for the next step). visit: the skip's revisit
+        draws' visit (default: this fill's number, 1 for the first);
+        max_admitted: prompts submitted in this fill at most (None: no
+        bound)."""
         if self._closed:
             raise RuntimeError("v05 fill: closed")
         drv = self._drv
@@ -384,36 +403,29 @@ class StreamFill:
             self._adapter._check_loop()
         target = _checks.integer("target", target, 1, 1 << 20,
                                  _checks.U32_MAX)
+        self._cap = None if max_admitted is None else _checks.integer(
+            "max_admitted", max_admitted, 1, 1 << 30, _checks.U32_MAX)
         try:
             it = iter(source)
         except TypeError:
             raise TypeError(f"v05 fill: the source is "
                             f"{type(source).__name__}, not an iterable of "
                             "(uid, prompt, prior)") from None
+        self._step += 1
+        self._visit = self._step if visit is None else \
+            _checks.u64("visit", visit)
         drv._running = True
         drv._errors = self._errors
-        self._step += 1
         calls0 = drv.generate_calls
         res = FillResult(groups={})
         groups: List[Tuple[Uid, Decision, dict]] = []
         while self._ready and len(groups) < target:
             groups.append(self._ready.pop(0))
         try:
-            while len(groups) < target:
-                if self._errors:
-                    raise self._errors[0]
-                self._admit(it, target - len(groups), res)
-                if not self._flight.prompts and res.exhausted:
-                    break
-                if not await self._turn(groups, target, res) and \
-                        len(groups) < target:
-                    await drv._wait()
-            if self._errors:
-                raise self._errors[0]
-            await self._at_target(res, groups, target)
+            await self._run(it, groups, target, res)
             res.carried = len(self._flight.prompts)
             for uid, d, outs in groups:
-                res.groups[uid] = drv._result(d, {uid: outs})
+                res.groups[uid] = drv.runner.result(d, {uid: outs})
                 self._held.discard(uid)
         except BaseException as e:
             held = groups + self._ready
@@ -425,9 +437,26 @@ class StreamFill:
             drv._running = False
             drv._held_by = self if (self._flight.prompts or self._ready) \
                 else None
+        res.short = len(res.groups) < target
         res.samples = drv.generate_calls - calls0
         self._count(res)
         return res
+
+    async def _run(self, it, groups, target, res: FillResult) -> None:
+        """The step's loop: admit, take decisions in, wait; then what the
+        target does to what is in flight."""
+        while len(groups) < target:
+            if self._errors:
+                raise self._errors[0]
+            self._admit(it, target - len(groups), res)
+            if not self._flight.prompts and (res.exhausted or res.capped):
+                break
+            if not await self._turn(groups, target, res) and \
+                    len(groups) < target:
+                await self._drv._wait()
+        if self._errors:
+            raise self._errors[0]
+        await self._at_target(res, groups, target)
 
     async def _turn(self, groups, target, res: FillResult) -> int:
         """Publish the staged rewards, poll, and take the decisions in:
@@ -436,8 +465,8 @@ class StreamFill:
         drv = self._drv
         drv._kicked = drv.wait_on == "scores" and drv._publish()
         taken: List[Decision] = []
-        fault = await drv._take(self._flight, self.plugin.poll(),
-                                taken.append)
+        fault = await drv.runner.take(self._flight, self.plugin.poll(),
+                                      taken.append)
         for d in taken:
             self._finished(d, groups, target, res)
         if fault is not None:
@@ -461,32 +490,22 @@ class StreamFill:
         self._flight = Flight()
         self._open.clear()
         self._batch_of.clear()
-        self._pi.clear()
-        self._contrast.clear()
+        self.policy.forget()
 
     async def _abort_all(self, res: Optional[FillResult]) -> int:
         """Abort everything in flight and release the carried finals;
         returns the prompts aborted. Nothing outstanding afterwards."""
         drv = self._drv
         fl = self._flight
-        pending = [t for t in fl.tasks if not t.done()]
-        for t in pending:
-            t.cancel()  # the engine aborts the request
         n = len(fl.prompts)
-        for b in list(self._open):
-            try:
-                self.plugin.cancel(b)
-            except OSError as e:
-                if e.errno != errno.ENOENT:
-                    raise
+        batches = list(self._open)
         ready, self._ready = self._ready, []
         for uid, d, _ in ready:
             self.plugin.release(d)
             self._held.discard(uid)
         self._forget_flight()
         drv._end_run()  # their scores and staged rewards are not pushed
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        pending = await drv.runner.abort(fl, batches)
         # A final of an aborted batch still queued was released by cancel;
         # one of a batch already closed is handed out here: ours to free.
         for d in self.plugin.poll():
@@ -494,7 +513,7 @@ class StreamFill:
                 self.plugin.release(d)
         if res is not None:
             res.aborted += n
-            res.aborted_samples += len(pending)
+            res.aborted_samples += pending
         return n
 
     async def _give_up(self, exc, held, results) -> None:
@@ -506,9 +525,9 @@ class StreamFill:
         self._forget_flight()
         self._pending.clear()
         try:
-            await drv._abandon(tasks, batches,
-                               [(uid, d) for uid, d, _ in held], results,
-                               exc)
+            await drv.runner.abandon(tasks, batches,
+                                     [(uid, d) for uid, d, _ in held],
+                                     results, exc)
         finally:
             drv._end_run()
             self._errors.clear()

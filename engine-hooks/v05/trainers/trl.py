@@ -20,13 +20,17 @@ grpo_trainer.py:
 
 ``V05GRPOTrainer`` overrides ``_generate_and_score_completions``: it takes
 each distinct prompt of the generation batch once, submits them to the
-plugin, and runs the plugin's decisions: each "sample" decision becomes
-that many single completions (TRL's own ``_generate_single_turn``), scored
-by the trainer's reward functions (``_calculate_rewards``), pushed to the
-plugin at once; at "final" the group's advantages are copied from the slot
-(the slot is then released). Each prompt thus has its own k. Rows are
-padded to a multiple of ``steps_per_generation`` with rows whose mask is
-zero (they take no part in the loss).
+plugin, and runs the plugin's decisions through the shared driver
+(v05.engines.driver.GroupRollout, the loop the engines run; the trainer's
+side of it is v05.trainers.trl_rollout): each "sample" decision becomes
+that many single completions (TRL's own ``_generate_single_turn``, every
+sample asked for at one moment in one call), scored by the trainer's
+reward functions (``_calculate_rewards``) and pushed to the plugin; at
+"final" the group's advantages are copied from the slot (the slot is then
+released). Each prompt thus has its own k. Rows are padded to a multiple
+of ``steps_per_generation`` with rows whose mask is zero (they take no
+part in the loss). ``v05_wait``: seconds the plugin may go without a
+decision while nothing is generating or being scored (TimeoutError).
 
 It also overrides ``_compute_loss`` with the same clipped objective as
 TRL's "grpo" loss (token ratio, two-sided clip epsilon_low/epsilon_high,
@@ -52,18 +56,21 @@ each checkpoint (``v05_history.json``) and read back on resume.
 
 The fill (``v05_fill``, docs/TRAINERS.md): each generation batch is
 filled to its P informative groups (v05.core.fill: rewards not all equal
-under "contrast", a non-zero kept advantage under "signal"). A group that
-is not informative is released and not trained on, and a prompt from the
-train dataset takes its place at once (a seeded shuffled pass of its own,
-``args.seed``; the epoch's sampler is untouched); a ``v05_skip`` rule
-skips, before any sample, prompts whose prior predicts an all-same group.
-Replacements are admitted by expectation (the informative share of the
-groups finished so far), so that each of TRL's generate calls carries all
-that is likely needed; once P groups are in, prompts still open are
-cancelled in the plugin (no tokens are generated for them: TRL generates
-between polls). At most ``v05_fill_max`` prompts are rolled out per
-generation (default 10 P): past that, the step trains on what it has,
-with a warning. ``self.v05_fill_log`` keeps, per generation, the counts.
+under "contrast", a non-zero kept advantage under "signal") by the
+streamed fill the engines use (v05.engines.fill.StreamFill, with the one
+admission policy, v05.core.admission). A group that is not informative
+is released and not trained on, and a prompt from the train dataset takes
+its place at once (a seeded shuffled pass of its own, ``args.seed``; the
+epoch's sampler is untouched); a ``v05_skip`` rule skips, before any
+sample, prompts whose prior predicts an all-same group (its revisit draw
+by the prompt's id and the step). Replacements are admitted by
+expectation (the policy's, carried from one generation to the next), so
+that each of TRL's generate calls carries all that is likely needed; once
+P groups are in, prompts still open are cancelled in the plugin (no
+tokens are generated for them: TRL generates between polls). At most
+``v05_fill_max`` prompts are rolled out per generation (default 10 P):
+past that, the step trains on what it has, with a warning.
+``self.v05_fill_log`` keeps, per generation, the counts.
 
 Several processes (``accelerate launch`` or ``torchrun``, DDP): each
 process generates for its own share of the generation batch (TRL's
@@ -92,23 +99,22 @@ correction; loss types other than the clipped ones (grpo, bnpo, dr_grpo,
 dapo all get this per-prompt normalisation).
 """
 
-import contextlib
-import itertools
 import json
+import numbers
 import os
-import random
-import warnings
 from typing import Callable, Dict, Hashable, List, Optional, Union
 
 import torch
 
 from ..core import _checks
-from ..core.fill import COUNTS, SkipRule, informative
+from ..core.fill import COUNTS, SkipRule
 from ..core.plugin import Plugin
 from ..core.rules import Greso, KnapsackHistory, PilotCommit
 from ..core.stats import reward_from_score
 from ..core.writer import RewardWriter
 from .fit_exchange import FitExchange
+from .trl_processes import TrlProcesses
+from .trl_rollout import TrlRollout
 
 __all__ = ["V05GRPOTrainer", "binary_to_reward"]
 
@@ -123,12 +129,11 @@ def binary_to_reward(r: float, lo: float = 0.0, hi: float = 1.0) -> float:
 
 def _trl():
     from trl import GRPOTrainer
-    from trl.data_utils import is_conversational
     from trl.trainer.utils import pad
-    return GRPOTrainer, is_conversational, pad
+    return GRPOTrainer, pad
 
 
-GRPOTrainer, _is_conversational, _pad = _trl()
+GRPOTrainer, _pad = _trl()
 
 # The cross-epoch state's file in a checkpoint directory.
 HISTORY_FILE = "v05_history.json"
@@ -142,10 +147,8 @@ def _default_prompt_id(example) -> Hashable:
     p = example["prompt"]
     return p if isinstance(p, str) else json.dumps(p, sort_keys=True)
 
-_gen_ids = itertools.count()
 
-
-class V05GRPOTrainer(GRPOTrainer):
+class V05GRPOTrainer(TrlRollout, TrlProcesses, GRPOTrainer):
     """GRPOTrainer with v05 deciding each prompt's sample count.
 
     v05_plugin: a Plugin this process owns (Plugin.create). v05_prior:
@@ -196,6 +199,11 @@ class V05GRPOTrainer(GRPOTrainer):
         if v05_fill_max is not None:
             v05_fill_max = _checks.integer("v05_fill_max", v05_fill_max, 1,
                                            1 << 20, _checks.U32_MAX)
+        if v05_wait is not None and (
+                isinstance(v05_wait, bool) or
+                not isinstance(v05_wait, numbers.Real) or not v05_wait > 0):
+            raise ValueError(f"V05GRPOTrainer: v05_wait must be None or a "
+                             f"number of seconds > 0, not {v05_wait!r}")
         if not isinstance(v05_merge, bool):
             raise TypeError(f"V05GRPOTrainer: v05_merge is "
                             f"{type(v05_merge).__name__}, not a bool")
@@ -248,117 +256,13 @@ class V05GRPOTrainer(GRPOTrainer):
         # not informative, skipped, cancelled at the target.
         self.v05_fill_log: List[dict] = []
         self._v05_refill = None  # the refill pass over the train dataset
+        self._v05_policy = None  # the fill's Admission, made on first use
         # Several processes: the exchange of the running fits (None: one
         # process, a mode without a running fit, or v05_merge False).
         self.v05_exchange: Optional[FitExchange] = None
         self.v05_fit_log: List[dict] = []
         if self.accelerator.num_processes > 1:
             self.v05_exchange = self._v05_processes(v05_merge)
-
-    # ---- several processes ---------------------------------------------
-
-    def _v05_processes(self, merge: bool) -> Optional[FitExchange]:
-        """Checks for several processes (module text), and the exchange of
-        the running fits on a gloo group of its own (so that it never
-        interleaves with DDP's collectives). Every process constructs the
-        trainer, so the group's creation and the settings' check, both
-        collectives, run on all."""
-        from accelerate.utils import DistributedType
-        import torch.distributed as dist
-
-        dt = self.accelerator.distributed_type
-        if dt in (DistributedType.FSDP, DistributedType.DEEPSPEED,
-                  DistributedType.XLA, DistributedType.MEGATRON_LM):
-            raise NotImplementedError(
-                f"V05GRPOTrainer: several processes under {dt.value}: its "
-                "generation runs collectives, which v05's processes call "
-                "unequally (each generates what its plugin decides); use "
-                "DDP")
-        if self.use_vllm:
-            raise NotImplementedError(
-                "V05GRPOTrainer: several processes with vLLM generation "
-                "(TRL gathers every process's prompts at each call, which "
-                "v05's processes make unequally)")
-        if self.v05_history is not None:
-            raise NotImplementedError(
-                "V05GRPOTrainer: a cross-epoch history with several "
-                "processes (each would fold only the prompts it rolls out)")
-        group = dist.new_group(backend="gloo")
-        try:
-            self.v05.eb_state_shared()  # this thread owns the plugin
-            mine = True
-        except ValueError:
-            mine = False  # no running fit in this mode
-        info = self._v05_settings()
-        info["merge"] = merge
-        info["running_fit"] = mine
-        everyone = [None] * dist.get_world_size(group)
-        dist.all_gather_object(everyone, info, group=group)
-        for rank, other in enumerate(everyone):
-            if other != everyone[0]:
-                diff = {k: (everyone[0].get(k), other.get(k))
-                        for k in sorted(set(other) | set(everyone[0]))
-                        if other.get(k) != everyone[0].get(k)}
-                raise ValueError(
-                    f"V05GRPOTrainer: the processes' plugins must be "
-                    f"configured alike; process {rank} differs from "
-                    f"process 0 in (process 0's, its): {diff}")
-        if not (merge and mine):
-            return None
-        return FitExchange(self.v05, group)
-
-    def _v05_settings(self) -> dict:
-        """What the plugin decides by (the processes must agree)."""
-        from ..core.observer import Observer
-        with Observer(self.v05.name) as o:
-            i = o.info()
-        out = {k: i[k] for k in ("mode", "schedule", "k_init", "k_step",
-                                 "k_max", "cost", "halt_fraction",
-                                 "pad_multiple")}
-        cfg = self.v05.config
-        if cfg is not None:
-            out.update(eb_window=cfg.eb_window, eb_cold=cfg.eb_cold,
-                       eb_early=cfg.eb_early)
-        return out
-
-    def _v05_exchange_step(self) -> None:
-        """At a generation's start: the last exchange, if it has completed,
-        is posted to the plugin (the submit hands it in), and this
-        process's part, as of now, is posted for the next one. Neither
-        waits."""
-        x = self.v05_exchange
-        if x is None:
-            return
-        x.poll()
-        x.start()
-        if x.error is not None:
-            warnings.warn(f"v05: the exchange of the running fits failed "
-                          f"({x.error}); this process decides under the "
-                          "parts it has")
-            x.error = None
-        own = self.v05.eb_state().folded
-        rem = x.others.folded if x.others is not None else 0
-        self.v05_fit_log.append({"step": self.state.global_step,
-                                 "own": own, "others": rem,
-                                 "exchange": x.exchanges, "posted": x.posted})
-        self._metrics["train"]["v05/fit_folded"].append(float(own + rem))
-
-    def _v05_exchange_end(self) -> None:
-        """Every process's exchanges in step at the end of train(): a
-        process posts its next part only when its last exchange has
-        completed, so one may have posted one more than another. The
-        counts are compared (over the training's own process group), a
-        process one behind posts once more, and all wait: nothing is left
-        pending (a pending collective would hold the process at exit)."""
-        x = self.v05_exchange
-        if x is None:
-            return
-        posted = torch.tensor([x.posted], device=self.accelerator.device)
-        most = int(self.accelerator.gather(posted).max().item())
-        if x.posted < most:
-            x.wait()
-            x.start()
-        x.wait()
 
     def train(self, *args, **kwargs):
         out = super().train(*args, **kwargs)
@@ -448,300 +352,6 @@ class V05GRPOTrainer(GRPOTrainer):
                                  "each prompt num_generations times")
             out.append(run[0])
         return out
-
-    def _run_plugin(self, examples, prompt_ids):
-        """Drive the plugin's decisions for one generation. Returns per
-        prompt its group (copied out of the slot) and completions by
-        sample index."""
-        gen = next(_gen_ids)
-        uids = [f"trl-{id(self):x}-{gen}-{i}" for i in range(len(examples))]
-        index = {u: i for i, u in enumerate(uids)}
-        completions: List[Dict[int, list]] = [dict() for _ in examples]
-        groups: Dict[str, dict] = {}
-        decisions = self.v05.submit([(u, self._prior_of(x))
-                                     for u, x in zip(uids, examples)])
-        batch = decisions[0].batch if decisions else 0
-        try:
-            self._follow(examples, prompt_ids, uids, index, completions,
-                         groups, decisions)
-        except BaseException:
-            # Nothing of this generation stays in the plugin: its open
-            # prompts and their slots go (finals were released as read).
-            try:
-                self.v05.cancel(batch)
-            except OSError:
-                pass  # ENOENT: every group was final already
-            raise
-        return uids, groups, completions
-
-    def _follow(self, examples, prompt_ids, uids, index, completions, groups,
-                decisions):
-        while len(groups) < len(uids):
-            requests = []
-            for d in decisions:
-                if d.kind == "sample":
-                    requests.extend((index[d.uid], s, d.gen)
-                                    for s in d.samples)
-                elif d.kind in ("final", "drop"):
-                    groups[d.uid] = self._take_group(d)
-                elif d.kind == "barrier":
-                    raise NotImplementedError("v05: external halt (barrier "
-                                              "decisions) needs several "
-                                              "engines; not in TRL")
-                elif d.kind == "reject":
-                    raise ValueError(
-                        f"v05: segment {self.v05.name} refused the reward of "
-                        f"{d.uid!r} sample {d.samples[0]}: {d.value!r} is "
-                        f"{d.reason}")
-            if requests:
-                self._sample(examples, prompt_ids, uids, requests, completions)
-            if len(groups) < len(uids):
-                decisions = self.v05.poll()
-                if not decisions and not requests:
-                    if not self.v05.wait_blocking(self.v05_wait):
-                        raise TimeoutError("v05: no decision in "
-                                           f"{self.v05_wait} s")
-                    decisions = self.v05.poll()
-
-    def _refill_examples(self):
-        """The train dataset's prompts for replacements: seeded shuffled
-        passes of their own, endless."""
-        n = len(self.train_dataset)
-        for rnd in itertools.count():
-            order = list(range(n))
-            random.Random(f"{self.args.seed}-v05-refill-{rnd}").shuffle(order)
-            # Several processes: each takes its own share of the pass.
-            acc = self.accelerator
-            for i in order[acc.process_index::acc.num_processes]:
-                yield self.train_dataset[i]
-
-    def _run_plugin_fill(self, examples, prompt_ids):
-        """One generation filled to len(examples) informative groups (the
-        module's text). Returns (examples, prompt ids, uids, completions)
-        of the informative groups, in the order they became final, the
-        groups of every prompt rolled out, and those prompts' examples by
-        uid."""
-        P = len(examples)
-        cap = self.v05_fill_max or max(10 * P, 64)
-        k_init = self._v05_k_init()
-        gen = next(_gen_ids)
-        ids = itertools.count()
-        ex: List[dict] = []
-        pids: List[list] = []
-        uids: List[str] = []
-        index: Dict[str, int] = {}
-        completions: List[Dict[int, list]] = []
-        groups: Dict[str, dict] = {}
-        good: List[str] = []
-        open_batches: Dict[int, set] = {}
-        log = {"rolled_out": 0, "informative": 0, "not_informative": 0,
-               "skipped": 0, "cancelled": 0, "capped": False}
-        got = [1.0, 1.0]  # informative, finished (the share's estimate)
-        if self._v05_refill is None:
-            self._v05_refill = self._refill_examples()
-
-        def keep(x):
-            if self.v05_skip is None:
-                return True
-            if self.v05_skip.skip(self.v05_prompt_id(x), self._prior_of(x),
-                                  k_init, visit=self.state.global_step):
-                log["skipped"] += 1
-                return False
-            return True
-
-        def admit(xs, xids):
-            new = []
-            for x, i in zip(xs, xids):
-                u = f"trl-{id(self):x}-{gen}-{next(ids)}"
-                index[u] = len(ex)
-                ex.append(x)
-                pids.append(i)
-                uids.append(u)
-                completions.append({})
-                new.append((u, self._prior_of(x)))
-            out = self.v05.submit(new)
-            for d in out:
-                open_batches.setdefault(d.batch, set()).add(d.uid)
-            log["rolled_out"] += len(new)
-            return out
-
-        def refill(n):
-            xs = []
-            while len(xs) < n and log["rolled_out"] + len(xs) < cap:
-                x = next(self._v05_refill)
-                if keep(x):
-                    xs.append(x)
-            if not xs:
-                return []
-            xids, images, _ = self._tokenize_prompts([x["prompt"] for x in xs])
-            if images is not None:
-                raise NotImplementedError("v05: multimodal prompts")
-            return admit(xs, xids)
-
-        first = [(x, i) for x, i in zip(examples, prompt_ids) if keep(x)]
-        decisions = admit([x for x, _ in first], [i for _, i in first]) \
-            if first else []
-        try:
-            while len(good) < P:
-                requests = []
-                for d in decisions:
-                    if d.kind == "sample":
-                        requests.extend((index[d.uid], s, d.gen)
-                                        for s in d.samples)
-                    elif d.kind in ("final", "drop"):
-                        g = groups[d.uid] = self._take_group(d)
-                        g["prompt"] = self.v05_prompt_id(ex[index[d.uid]])
-                        k, rw = g["k"], g["rewards"]
-                        mine = open_batches.get(d.batch)
-                        if mine is not None:
-                            mine.discard(d.uid)
-                            if not mine:
-                                del open_batches[d.batch]
-                        ok = informative(
-                            self.v05.mode, [float(r) for r in rw[:k]],
-                            advantages=[float(a) for a in
-                                        groups[d.uid]["advantages"][:k]],
-                            kept=groups[d.uid]["kept"], count=self.v05_fill,
-                            dropped=d.kind == "drop")
-                        got[0] = got[0] + (1.0 if ok else 0.0)
-                        got[1] += 1.0
-                        if ok and len(good) < P:
-                            good.append(d.uid)
-                        elif not ok:
-                            log["not_informative"] += 1
-                    elif d.kind == "barrier":
-                        raise NotImplementedError(
-                            "v05: external halt (barrier decisions) needs "
-                            "several engines; not in TRL")
-                    elif d.kind == "reject":
-                        raise ValueError(
-                            f"v05: segment {self.v05.name} refused the reward "
-                            f"of {d.uid!r} sample {d.samples[0]}: {d.value!r} "
-                            f"is {d.reason}")
-                if len(good) >= P:
-                    break
-                # Replacements by expectation: the open prompts are worth
-                # the share of the finished groups that were informative.
-                open_n = sum(len(v) for v in open_batches.values())
-                short = P - len(good) - open_n * got[0] / got[1]
-                if short > 0:
-                    n = int(short / (got[0] / got[1]) + 0.999)
-                    decisions_new = refill(n)
-                    for d in decisions_new:
-                        requests.extend((index[d.uid], s, d.gen)
-                                        for s in d.samples)
-                if not open_batches and not requests:
-                    log["capped"] = True
-                    break
-                if requests:
-                    self._sample(ex, pids, uids, requests, completions)
-                decisions = self.v05.poll()
-                if not decisions and not requests:
-                    if not self.v05.wait_blocking(self.v05_wait):
-                        raise TimeoutError("v05: no decision in "
-                                           f"{self.v05_wait} s")
-                    decisions = self.v05.poll()
-            # At the target: what is still open goes (TRL generates
-            # between polls, so no sample of it is in an engine).
-            for b, mine in list(open_batches.items()):
-                try:
-                    log["cancelled"] += self.v05.cancel(b)
-                except OSError:
-                    pass  # ENOENT: every group of it was final
-            open_batches.clear()
-        except BaseException:
-            for b in open_batches:
-                try:
-                    self.v05.cancel(b)
-                except OSError:
-                    pass
-            raise
-        log["informative"] = len(good)
-        if log["capped"] and len(good) < P:
-            warnings.warn(f"v05: the fill rolled out {log['rolled_out']} "
-                          f"prompts (v05_fill_max {cap}) and found "
-                          f"{len(good)} informative groups of {P}; this "
-                          "step trains on those")
-        self.v05_fill_log.append(log)
-        for key in ("skipped", "not_informative", "rolled_out"):
-            self._metrics["train"][f"v05/fill_{key}"].append(float(log[key]))
-        if not good:
-            raise RuntimeError("v05: the fill found no informative group "
-                               f"in {log['rolled_out']} prompts")
-        sel = [index[u] for u in good]
-        return ([ex[i] for i in sel], [pids[i] for i in sel], good,
-                [completions[i] for i in sel], groups,
-                {u: ex[index[u]] for u in groups})
-
-    def _v05_k_init(self) -> int:
-        from ..core.observer import Observer
-        with Observer(self.v05.name) as o:
-            return o.info()["k_init"]
-
-    def _take_group(self, d) -> dict:
-        """A final (or dropped) group copied out of its slot, released."""
-        g = self.v05.group(d)
-        out = {"k": g.k, "kept": g.kept, "advantages": g.advantages.copy(),
-               "rewards": g.rewards.copy(), "dropped": d.kind == "drop"}
-        del g  # no view may outlive the slot
-        self.v05.release(d)
-        return out
-
-    def _sample(self, examples, prompt_ids, uids, requests, completions):
-        """Generate one completion per (prompt, sample) request, score them
-        with the reward functions and push each reward."""
-        ids = [prompt_ids[p] for p, _, _ in requests]
-        completion_ids, _ = self._generate_single_turn(ids, None, {}, 1)
-        prompts = [examples[p]["prompt"] for p, _, _ in requests]
-        if _is_conversational({"prompt": prompts[0]}):
-            texts = self.processing_class.batch_decode(
-                completion_ids, skip_special_tokens=True)
-            texts = [[{"role": "assistant", "content": t}] for t in texts]
-        else:
-            texts = self.processing_class.batch_decode(
-                completion_ids, skip_special_tokens=True)
-        inputs = [examples[p] for p, _, _ in requests]
-        with self._v05_local_rewards():
-            per_func = self._calculate_rewards(inputs, prompts, texts,
-                                               completion_ids)
-        w = self.reward_weights.to(per_func.device)
-        scored = (~torch.isnan(per_func)).any(dim=1).tolist()
-        scores = (per_func * w.unsqueeze(0)).nansum(dim=1)
-        for (p, s, gen), ids_, score, ok in zip(requests, completion_ids,
-                                                scores.tolist(), scored):
-            completions[p][s] = list(ids_)
-            if not ok:
-                raise ValueError(
-                    f"v05: no reward function scored prompt {uids[p]!r} "
-                    f"sample {s} (each returned None or NaN); TRL would "
-                    "train on a reward of 0 there, v05 does not guess")
-            try:
-                reward = self.v05_to_reward(score)
-            except (TypeError, ValueError) as e:
-                raise type(e)(f"v05: prompt {uids[p]!r} sample {s}: {e}") \
-                    from None
-            self.v05_writer.push(uids[p], s, reward, gen=gen)
-        self._metrics["train"]["reward"].append(scores.mean().item())
-
-    @contextlib.contextmanager
-    def _v05_local_rewards(self):
-        """TRL's _calculate_rewards ends with a gather of every process's
-        rewards (its fixed-G groups may span processes). v05's groups are
-        each process's own, and the processes score unequal numbers of
-        samples unequally often, so that gather would wait for ever: with
-        several processes, its gather (trl.trainer.grpo_trainer.gather,
-        read against TRL 1.16.0) is the identity while this process scores
-        its own samples. One thread: TRL scores on the training thread."""
-        if self.accelerator.num_processes == 1:
-            yield
-            return
-        import trl.trainer.grpo_trainer as grpo
-        saved = grpo.gather
-        grpo.gather = lambda t: t
-        try:
-            yield
-        finally:
-            grpo.gather = saved
 
     def _generate_and_score_completions(self, inputs):
         if not self.model.training:

@@ -72,8 +72,9 @@ import uuid
 import weakref
 from typing import Any, Dict, List, Optional
 
+from ...core.admission import SKIP, Admission
 from ...core.eb_state import EbState
-from ...core.fill import COUNTS, SkipRule, group_informative
+from ...core.fill import COUNTS, SkipRule
 from ...core.plugin import Plugin
 from ...engines.driver import GroupRollout
 from ..report import report
@@ -167,6 +168,7 @@ class V05Core:
         self._v05_score_range = score_range(algo)
         self._v05_history_cfg = history_config(algo, self._v05_params)
         self._v05_fill, self._v05_skip = fill_config(algo)
+        self._v05_policy: Optional[Admission] = None  # v05_admission()
         self._v05_history = None  # the run's RuleHistory actor, on first use
         self._v05_report = cfg_get(algo, "v05_report") or None
         self._v05_index: Optional[int] = None  # set by the manager
@@ -238,15 +240,29 @@ class V05Core:
             self._v05_report_chunk(step, results)
             return results
 
+    def v05_admission(self) -> Optional[Admission]:
+        """The one admission policy (v05.core.admission) of
+        algorithm.v05_fill and v05_skip, made with the plugin (its mode
+        and k_init); None without the fill. verl's replay buffer refills
+        what it tags failed, so of the policy only the skip and the count
+        are used here."""
+        if self._v05_fill is None:
+            return None
+        if self._v05_policy is None:
+            self._v05_rollout()  # the plugin, made on first use
+            self._v05_policy = Admission(
+                self.v05_plugin.mode, _k_init(self.v05_plugin),
+                count=self._v05_fill, skip=self._v05_skip)
+        return self._v05_policy
+
     def _v05_skipped(self, items, step):
         """The chunk's prompts less those algorithm.v05_skip skips (their
         prior predicts an all-same first wave); they have no result."""
         if self._v05_skip is None:
             return items
-        self._v05_rollout()  # the plugin, made on first use
-        k = _k_init(self.v05_plugin)
-        return [x for x in items if not self._v05_skip.skip(
-            x[0], x[2], k, visit=max(int(step), 0))]
+        policy = self.v05_admission()
+        return [x for x in items if policy.screen(
+            x[0], x[2], visit=max(int(step), 0)) != SKIP]
 
     def v05_informative(self, res) -> bool:
         """Whether a chunk's result counts (algorithm.v05_fill): False for
@@ -256,8 +272,7 @@ class V05Core:
             return False
         if self._v05_fill is None:
             return not res.dropped
-        return group_informative(self.v05_plugin.mode, res.group,
-                                 count=self._v05_fill, dropped=res.dropped)
+        return self.v05_admission().counts(res.group, dropped=res.dropped)
 
     def _v05_report_chunk(self, step, results) -> None:
         """The chunk's groups and the plugin's counters after it, to the
