@@ -194,6 +194,9 @@ void stat_print(FILE *f, const struct stat_view *v, const struct stat_view *prev
 		c[V05_C_REWARDS_APPLIED], rejected(c), c[V05_C_REJ_NONFINITE],
 		c[V05_C_REJ_RANGE], c[V05_C_REJ_UNKNOWN], c[V05_C_REJ_NOT_ISSUED],
 		c[V05_C_REJ_DUPLICATE], c[V05_C_REJ_LATE], c[V05_C_REJ_CORRUPT]);
+	if (c[V05_C_EB_PARTS_REFUSED])
+		fprintf(f, "eb fit    other engines' parts refused %" PRIu64
+			" (states no fold makes)\n", c[V05_C_EB_PARTS_REFUSED]);
 	if (c[V05_C_LATENCY_COUNT]) {
 		char p50[32], p99[32], mean[32];
 
