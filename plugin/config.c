@@ -212,10 +212,13 @@ static int rules_check(const struct v05_config *c)
 		return v05__fail(-EINVAL,
 				 "pc_lower %g is above 1 - pc_upper %g: the band commits nothing",
 				 c->pc_lower, 1.0 - c->pc_upper);
-	if (c->ebpo_window > 1000000000u || c->reserved_rules)
-		return v05__fail(-EINVAL,
-				 "ebpo_window %u is above 10^9 groups (or reserved_rules is not 0)",
+	if (c->ebpo_window > 1000000000u)
+		return v05__fail(-EINVAL, "ebpo_window %u is above 10^9 groups",
 				 c->ebpo_window);
+	if (c->reserved_rules)
+		return v05__fail(-EINVAL,
+				 "reserved_rules is %u, not 0 (a field kept for a later release)",
+				 c->reserved_rules);
 	return r->check_config ? r->check_config(r, c) : 0;
 }
 
@@ -258,9 +261,13 @@ V05_API int v05_config_check(const struct v05_config *in)
 	if (c->eb_cold < 1 || c->eb_cold > 1000000u)
 		return v05__fail(-EINVAL, "eb_cold %u is not in [1, 10^6] first waves",
 				 c->eb_cold);
-	if (c->eb_early > 1000 || c->reserved_eb)
-		return v05__fail(-EINVAL, "eb_early %u is not a per-mille in [0, 1000] (or reserved_eb is not 0)",
+	if (c->eb_early > 1000)
+		return v05__fail(-EINVAL, "eb_early %u is not a per-mille in [0, 1000]",
 				 c->eb_early);
+	if (c->reserved_eb)
+		return v05__fail(-EINVAL,
+				 "reserved_eb is %u, not 0 (a field kept for a later release)",
+				 c->reserved_eb);
 	if (c->eb_early && (!(rule->flags & V05__RULE_EARLY) ||
 			    c->schedule != V05_SCHEDULE_STREAM))
 		return v05__fail(-EINVAL,

@@ -54,6 +54,9 @@ static const char *const named[V05_C_NAMED_END] = {
 	[V05_C_LANES_CUT_OFF] = "lanes_cut_off",
 	[V05_C_BROKER_BACKOFF] = "broker_backoff",
 	[V05_C_SIDE_FILES_REPLACED] = "side_files_replaced",
+	[V05_C_REPLACES_UNDONE] = "replaces_undone",
+	[V05_C_REPLACES_CLEANED] = "replaces_cleaned",
+	[V05_C_EB_PARTS_REFUSED] = "eb_parts_refused",
 };
 
 static char hist_names[65 + V05_C_LAT_BUCKETS][24];

@@ -41,7 +41,7 @@ V05_API int v05_eb_state_get(struct v05_plugin *p, struct v05_eb_state *own)
 }
 
 /* A state handed in: checked as every call that takes one checks it
- * (finite log-likelihoods, a weight in [0, folded]). */
+ * (a state some folds could have made: eb_state.c). */
 static int check_state(const struct v05_eb_state *s, const char *what)
 {
 	if (!s)
@@ -67,10 +67,15 @@ V05_API int v05_eb_state_set_remote(struct v05_plugin *p,
 
 	v05__clear_error();
 	ret = check_stream_eb(p, "eb_state_set_remote");
-	if (!ret)
-		ret = check_state(others, "eb_state_set_remote");
 	if (ret)
 		return ret;
+	ret = check_state(others, "eb_state_set_remote");
+	if (ret) {
+		/* Refused, as a state no fold could have made: counted. */
+		if (ret == -EDOM)
+			v05__count(p, V05_C_EB_PARTS_REFUSED, 1);
+		return ret;
+	}
 	memcpy(&p->fit->remote, others, sizeof(*others));
 	p->fit->remote_sets++;
 	fit_changed(p);

@@ -186,13 +186,14 @@ static int journal_abs(const char *path, char *out, size_t len)
 	return 0;
 }
 
-/* Create segment file_name's files, the plugin calling itself name (its
- * journal, its messages); v05_plugin_replace makes them under another
- * name first. */
-int v05__plugin_create_at(const char *file_name, const char *name,
-			  const struct v05_config *in, struct v05_plugin **out)
+/* Create the segment's files at path (NULL: the name's), the plugin
+ * calling itself name (its journal, its messages); v05_plugin_replace
+ * makes them in its temporary directory first. */
+int v05__plugin_create_at(const char *path, const char *name,
+			  const struct v05_config *in, unsigned cflags,
+			  struct v05_plugin **out)
 {
-	char jpath[V05_JOURNAL_PATH_MAX] = "";
+	char jpath[V05_JOURNAL_PATH_MAX] = "", own[PATH_MAX];
 	struct v05_config full, *c = &full;
 	struct v05_geometry g;
 	struct v05_plugin *p;
@@ -226,8 +227,11 @@ int v05__plugin_create_at(const char *file_name, const char *name,
 	g.batch_count = c->max_batches;
 	v05__shm_config_from(&p->cfg, c, c->journal_path ? jpath : NULL);
 	p->params = c->params;
-	ret = v05__segment_create(file_name, &g, &p->cfg, sizeof(p->cfg),
-				  c->file_mode, &p->seg);
+	ret = path ? 0 : v05__segment_path(name, own, sizeof(own));
+	if (!ret)
+		ret = v05__segment_create_at(path ? path : own, name, &g, &p->cfg,
+					     sizeof(p->cfg), c->file_mode, cflags,
+					     &p->seg);
 	if (ret) {
 		free(p);
 		return ret;
@@ -240,6 +244,16 @@ int v05__plugin_create_at(const char *file_name, const char *name,
 		ret = v05__plugin_start_broker(p);
 	if (!ret)
 		v05__segment_own(&p->seg, true);
+	if (!ret && !path) {
+		/* The name was free: what a replace killed earlier left
+		 * next to it is nobody's; removed (counted). */
+		struct v05_settled st = { 0, 0 };
+
+		v05__stage_settle(p->seg.path, p->seg.st_uid,
+				  v05_load_relaxed(&p->seg.ctl->owner), &st);
+		v05__count(p, V05_C_REPLACES_CLEANED, st.cleaned);
+		v05__count(p, V05_C_REPLACES_UNDONE, st.undone);
+	}
 	if (ret) {
 		if (p->journal)
 			v05__journal_close(p->journal);
@@ -256,7 +270,6 @@ int v05__plugin_create_at(const char *file_name, const char *name,
 
 V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 {
-	char name[V05_NAME_MAX + 1];
 	int ret = 0;
 
 	if (!p)
@@ -286,8 +299,15 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 		v05__journal_close(p->journal);
 	}
 	v05__waiter_fini(&p->waiter);
-	snprintf(name, sizeof(name), "%s", p->seg.name);
 	p->seg.ctl->wait_path = V05_WAIT_NONE;
+	if (flags & V05_CLOSE_UNLINK) {
+		/* Removed while still ours: released first, a takeover could
+		 * come between and its segment be the one removed. */
+		int r = v05__segment_unlink_own(&p->seg);
+
+		if (!ret)
+			ret = r;
+	}
 	/* R5: every store of ours before the segment is free to take over. */
 	v05_store_release(&p->seg.ctl->owner, 0);
 	v05__plugin_free_local(p);
@@ -296,19 +316,13 @@ V05_API int v05_plugin_close(struct v05_plugin *p, unsigned flags)
 	else
 		v05__segment_detach(&p->seg);
 	free(p);
-	if (flags & V05_CLOSE_UNLINK) {
-		int r = v05_segment_unlink(name);
-
-		if (!ret)
-			ret = r;
-	}
 	return ret;
 }
 
 V05_API int v05_plugin_create(const char *name, const struct v05_config *c,
 			      struct v05_plugin **out)
 {
-	return v05__plugin_create_at(name, name, c, out);
+	return v05__plugin_create_at(NULL, name, c, 0, out);
 }
 
 static __attribute__((noinline)) void journal_progress(struct v05_plugin *p)

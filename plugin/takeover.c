@@ -168,6 +168,7 @@ static int rebuild(struct v05_plugin *p)
 V05_API int v05_plugin_attach(const char *name, unsigned flags,
 			      struct v05_plugin **out)
 {
+	struct v05_settled settled = { 0, 0 };
 	struct v05_plugin *p;
 	uint64_t me, old;
 	int ret;
@@ -183,7 +184,11 @@ V05_API int v05_plugin_attach(const char *name, unsigned flags,
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return v05__fail(-ENOMEM, "plugin: out of memory");
-	ret = v05__segment_attach(name, V05_ROLE_OWNER, flags, &p->seg);
+	/* Its side files only once it is ours: nothing of a segment whose
+	 * owner lives (or that another process is replacing or removing)
+	 * is repaired or settled. */
+	ret = v05__segment_attach(name, V05_ROLE_OWNER,
+				  flags | V05__ATTACH_NO_FILES, &p->seg);
 	if (ret) {
 		free(p);
 		return ret;
@@ -195,20 +200,27 @@ V05_API int v05_plugin_attach(const char *name, unsigned flags,
 	/* A5: acquire pairs with the previous owner's release at close (R5),
 	 * or with nothing if it died: its stores are complete either way. */
 	old = v05_load_acquire(&p->seg.ctl->owner);
-	if (old == me || (old && v05__owner_alive(old))) {
-		ret = v05__fail(-EBUSY, "segment %s is owned by live pid %u", name,
-				v05__owner_pid(old));
+	if (old == me || (old && v05__owner_alive(old)) ||
+	    !v05_cas_acq_rel(&p->seg.ctl->owner, &old, me)) {
+		ret = v05__claim_busy(name, p->seg.ctl, old);
 		goto fail_detach;
 	}
-	if (!v05_cas_acq_rel(&p->seg.ctl->owner, &old, me)) {
-		ret = v05__fail(-EBUSY, "segment %s: another process took it over",
-				name);
-		goto fail_detach;
-	}
+	v05_store_relaxed(&p->seg.ctl->claim, (uint32_t)V05_CLAIM_OWNER);
 	p->seg.ctl->owner_pid = (uint32_t)getpid();
 	p->seg.ctl->owner_epoch++;
+	/* A replace killed before this: its old segment whole again (the
+	 * side directories exchanged back) or its temporary removed. */
+	ret = v05__stage_settle(p->seg.path, p->seg.st_uid, me, &settled);
+	if (!ret)
+		ret = v05__segment_map_files(&p->seg);
+	if (ret) {
+		v05_store_release(&p->seg.ctl->owner, old);
+		goto fail_detach;
+	}
 	if (old)
 		v05__count(p, V05_C_TAKEOVERS, 1);
+	v05__count(p, V05_C_REPLACES_UNDONE, settled.undone);
+	v05__count(p, V05_C_REPLACES_CLEANED, settled.cleaned);
 	ret = v05__plugin_init_local(p);
 	if (!ret)
 		ret = v05__plugin_open_journal(p);

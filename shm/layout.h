@@ -159,9 +159,26 @@ struct v05_shm_control {
 	uint64_t heartbeat_ns; /* CLOCK_MONOTONIC at the owner's last poll  */
 	uint32_t owner_pid;    /* for display                               */
 	uint32_t wait_path;    /* enum v05_wait_path_id, for display        */
-	uint8_t pad0[V05_LINE - 32];
+	/* The side directory that is this segment's (its st_dev, st_ino),
+	 * set when it is made: the directory at the name v05-NAME:side is
+	 * this file's only if it is this one (a replace exchanges the two
+	 * names one after the other; shm/segment_stage.c). 0: not known
+	 * (a segment made before this word was kept): the name decides. */
+	uint64_t side_dev, side_ino;
+	/* What the holder of the owner word does (enum v05_claim_why):
+	 * owns it, replaces it, removes it. For messages only; the owner
+	 * word alone decides. */
+	uint32_t claim;
+	uint8_t pad0[V05_LINE - 52];
 };
 static_assert(sizeof(struct v05_shm_control) == V05_LINE, "ctl");
+static_assert(offsetof(struct v05_shm_control, side_ino) == 40, "ctl");
+
+enum v05_claim_why {
+	V05_CLAIM_OWNER = 0,   /* a plugin owns it                        */
+	V05_CLAIM_REPLACE = 1, /* v05_plugin_replace puts another in place */
+	V05_CLAIM_RECLAIM = 2, /* v05_segment_reclaim removes it          */
+};
 
 /* The doorbell page: the only page every producer maps writable. Any
  * value a producer stores here costs at most a wake-up (docs/SHM.md). */

@@ -143,15 +143,105 @@ int v05__seg_file_check(int fd, const char *what, uint32_t uid, uint64_t size);
 int v05__segment_create(const char *name, struct v05_geometry *geo,
 			const void *config, size_t config_len, unsigned mode,
 			struct v05_segment *seg);
+/* The same at path (its side directory path:side), the segment calling
+ * itself name; cflags V05__CREATE_RESERVED: every lane's owner word is
+ * the creator's until v05__segment_unreserve (a replace's new segment:
+ * no producer claims a lane of it before it has the name). */
+int v05__segment_create_at(const char *path, const char *name,
+			   struct v05_geometry *geo, const void *config,
+			   size_t config_len, unsigned mode, unsigned cflags,
+			   struct v05_segment *seg);
+#define V05__CREATE_RESERVED 1u
+/* Free the lanes V05__CREATE_RESERVED held (owner word me -> 0). */
+void v05__segment_unreserve(struct v05_segment *seg, uint64_t me);
+
+/* ---- claims: the owner word first (segment_claim.c) ------------------- */
+
+/* A segment file opened for a claim: its control block alone mapped. */
+struct v05_claim {
+	int fd;
+	struct v05_shm_control *ctl;
+	void *map;
+	size_t map_len;
+	uint32_t uid;
+	uint64_t st_dev, st_ino;
+	uint64_t was; /* the owner word the claim replaced */
+	bool held;
+	char name[V05_NAME_MAX + 1];
+	char path[PATH_MAX];
+};
+
+/* Open segment `name`'s file (flags: V05_ATTACH_ANY_UID), validate its
+ * header and map its control block. -ENOENT when there is no file. */
+int v05__claim_open(const char *name, unsigned flags, struct v05_claim *c);
+/* Swap the owner word from a dead owner's (or 0) to me, saying why
+ * (enum v05_claim_why): -EBUSY, naming the holder and what it does, when
+ * it lives. */
+int v05__claim_take(struct v05_claim *c, uint64_t me, uint32_t why);
+/* Unmap and close; give_back: the owner word as it was before the claim. */
+void v05__claim_close(struct v05_claim *c, bool give_back);
+/* Does the name still hold the file c opened? */
+bool v05__claim_same_file(const struct v05_claim *c);
+/* -EBUSY for segment `name` whose owner word (word) a live process holds,
+ * with a message saying who and what it does. */
+int v05__claim_busy(const char *name, const struct v05_shm_control *ctl,
+		    uint64_t word);
+/* The side directory on dir_fd is the segment's own (its identity into
+ * the control block); is the directory st the one bound (or none is
+ * known)? */
+struct stat;
+void v05__side_bind(struct v05_shm_control *ctl, int dir_fd);
+bool v05__side_bound(const struct v05_shm_control *ctl, const struct stat *dir);
+
+/* ---- a replace's temporary (segment_stage.c) ------------------------- */
+
+/* Make the temporary directory of a replace of seg_path by owner word me
+ * (0700, a random name no other user can have planted): its path. */
+int v05__stage_make(const char *seg_path, uint64_t me, char *stage,
+		    size_t len);
+/* Exchange the side directories of seg_path and stage_seg (the new
+ * segment, <stage>/seg); where seg_path has none, move it there (had_side
+ * false). back: undo it, had_side as the first call set it. */
+int v05__stage_swap_sides(const char *seg_path, const char *stage_seg,
+			  bool back, bool *had_side);
+/* Exchange the segment files: the commit. */
+int v05__stage_commit(const char *seg_path, const char *stage_seg);
+/* Remove a temporary and everything in it (its segment file first, then
+ * test point `point`, if any, then the rest). */
+int v05__stage_remove(const char *stage, const char *point);
+/* What v05__stage_settle did: swaps undone, temporaries removed. */
+struct v05_settled {
+	uint32_t undone, cleaned;
+};
+/* Settle every temporary of a dead replace of seg_path (directories of
+ * uid; this process's owner word me): the old segment whole again if it
+ * died between its exchanges, the temporary removed. The caller holds
+ * the name's segment's owner word, or the name has no segment file. */
+int v05__stage_settle(const char *seg_path, uint32_t uid, uint64_t me,
+		      struct v05_settled *out);
 
 /* List (own) or unlist the owner's view seg as owned by this process, so
  * that this process's producers on the same segment mark the lanes they
  * claim in seg->inproc (shm/producer.c). */
 void v05__segment_own(struct v05_segment *seg, bool own);
 
-/* Attach with full validation (flags: V05_ATTACH_*). */
+/* Attach with full validation (flags: V05_ATTACH_*, and
+ * V05__ATTACH_NO_FILES: the owner's view without its side files, which
+ * v05__segment_map_files maps once the owner word is claimed). */
 int v05__segment_attach(const char *name, enum v05_role role, unsigned flags,
 			struct v05_segment *seg);
+#define V05__ATTACH_NO_FILES (1u << 31)
+/*
+ * Map the side files over their holes of the view (owner, inspector).
+ * The owner's: only the side directory bound to the segment file (its
+ * control block names it) is used as is; one that is not (another
+ * segment's, left by a replace killed between its exchanges with no
+ * temporary left to exchange it back with) is emptied and its files
+ * made again, counted in seg->files_replaced, as a missing or broken
+ * one is; the directory made again if gone; the binding set. An
+ * inspector maps nothing of a directory that is not bound.
+ */
+int v05__segment_map_files(struct v05_segment *seg);
 
 /* Validate a header copy against an object of st_size bytes. Exposed for
  * the attach fuzzer; attach calls it. */
@@ -165,9 +255,17 @@ void v05__segment_detach(struct v05_segment *seg);
  * thread's error message (v05_segment_unlink clears it). */
 void v05__segment_remove(const struct v05_segment *seg);
 /* Remove what is left of segment path's side directory (every entry, then
- * the directory), if it is this uid's (or the caller is root). 1 if there
- * was one and it is gone, 0 if there was none, or a negative errno. */
+ * the directory), if it is this uid's: never another user's name, root or
+ * not. 1 if there was one and it is gone, 0 if there was none, or a
+ * negative errno. */
 int v05__side_remove(const char *seg_path);
+/* The same for a directory of uid (root removing another user's: v05ctl
+ * reclaim --any-uid). */
+int v05__side_remove_as(const char *seg_path, uint32_t uid);
+/* The owner removes its own segment (close with V05_CLOSE_UNLINK), still
+ * holding its owner word: the file only if the name still holds it, the
+ * side directory only if it is bound to it. */
+int v05__segment_unlink_own(const struct v05_segment *seg);
 /* Detach, but put private anonymous read-only memory in place of the
  * mapping (one atomic mmap MAP_FIXED) so stale views read zeros. */
 void v05__segment_detach_readable(struct v05_segment *seg);

@@ -25,7 +25,7 @@ int v05__segment_attach(const char *name, enum v05_role role, unsigned flags,
 	int fd, ret;
 
 	v05__segment_blank(seg);
-	if (flags & ~V05_ATTACH_ANY_UID)
+	if (flags & ~(V05_ATTACH_ANY_UID | V05__ATTACH_NO_FILES))
 		return v05__fail(-EINVAL, "unknown attach flags 0x%x", flags);
 	ret = v05__segment_path(name, seg->path, sizeof(seg->path));
 	if (ret)
@@ -91,7 +91,8 @@ int v05__segment_attach(const char *name, enum v05_role role, unsigned flags,
 	seg->mode = (uint32_t)st.st_mode & 0777u;
 	snprintf(seg->name, sizeof(seg->name), "%s", name);
 	ret = v05__segment_map_role(seg);
-	if (!ret && (role == V05_ROLE_OWNER || role == V05_ROLE_INSPECT))
+	if (!ret && (role == V05_ROLE_OWNER || role == V05_ROLE_INSPECT) &&
+	    !(flags & V05__ATTACH_NO_FILES))
 		ret = v05__segment_map_files(seg);
 	if (ret) {
 		v05__segment_detach(seg);

@@ -18,6 +18,7 @@
 #include "doorbell.h"
 #include "error.h"
 #include "proc.h"
+#include "testpoint.h"
 
 /* The ranges of the segment file that hold memory: all but the lanes and
  * the doorbell, whose files are mapped there. */
@@ -59,6 +60,7 @@ static int create_files(struct v05_segment *seg)
 	if (fd < 0)
 		return fd;
 	seg->dir_fd = fd;
+	v05__test_point("create.side");
 	for (uint32_t i = 0; i < seg->hdr.geo.lane_count && !ret; i++) {
 		fd = v05__file_create(seg, V05_FILE_LANE, i, stride);
 		if (fd < 0) {
@@ -93,15 +95,53 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 			const void *config, size_t config_len, unsigned mode,
 			struct v05_segment *seg)
 {
+	char path[PATH_MAX];
+	int ret = v05__segment_path(name, path, sizeof(path));
+
+	if (ret) {
+		v05__segment_blank(seg);
+		return ret;
+	}
+	return v05__segment_create_at(path, name, geo, config, config_len, mode,
+				      0, seg);
+}
+
+/* Every lane's owner word the creator's (V05__CREATE_RESERVED), or 0. */
+static void reserve_lanes(struct v05_segment *seg, uint64_t word)
+{
+	for (uint32_t i = 0; i < seg->hdr.geo.lane_count; i++)
+		/* R3's kind: the lane's head and tail (zero) before a
+		 * claimer's A3. */
+		v05_store_release(&v05__lane(seg, i)->owner, word);
+}
+
+void v05__segment_unreserve(struct v05_segment *seg, uint64_t me)
+{
+	for (uint32_t i = 0; i < seg->hdr.geo.lane_count; i++) {
+		uint64_t w = me;
+
+		/* Only where the reservation still stands. */
+		v05_cas_acq_rel(&v05__lane(seg, i)->owner, &w, 0);
+	}
+}
+
+int v05__segment_create_at(const char *path, const char *name,
+			   struct v05_geometry *geo, const void *config,
+			   size_t config_len, unsigned mode, unsigned cflags,
+			   struct v05_segment *seg)
+{
 	struct v05_shm_header h;
 	uint64_t total;
 	void *base;
 	int fd, ret;
 
 	v05__segment_blank(seg);
-	ret = v05__segment_path(name, seg->path, sizeof(seg->path));
+	ret = v05_name_check(name);
 	if (ret)
 		return ret;
+	if ((size_t)snprintf(seg->path, sizeof(seg->path), "%s", path) >=
+	    sizeof(seg->path))
+		return v05__fail(-ENAMETOOLONG, "segment path too long");
 	ret = v05__geometry_check(geo);
 	if (ret)
 		return ret;
@@ -152,6 +192,7 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 	if (fd < 0)
 		return v05__fail(-errno, "create %s: %s", seg->path,
 				 v05__errstr(errno));
+	v05__test_point("create.file");
 	/* The umask may have narrowed the mode; the caller asked for this. */
 	if (fchmod(fd, (mode_t)mode) || ftruncate(fd, (off_t)total)) {
 		ret = v05__fail(-errno, "size %s: %s", seg->path,
@@ -198,7 +239,11 @@ int v05__segment_create(const char *name, struct v05_geometry *geo,
 	       sizeof(h) - sizeof(h.magic));
 	seg->hdr = h;
 	v05__segment_set_regions(seg);
+	/* The side directory is this file's (segment_claim.c). */
+	v05__side_bind(seg->ctl, seg->dir_fd);
 	seg->ctl->owner = v05__owner_self();
+	if (cflags & V05__CREATE_RESERVED)
+		reserve_lanes(seg, seg->ctl->owner);
 	seg->ctl->owner_pid = (uint32_t)getpid();
 	seg->ctl->heartbeat_ns = v05__now_ns();
 	/* R0: everything above before the magic; attach reads the page with

@@ -118,11 +118,16 @@ int v05__side_make(const char *seg_path)
 	/* A name nobody but its maker controls: whoever planted it, or a
 	 * segment of this name whose file alone was removed. */
 	if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
-	    st.st_uid == geteuid() && !(st.st_mode & 0022))
+	    st.st_uid == geteuid() && !(st.st_mode & 0022)) {
+		const char *base = strrchr(seg_path, '/');
+
+		base = base ? base + 1 : seg_path;
+		if (!strncmp(base, "v05-", 4))
+			base += 4;
 		return v05__fail(-EEXIST,
 				 "%s is left over from a removed segment of this name (its file is gone, its side files are not): v05ctl reclaim %s, or v05_segment_reclaim / v05.reclaim, removes them",
-				 path, strrchr(seg_path, '/') ?
-				 strrchr(seg_path, '/') + 5 : seg_path);
+				 path, base);
+	}
 	return v05__fail(-EEXIST,
 			 "%s exists and is not this segment's side directory (uid %u's %s, not made by v05 for uid %u): remove it (as its owner or root) or pick another name",
 			 path, (unsigned)st.st_uid,
@@ -279,7 +284,34 @@ static int side_clear(int dfd, const char *path)
 	return ret;
 }
 
-int v05__side_remove(const char *seg_path)
+int v05__side_empty(int dir_fd, const char *path)
+{
+	int fd = dup(dir_fd), ret = 0;
+	struct dirent *e;
+	DIR *d;
+
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		ret = v05__fail(-errno, "read %s: %s", path, v05__errstr(errno));
+		if (fd >= 0)
+			close(fd);
+		return ret;
+	}
+	rewinddir(d);
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		/* A directory is none of ours: left, and then the file of
+		 * that name cannot be made (the takeover says which). */
+		if (unlinkat(dirfd(d), e->d_name, 0) && errno != ENOENT &&
+		    errno != EISDIR && !ret)
+			ret = v05__fail(-errno, "remove %s/%s: %s", path,
+					e->d_name, v05__errstr(errno));
+	}
+	closedir(d);
+	return ret;
+}
+
+int v05__side_remove_as(const char *seg_path, uint32_t uid)
 {
 	char path[PATH_MAX];
 	struct stat st;
@@ -293,14 +325,19 @@ int v05__side_remove(const char *seg_path)
 			return 0;
 		return v05__fail(-errno, "open %s: %s", path, v05__errstr(errno));
 	}
-	/* Ours, or root's to clear: never another user's planted name. */
-	if (fstat(fd, &st) ||
-	    (st.st_uid != geteuid() && geteuid() != 0)) {
+	/* Never another user's name (one it planted), root or not: only
+	 * root's v05ctl reclaim --any-uid names that user. */
+	if (fstat(fd, &st) || st.st_uid != uid) {
 		close(fd);
 		return v05__fail(-EACCES,
-				 "%s belongs to uid %u, not to this process's uid %u: left alone",
-				 path, (unsigned)st.st_uid, (unsigned)geteuid());
+				 "%s belongs to uid %u, not to uid %u: left alone (another user's name: pick another segment name, or have its owner remove it; root: v05ctl reclaim --any-uid)",
+				 path, (unsigned)st.st_uid, (unsigned)uid);
 	}
 	ret = side_clear(fd, path);
 	return ret ? ret : 1;
+}
+
+int v05__side_remove(const char *seg_path)
+{
+	return v05__side_remove_as(seg_path, (uint32_t)geteuid());
 }

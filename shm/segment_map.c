@@ -10,7 +10,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <limits.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "atomics.h"
@@ -126,6 +128,34 @@ static int owner_file(struct v05_segment *seg, enum v05_seg_file kind,
 }
 
 /*
+ * Is the side directory on fd the segment's own (bound to its file,
+ * segment_claim.c)? The owner's: made so (one that is not, another
+ * segment's, is emptied: its files are made again below, counted) and
+ * bound. An inspector's: -ENOENT when it is not (it goes without).
+ */
+static int side_bound(struct v05_segment *seg, int fd)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int ret;
+
+	if (fstat(fd, &st))
+		return v05__fail(-errno, "fstat a side directory: %s",
+				 v05__errstr(errno));
+	if (!v05__side_bound(seg->ctl, &st)) {
+		if (seg->role != V05_ROLE_OWNER)
+			return -ENOENT;
+		v05__side_path(seg->path, path, sizeof(path));
+		ret = v05__side_empty(fd, path);
+		if (ret)
+			return ret;
+	}
+	if (seg->role == V05_ROLE_OWNER)
+		v05__side_bind(seg->ctl, fd);
+	return 0;
+}
+
+/*
  * Map each lane's file and the doorbell's over their regions of the view
  * (MAP_FIXED: the addresses are the ones the layout gives), from the side
  * directory. The owner needs all of them and keeps their descriptors (a
@@ -150,6 +180,11 @@ int v05__segment_map_files(struct v05_segment *seg)
 	}
 	if (fd < 0)
 		return own ? fd : 0;
+	ret = side_bound(seg, fd);
+	if (ret) {
+		close(fd);
+		return own ? ret : 0;
+	}
 	seg->dir_fd = fd;
 	for (uint32_t i = 0; i < seg->hdr.geo.lane_count; i++) {
 		fd = own ? owner_file(seg, V05_FILE_LANE, i, stride) :

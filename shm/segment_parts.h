@@ -38,6 +38,10 @@ int v05__file_replace(struct v05_segment *seg, enum v05_seg_file kind,
 /* Map fd's file over [off, off + len) of the segment's view, in place. */
 int v05__file_overlay(struct v05_segment *seg, uint64_t off, uint64_t len,
 		      int fd, int prot, const char *what);
+/* Remove every entry of the side directory on dir_fd (path, for
+ * messages), keeping the directory: a directory that is not the
+ * segment's own, emptied for the takeover to make its files in. */
+int v05__side_empty(int dir_fd, const char *path);
 /* Close the side files' and the side directory's descriptors the view
  * keeps. */
 void v05__files_close(struct v05_segment *seg);
@@ -46,8 +50,6 @@ void v05__files_close(struct v05_segment *seg);
 void v05__segment_set_regions(struct v05_segment *seg);
 /* Open up the regions the view's role needs; the others NULL. */
 int v05__segment_map_role(struct v05_segment *seg);
-/* Map the side files over their holes of the view (owner, inspector). */
-int v05__segment_map_files(struct v05_segment *seg);
 /* A producer's attach: the doorbell's file alone. */
 int v05__segment_attach_producer(struct v05_segment *seg);
 

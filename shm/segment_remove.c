@@ -16,6 +16,7 @@
 #include "atomics.h"
 #include "error.h"
 #include "proc.h"
+#include "testpoint.h"
 
 void v05__segment_remove(const struct v05_segment *seg)
 {
@@ -92,12 +93,25 @@ static int unlink_legacy(const char *seg_path)
 V05_API int v05_segment_unlink(const char *name)
 {
 	char path[PATH_MAX];
+	struct stat st;
+	uint32_t uid = (uint32_t)geteuid();
 	int ret, side, main_ret = 0;
 
 	v05__clear_error();
 	ret = v05__segment_path(name, path, sizeof(path));
 	if (ret)
 		return ret;
+	/* The side directory goes if it is the caller's, or the same uid's
+	 * as the segment file (root removing another user's segment):
+	 * never a name another user planted next to the caller's. */
+	if (!lstat(path, &st) && S_ISREG(st.st_mode)) {
+		struct stat sd;
+		char sp[PATH_MAX];
+
+		if (!v05__side_path(path, sp, sizeof(sp)) && !lstat(sp, &sd) &&
+		    sd.st_uid == st.st_uid)
+			uid = (uint32_t)st.st_uid;
+	}
 	if (unlink(path))
 		main_ret = -errno;
 	if (main_ret && main_ret != -ENOENT)
@@ -106,7 +120,7 @@ V05_API int v05_segment_unlink(const char *name)
 	/* Whatever became of the segment file, its side directory goes too
 	 * (a create killed half-way, or an `rm` of the file alone, leaves
 	 * one). */
-	side = v05__side_remove(path);
+	side = v05__side_remove_as(path, uid);
 	if (side < 0)
 		return side;
 	if (unlink_legacy(path) == 0 && main_ret && !side)
@@ -116,53 +130,160 @@ V05_API int v05_segment_unlink(const char *name)
 }
 
 /*
- * Is segment path's file gone while its side directory is left (a leftover,
- * nothing anyone can attach to any more)? 1, 0, or a negative errno.
+ * The side directory at path:side, if it is the segment's (bound to it,
+ * or none is known) and of uid: emptied through a descriptor, then its
+ * name removed (a live segment's directory, never empty, cannot be the
+ * one the name holds by then). 0 (also when there is none), or -errno.
  */
-static int leftover(const char *path)
+static int remove_side(const char *path, const struct v05_shm_control *ctl,
+		       uint32_t uid)
 {
 	char side[PATH_MAX];
 	struct stat st;
-	int ret;
+	int fd, ret = v05__side_path(path, side, sizeof(side));
 
-	if (!lstat(path, &st))
-		return 0;
-	if (errno != ENOENT)
-		return v05__fail(-errno, "stat %s: %s", path, v05__errstr(errno));
-	ret = v05__side_path(path, side, sizeof(side));
 	if (ret)
 		return ret;
-	return lstat(side, &st) == 0;
+	fd = open(side, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? 0 :
+		       v05__fail(-errno, "open %s: %s", side, v05__errstr(errno));
+	if (fstat(fd, &st) || st.st_uid != uid) {
+		close(fd);
+		return v05__fail(-EACCES,
+				 "%s belongs to uid %u, the segment to uid %u: left alone (another user's name: pick another segment name, or have its owner remove it; root: v05ctl reclaim --any-uid)",
+				 side, (unsigned)st.st_uid, (unsigned)uid);
+	}
+	if (ctl && !v05__side_bound(ctl, &st)) {
+		/* Not this segment's: the takeover of a later one empties
+		 * it; left for it (or for a reclaim of the leftover). */
+		close(fd);
+		return 0;
+	}
+	ret = v05__side_empty(fd, side);
+	close(fd);
+	if (!ret && rmdir(side) && errno != ENOENT)
+		ret = v05__fail(-errno, "remove %s: %s", side, v05__errstr(errno));
+	return ret;
+}
+
+int v05__segment_unlink_own(const struct v05_segment *seg)
+{
+	struct stat st;
+	int ret;
+
+	/* The owner word is still ours: no takeover, replace or reclaim
+	 * changes the names meanwhile. The name only if it still holds
+	 * this file (a v05_segment_unlink of someone else may have gone
+	 * first, and another create then). */
+	if (lstat(seg->path, &st) || (uint64_t)st.st_ino != seg->st_ino ||
+	    (uint64_t)st.st_dev != seg->st_dev)
+		return v05__fail(-ENOENT, "segment %s is no longer at %s: nothing removed",
+				 seg->name, seg->path);
+	ret = remove_side(seg->path, seg->ctl, seg->st_uid);
+	if (unlink(seg->path) && !ret)
+		ret = v05__fail(-errno, "unlink %s: %s", seg->path, v05__errstr(errno));
+	unlink_legacy(seg->path);
+	return ret;
+}
+
+/* The segment file is gone, its side directory is not: no process can
+ * attach to what is left, whoever still maps it. Removed if it is the
+ * caller's (or, root with V05_ATTACH_ANY_UID, anyone's), with the
+ * temporaries of a dead replace of the name. 0, or -ENOENT when there
+ * was nothing. */
+static int reclaim_leftover(const char *name, const char *path, unsigned flags)
+{
+	char side[PATH_MAX];
+	struct v05_settled settled = { 0, 0 };
+	struct stat st;
+	uint32_t uid = (uint32_t)geteuid();
+	int ret = v05__side_path(path, side, sizeof(side));
+
+	if (ret)
+		return ret;
+	if (!lstat(side, &st) && (flags & V05_ATTACH_ANY_UID) && uid == 0)
+		uid = (uint32_t)st.st_uid;
+	ret = v05__stage_settle(path, uid, v05__owner_self(), &settled);
+	if (ret)
+		return ret;
+	if (lstat(side, &st)) {
+		if (errno != ENOENT)
+			return v05__fail(-errno, "stat %s: %s", side, v05__errstr(errno));
+		if (settled.cleaned || unlink_legacy(path))
+			return 0;
+		return v05__fail(-ENOENT, "no segment %s: neither %s nor its side files exist",
+				 name, path);
+	}
+	if (!S_ISDIR(st.st_mode) || st.st_uid != uid)
+		return v05__fail(st.st_uid != uid ? -EACCES : -ENOTDIR,
+				 "%s belongs to uid %u, not to uid %u, or is not a directory: left alone (another user's name: pick another segment name, or have its owner remove it; root: v05ctl reclaim --any-uid %s)",
+				 side, (unsigned)st.st_uid, (unsigned)uid, name);
+	ret = remove_side(path, NULL, uid);
+	unlink_legacy(path);
+	return ret;
 }
 
 V05_API int v05_segment_reclaim(const char *name, unsigned flags)
 {
-	char path[PATH_MAX];
-	struct v05_segment seg;
-	uint64_t owner;
+	struct v05_settled settled = { 0, 0 };
+	struct v05_claim c;
+	uint64_t owner, me;
 	int ret;
 
 	v05__clear_error();
-	ret = v05__segment_path(name, path, sizeof(path));
+	if (flags & ~V05_ATTACH_ANY_UID)
+		return v05__fail(-EINVAL, "unknown reclaim flags 0x%x", flags);
+	ret = v05__claim_open(name, flags, &c);
+	if (ret == -ENOENT)
+		return reclaim_leftover(name, c.path, flags);
 	if (ret)
 		return ret;
-	/* The segment file is gone, its side files are not: no process can
-	 * attach to what is left, whoever still maps it. */
-	ret = leftover(path);
-	if (ret < 0)
-		return ret;
-	if (ret) {
-		ret = v05__side_remove(path);
-		return ret < 0 ? ret : 0;
-	}
-	ret = v05__segment_attach(name, V05_ROLE_INSPECT, flags, &seg);
-	if (ret)
-		return ret;
-	/* Relaxed: a snapshot; a live owner keeps its word for its lifetime. */
-	owner = v05_load_relaxed(&seg.ctl->owner);
-	v05__segment_detach(&seg);
-	if (v05__owner_alive(owner))
+	/* Relaxed: a look, for the message; the claim decides. */
+	owner = v05_load_relaxed(&c.ctl->owner);
+	if (v05__owner_alive(owner)) {
+		v05__claim_close(&c, false);
 		return v05__fail(-EBUSY, "segment %s: owner pid %u is alive",
 				 name, v05__owner_pid(owner));
-	return v05_segment_unlink(name);
+	}
+	v05__test_point("reclaim.checked");
+	/* Acting on this file only, and only while no one else can: its
+	 * owner word ours. An owner restarted since the look above took it
+	 * over or replaced it (the old file's word is then the replacer's):
+	 * left alone. */
+	me = v05__owner_self();
+	ret = me ? v05__claim_take(&c, me, V05_CLAIM_RECLAIM) : -EIO;
+	if (ret) {
+		char why[512];
+
+		snprintf(why, sizeof(why), "%s",
+			 me ? v05_errmsg() : "cannot read /proc/self/stat");
+		v05__claim_close(&c, false);
+		return v05__fail(-EBUSY, "reclaim %s: taken over or replaced since its owner was found dead (%s): left alone",
+				 name, why);
+	}
+	v05__test_point("reclaim.claimed");
+	if (!v05__claim_same_file(&c)) {
+		/* Removed and made again under the name by a
+		 * v05_segment_unlink and a create since the open: not ours. */
+		v05__claim_close(&c, true);
+		return v05__fail(-EBUSY, "segment %s changed (another file has the name now) while it was reclaimed: left alone",
+				 name);
+	}
+	/* A dead replace's temporaries: whatever they hold goes too. */
+	ret = v05__stage_settle(c.path, c.uid, me, &settled);
+	/* The side directory, then the file: a reclaim killed in between
+	 * leaves a segment no one owns without side files (its next owner
+	 * makes them again, counted; its next reclaim removes it). */
+	if (!ret)
+		ret = remove_side(c.path, c.ctl, c.uid);
+	v05__test_point("reclaim.side");
+	if (!ret && unlink(c.path))
+		ret = v05__fail(-errno, "unlink %s: %s", c.path, v05__errstr(errno));
+	if (!ret)
+		unlink_legacy(c.path);
+	/* On a failure the segment stays claimed by this (live, then dead)
+	 * process: a later reclaim or takeover goes on from there. */
+	v05__claim_close(&c, false);
+	return ret;
 }

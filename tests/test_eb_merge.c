@@ -75,6 +75,16 @@ static void test_merged_state(void **state)
 	sb.ll[3][4] = NAN;
 	assert_int_equal(v05_eb_state_set_remote(a->p, &sb), -EDOM);
 	assert_non_null(strstr(v05_errmsg(), "[3][4]"));
+	/* Finite, but no fold makes it: refused as well; each counted. */
+	sb.ll[3][4] = 0.5;
+	assert_int_equal(v05_eb_state_set_remote(a->p, &sb), -EDOM);
+	assert_non_null(strstr(v05_errmsg(), "> 0"));
+	{
+		uint64_t c[V05_COUNTER_SLOTS];
+
+		v05_counters(a->p, c, V05_COUNTER_SLOTS);
+		assert_int_equal(c[V05_C_EB_PARTS_REFUSED], 3);
+	}
 	ebfx_close_fx(a);
 	ebfx_close_fx(b);
 	free(a);

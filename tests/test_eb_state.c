@@ -185,6 +185,154 @@ static void test_bad_input(void **state)
 	assert_non_null(strstr(v05_errmsg(), "NULL"));
 }
 
+/* The fit at (n0 index, h index) of a state, from v05_eb_state_fit. */
+static void fit_index(const struct v05_eb_state *st, uint32_t *j, uint32_t *l)
+{
+	struct v05_eb_fit f;
+
+	assert_int_equal(v05_eb_state_fit(st, &f), 0);
+	*j = *l = 0;
+	while (*j < V05_EB_N0_GRID && v05_eb_n0_at(*j) != f.n0)
+		(*j)++;
+	while (*l < V05_EB_H_GRID && v05_eb_h_at(*l) != f.h)
+		(*l)++;
+}
+
+/*
+ * Every state folds and sums can make passes the checks (issue 45,
+ * defect 6: they were tightened): 3000 groups of every size up to 64,
+ * fractional and extreme successes, priors at the bounds, several keeps,
+ * and sums of such states; the checks run on each state handed to add.
+ */
+static void test_real_states_pass(void **state)
+{
+	static const double keeps[] = { 1.0, 1.0 - 1.0 / 512, 0.5, 0.0 };
+	struct v05_eb_state sum, st, zero;
+
+	(void)state;
+	v05_eb_state_init(&sum);
+	for (uint32_t kk = 0; kk < 4; kk++) {
+		v05_eb_state_init(&st);
+		for (uint32_t i = 0; i < 750; i++) {
+			uint32_t k = 1 + (uint32_t)(unif() * 64.0);
+			double prior = i % 7 == 0 ? (i % 2 ? 1.0 : -1.0) :
+				       -1.0 + 2.0 * unif();
+			double s = i % 5 == 0 ? (double)k * unif() :
+				   i % 5 == 1 ? 0.0 : i % 5 == 2 ? (double)k :
+				   floor((double)k * unif() + 0.5);
+
+			if (k > 64)
+				k = 64;
+			assert_int_equal(v05_eb_state_fold(&st, keeps[kk], prior, k, s), 0);
+			if (i % 50 == 0) {
+				v05_eb_state_init(&zero);
+				if (v05_eb_state_add(&zero, &st))
+					fail_msg("keep %g, after %u groups: %s", keeps[kk],
+						 i + 1, v05_errmsg());
+			}
+		}
+		if (v05_eb_state_add(&sum, &st))
+			fail_msg("sum: %s", v05_errmsg());
+	}
+	v05_eb_state_init(&zero);
+	assert_int_equal(v05_eb_state_add(&zero, &sum), 0);
+	/* The bounds themselves: groups that give the most (one success
+	 * under a prior of 1, one failure under -1) and the least (64
+	 * rewards, half successes) a group can give, alone. */
+	for (int b = 0; b < 3; b++) {
+		v05_eb_state_init(&st);
+		for (uint32_t i = 0; i < 1000; i++)
+			assert_int_equal(v05_eb_state_fold(&st, 1.0, b == 0 ? 1.0 : b == 1 ? -1.0 : 0.0,
+							   b < 2 ? 1 : 64,
+							   b == 0 ? 1.0 : b == 1 ? 0.0 : 32.0), 0);
+		v05_eb_state_init(&zero);
+		if (v05_eb_state_add(&zero, &st))
+			fail_msg("bound %d: %s", b, v05_errmsg());
+	}
+}
+
+/*
+ * States no fold can make, each finite and with a weight in [0, folded]
+ * (all the check looked at before), are refused naming what is wrong:
+ * a positive log-likelihood, one below what the groups' weight can give,
+ * a row that is not concave in h (the issue's attack: one engine's part
+ * pulling every engine's fit from a small h to h = 0.9), a weight above
+ * the count.
+ */
+static void test_impossible_states_refused(void **state)
+{
+	static double prior[N], s[N];
+	static uint32_t k[N];
+	struct v05_eb_state good, bad, zero;
+	uint32_t j0, l0, j1, l1;
+
+	(void)state;
+	batch(prior, k, s, N, 0.0);
+	v05_eb_state_init(&good);
+	for (uint32_t i = 0; i < 200; i++)
+		assert_int_equal(v05_eb_state_fold(&good, 1.0, prior[i], k[i], s[i]), 0);
+	fit_index(&good, &j0, &l0);
+	assert_true(l0 < V05_EB_H_GRID / 2);
+
+	bad = good;
+	bad.ll[4][7] = 0.25;
+	v05_eb_state_init(&zero);
+	assert_int_equal(v05_eb_state_add(&zero, &bad), -EDOM);
+	assert_non_null(strstr(v05_errmsg(), "[4][7] is 0.25 > 0"));
+	assert_int_equal(v05_eb_state_fit(&bad, &(struct v05_eb_fit){ 0 }), -EDOM);
+
+	bad = good;
+	bad.ll[2][3] = 1e6 * bad.ll[2][3];
+	assert_int_equal(v05_eb_state_add(&zero, &bad), -EDOM);
+	assert_non_null(strstr(v05_errmsg(), "below"));
+
+	/* Every row's last point (h = 0.9) raised just above the row's
+	 * best, all still negative: the fit moves to h = 0.9. */
+	bad = good;
+	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++) {
+		double best = -INFINITY;
+
+		for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
+			best = fmax(best, bad.ll[j][l]);
+		bad.ll[j][V05_EB_H_GRID - 1] = best * (1.0 - 1e-6);
+	}
+	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
+		for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
+			assert_true(bad.ll[j][l] < 0.0);
+	{
+		/* Unchecked, its best point would be h = 0.9. */
+		double best = -INFINITY;
+		uint32_t bl = 0;
+
+		for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
+			for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
+				if (bad.ll[j][l] > best) {
+					best = bad.ll[j][l];
+					bl = l;
+				}
+		assert_int_equal(bl, V05_EB_H_GRID - 1);
+	}
+	assert_int_equal(v05_eb_state_add(&zero, &bad), -EDOM);
+	assert_non_null(strstr(v05_errmsg(), "not concave"));
+	fit_index(&good, &j1, &l1);
+	assert_true(j1 == j0 && l1 == l0);
+
+	/* A count claimed without the groups (the issue's 1e15): the
+	 * log-likelihoods of 200 groups cannot be those of 1e15. */
+	bad = good;
+	bad.folded = 1000000000000000ull;
+	bad.weight = 1e15;
+	assert_int_equal(v05_eb_state_add(&zero, &bad), -EDOM);
+	assert_non_null(strstr(v05_errmsg(), "a count without the groups"));
+
+	bad = good;
+	bad.weight = (double)bad.folded + 1.0;
+	assert_int_equal(v05_eb_state_add(&zero, &bad), -EDOM);
+	assert_non_null(strstr(v05_errmsg(), "weight"));
+	/* Nothing was added. */
+	assert_true(zero.weight == 0.0 && zero.folded == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -192,6 +340,8 @@ int main(void)
 		cmocka_unit_test(test_add_is_the_union),
 		cmocka_unit_test(test_forgetting_follows_a_change),
 		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_real_states_pass),
+		cmocka_unit_test(test_impossible_states_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,7 +43,9 @@
 
 struct plant_args {
 	char path[PATH_MAX];
-	int what; /* 0 directory, 1 symlink, 2 file, 3 old-layout names */
+	int what; /* 0 directory open to others, 1 symlink, 2 file,
+		   * 3 old-layout names, 4 a directory like a side directory
+		   * (0700, a lane's and the doorbell's file in it) */
 };
 
 static int planter(void *arg, int in, int out)
@@ -72,6 +74,18 @@ static int planter(void *arg, int in, int out)
 			snprintf(p, sizeof(p), "%s:%s", pa->path,
 				 i == 0 ? "lane.0" : i == 1 ? "bound.0" : "bell");
 			ret = symlink("/nonexistent", p);
+		}
+		break;
+	case 4:
+		ret = mkdir(p, 0700);
+		for (int i = 0; i < 2 && !ret; i++) {
+			char f[PATH_MAX + 48];
+
+			snprintf(f, sizeof(f), "%s/%s", p, i ? "bell" : "lane.0");
+			fd = open(f, O_CREAT | O_WRONLY, 0600);
+			ret = fd < 0;
+			if (fd >= 0)
+				close(fd);
 		}
 		break;
 	}
@@ -152,7 +166,7 @@ static void test_planted_names(void **state)
 			skip();
 			return;
 		}
-		for (int what = 0; what < 4; what++) {
+		for (int what = 0; what < 5; what++) {
 			char side[PATH_MAX + 16];
 
 			test_name(name, sizeof(name), "hostplant");
@@ -164,7 +178,7 @@ static void test_planted_names(void **state)
 				    owner ? owner : 0, 0, hst_owner_main, NULL);
 			rep = hst_owner_do(&o, 'c', name, 0, cs[c].listed);
 			snprintf(side, sizeof(side), "%s:side", pa.path);
-			if (what < 3) {
+			if (what != 3) {
 				char want[64];
 
 				assert_int_equal(rep.ret, -EEXIST);
@@ -172,18 +186,43 @@ static void test_planted_names(void **state)
 				assert_non_null(strstr(rep.msg, ":side"));
 				assert_non_null(strstr(rep.msg, want));
 				assert_int_equal(access(pa.path, F_OK), -1);
-				/* Not the owner's: its reclaim leaves it (root
-				 * may clear anyone's). */
-				rep = hst_owner_do(&o, 'r', name, 0, 0);
-				if (owner) {
+				/* Not the owner's, root or not: its replace
+				 * (Python's create, on_stale="remove" or on a
+				 * leftover) and its reclaim fail naming it,
+				 * and leave it, and what is in it, alone. */
+				for (int k = 0; k < 2; k++) {
 					struct stat sb;
 
-					assert_true(rep.ret < 0);
+					rep = hst_owner_do(&o, k ? 'r' : 'R', name, 0,
+							   cs[c].listed);
+					if (rep.ret >= 0)
+						fail_msg("%s: %s over a stranger's %s went through",
+							 cs[c].what, k ? "reclaim" : "replace",
+							 side);
+					assert_non_null(strstr(rep.msg, ":side"));
 					assert_int_equal(lstat(side, &sb), 0);
+					assert_int_equal(sb.st_uid, stranger);
+					if (what == 4) {
+						char f[PATH_MAX + 48];
+
+						snprintf(f, sizeof(f), "%s/lane.0", side);
+						assert_int_equal(access(f, F_OK), 0);
+						snprintf(f, sizeof(f), "%s/bell", side);
+						assert_int_equal(access(f, F_OK), 0);
+					}
+					assert_int_equal(access(pa.path, F_OK), -1);
 				}
 				hst_owner_do(&o, 'x', name, 0, 0);
 				assert_int_equal(actor_wait(&o), 0);
-				if (what == 0)
+				if (what == 4) {
+					char f[PATH_MAX + 48];
+
+					snprintf(f, sizeof(f), "%s/lane.0", side);
+					unlink(f);
+					snprintf(f, sizeof(f), "%s/bell", side);
+					unlink(f);
+				}
+				if (what == 0 || what == 4)
 					rmdir(side);
 				else
 					unlink(side);

@@ -241,13 +241,25 @@ static void test_torn_and_corrupt(void **state)
 	scan_file(path, &res, NULL, 0, NULL);
 	assert_int_equal(res.tail, V05_JTAIL_TORN);
 	assert_int_equal(truncate(path, st.st_size), 0);
-	/* A flipped byte in the second record, with records after it. */
+	/* A flipped byte in the second record, with records after it: in
+	 * its rewards, which no check but the record's checksum covers (a
+	 * byte of its fixed part would be refused by the structural checks
+	 * alone; issue 45). */
 	fd = open(path, O_RDWR);
 	assert_true(fd >= 0);
 	{
+		struct v05_jrec one, two;
 		uint8_t b;
-		off_t off = 256 + 200 + 40;
+		off_t off;
 
+		assert_int_equal(pread(fd, &one, sizeof(one), 256), sizeof(one));
+		assert_int_equal(pread(fd, &two, sizeof(two), 256 + one.size),
+				 sizeof(two));
+		assert_true(two.k > 0);
+		/* The second byte of its first reward (a float: a change
+		 * there leaves it finite and in range). */
+		off = 256 + (off_t)one.size + (off_t)sizeof(two) +
+		      (off_t)((two.uid_len + 7u) & ~7u) + 1;
 		assert_int_equal(pread(fd, &b, 1, off), 1);
 		b ^= 0x10;
 		assert_int_equal(pwrite(fd, &b, 1, off), 1);

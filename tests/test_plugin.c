@@ -54,6 +54,12 @@ static void test_config_rejects(void **state)
 	BAD(c.flags = 0x100);
 	BAD(c.journal_sync = 9);
 	BAD(c.journal_path = "");
+	/* The reserved words: 0, or refused naming the field (issue 45:
+	 * no test set them). */
+	BAD(c.reserved_eb = 1);
+	assert_non_null(strstr(v05_errmsg(), "reserved_eb is 1"));
+	BAD(c.reserved_rules = 0x80000000u);
+	assert_non_null(strstr(v05_errmsg(), "reserved_rules is 2147483648"));
 #undef BAD
 	v05_config_default(&c);
 	c.params.k_step = c.params.k_max; /* the largest step that fits */

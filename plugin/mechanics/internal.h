@@ -259,9 +259,12 @@ int v05__plugin_open_journal(struct v05_plugin *p);
  * config asks for it (create, attach); the lanes' record function and
  * event handler, which account each lane's records and cut a lane off. */
 int v05__plugin_start_broker(struct v05_plugin *p);
-/* plugin.c: create segment file_name's files for a plugin called name. */
-int v05__plugin_create_at(const char *file_name, const char *name,
-			  const struct v05_config *c, struct v05_plugin **out);
+/* plugin.c: create a plugin called name, its segment at path (NULL: the
+ * name's own, v05-NAME; a replace makes it in its temporary directory
+ * first, its lanes reserved: cflags V05__CREATE_RESERVED). */
+int v05__plugin_create_at(const char *path, const char *name,
+			  const struct v05_config *c, unsigned cflags,
+			  struct v05_plugin **out);
 /* Stop it, and unmap its doorbell. */
 void v05__plugin_stop_broker(struct v05_plugin *p);
 void v05__apply_lane(void *ctx, const struct v05_record *recs, uint32_t n,

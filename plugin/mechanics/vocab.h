@@ -62,6 +62,11 @@ enum v05_counter {
 	V05_C_BROKER_BACKOFF,  /* peers the broker sent away: their uid's
 				* backoff after a cut-off (broker thread) */
 	V05_C_SIDE_FILES_REPLACED, /* broken side files a takeover made anew */
+	V05_C_REPLACES_UNDONE, /* replaces killed between their exchanges:
+				* the old segment made whole again      */
+	V05_C_REPLACES_CLEANED, /* temporaries of killed replaces removed */
+	V05_C_EB_PARTS_REFUSED, /* other engines' fit parts refused: a
+				 * state no fold could have made         */
 	V05_C_NAMED_END,
 	V05_C_K_HIST = 64,     /* 65 entries: finals by k = 0..64        */
 	V05_C_LAT_HIST = 160,  /* 48 entries: [2^b, 2^(b+1)) ns          */

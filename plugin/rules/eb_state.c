@@ -32,6 +32,14 @@ static_assert(sizeof(struct v05_eb_state) ==
 struct grid {
 	double n0[V05_EB_N0_GRID];
 	double h[V05_EB_H_GRID], lh[V05_EB_H_GRID], l1h[V05_EB_H_GRID];
+	/* The least log-probability the uniform component gives any group
+	 * (k = V05_K_LIMIT rewards, half of them successes): with log h, a
+	 * floor under every group's log-likelihood (state_check). */
+	double m2min;
+	/* The most any group's log-likelihood can be at each grid point: one
+	 * reward, a success, under a prior of 1 (m1 = (n0 + 1) / (n0 + 2))
+	 * and the uniform component's 1/2: below 0 everywhere. */
+	double top[V05_EB_N0_GRID][V05_EB_H_GRID];
 };
 
 static struct grid grid_values;
@@ -48,6 +56,11 @@ static void grid_make(void)
 		g->lh[j] = log(g->h[j]);
 		g->l1h[j] = log1p(-g->h[j]);
 	}
+	g->m2min = lmarg(1.0, 1.0, V05_K_LIMIT, V05_K_LIMIT / 2.0);
+	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
+		for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
+			g->top[j][l] = log((1.0 - g->h[l]) * (g->n0[j] + 1.0) /
+					   (g->n0[j] + 2.0) + g->h[l] / 2.0);
 }
 
 /* pthread_once orders grid_make's stores before any caller's reads. */
@@ -134,13 +147,76 @@ void v05__eb_fit_u(const double *prior, const uint32_t *k, const double *s,
 /* ---- checked public entry points ------------------------------------- */
 
 /*
- * A state this library could have made: every grid value finite, a
- * finite weight in [0, folded] (each group adds 1 and forgetting only
- * lowers it). A NaN or infinite value would make every fit the grid's
- * first point (no comparison with NaN is true), so none gets in.
+ * A state this library could have made. Each folded group adds, at every
+ * grid point, log[(1-h) m1 + h m2] (m1, m2 its probability under the two
+ * components), weighed by keep^age, and the weight adds keep^age; so:
+ *  - every value finite, the weight finite in [0, folded];
+ *  - every value <= weight x the most one group can add there (a log of
+ *    a probability, below 0: at most one reward, a success, under a
+ *    prior of 1), so 0 exactly where the weight is 0 and far below 0
+ *    where it is large: a count claimed must come with log-likelihoods
+ *    of its size;
+ *  - every value >= weight x (log h + the least log m2 of any group):
+ *    (1-h) m1 + h m2 >= h m2;
+ *  - each row (one n0) concave in h: a sum of logs of functions linear in
+ *    h, weighed by positive numbers.
+ * A NaN or infinite value would make every fit the grid's first point (no
+ * comparison with NaN is true); a finite but impossible one (a positive
+ * log-likelihood, a row pulled towards one h) moves every engine's fit to
+ * where the sender wants: none gets in. The tolerances are far above the
+ * rounding of 10^7 folds, far below anything a forged value moves.
  */
+static int value_check(const struct v05_eb_state *st, const struct grid *g,
+		       const char *what)
+{
+	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++) {
+		for (uint32_t l = 0; l < V05_EB_H_GRID; l++) {
+			double v = st->ll[j][l], lo = st->weight * (g->lh[l] + g->m2min);
+			double hi = st->weight * g->top[j][l];
+
+			if (v > 0.0)
+				return v05__fail(-EDOM,
+						 "%s: log-likelihood [%u][%u] is %g > 0; a group's log-likelihood is the log of a probability, <= 0",
+						 what, j, l, v);
+			if (v > hi - 1e-9 * hi + 1e-12)
+				return v05__fail(-EDOM,
+						 "%s: log-likelihood [%u][%u] is %g, above %g, the most groups of weight %g can give there: a count without the groups",
+						 what, j, l, v, hi, st->weight);
+			if (v < lo + 1e-9 * lo - 1e-12)
+				return v05__fail(-EDOM,
+						 "%s: log-likelihood [%u][%u] is %g, below %g, the least groups of weight %g can give at h = %g",
+						 what, j, l, v, lo, st->weight, g->h[l]);
+		}
+	}
+	return 0;
+}
+
+static int row_check(const struct v05_eb_state *st, const struct grid *g,
+		     const char *what)
+{
+	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++) {
+		const double *y = st->ll[j];
+
+		for (uint32_t l = 1; l + 1 < V05_EB_H_GRID; l++) {
+			double h1 = g->h[l - 1], h2 = g->h[l], h3 = g->h[l + 1];
+			double chord = ((h3 - h2) * y[l - 1] + (h2 - h1) * y[l + 1]) /
+				       (h3 - h1);
+			double tol = 1e-8 * (fabs(y[l - 1]) + fabs(y[l]) + fabs(y[l + 1]));
+
+			if (y[l] < chord - tol)
+				return v05__fail(-EDOM,
+						 "%s: the log-likelihood over h at n0 = %g is not concave at h = %g (%g, %g below the chord of its neighbours); no set of groups gives such a row",
+						 what, g->n0[j], h2, y[l], chord - y[l]);
+		}
+	}
+	return 0;
+}
+
 int v05__eb_state_check(const struct v05_eb_state *st, const char *what)
 {
+	const struct grid *g = grid();
+	int ret;
+
 	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
 		for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
 			if (!isfinite(st->ll[j][l]))
@@ -152,7 +228,10 @@ int v05__eb_state_check(const struct v05_eb_state *st, const char *what)
 		return v05__fail(-EDOM,
 				 "%s: weight %g is not a finite number in [0, folded = %llu]",
 				 what, st->weight, (unsigned long long)st->folded);
-	return 0;
+	ret = value_check(st, g, what);
+	if (!ret)
+		ret = row_check(st, g, what);
+	return ret;
 }
 
 V05_API void v05_eb_state_init(struct v05_eb_state *st)

@@ -9,10 +9,12 @@
  *   bytes 1-16   four u32: completion tail, completion head, release
  *                head, release tail (little endian), as the reader stores
  *   byte 17      how many completions the plugin publishes before (mod 8)
- * Afterwards, whatever the values: a reader (the next one, or the same)
- * gets every completion the plugin publishes from then on, in order, and
- * its releases reach the plugin; a read answers 1, 0 or -EIO and never
- * reads outside the ring.
+ * Afterwards, whatever the values: the plugin applied at most a ring's
+ * worth of the reader's releases (a release tail claiming more is
+ * ignored, not walked: ring.h's guard); a reader (the next one, or the
+ * same) gets every completion the plugin publishes from then on, in
+ * order, and its releases reach the plugin; a read answers 1, 0 or -EIO
+ * and never reads outside the ring.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -47,7 +49,7 @@ static void setup(void)
 }
 
 struct got {
-	uint32_t n, slot, gen;
+	uint32_t n, slot, gen, max;
 };
 
 static void on_release(void *ctx, uint32_t slot, uint32_t gen)
@@ -55,6 +57,8 @@ static void on_release(void *ctx, uint32_t slot, uint32_t gen)
 	struct got *g = ctx;
 
 	g->n++;
+	/* At once, not after walking 2^31 of them. */
+	check(g->n <= g->max, "a reset applies at most a ring's worth of releases");
 	g->slot = slot;
 	g->gen = gen;
 }
@@ -66,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct v05_completions c;
 	struct v05_reader_rings r;
 	struct v05_completion e;
-	struct got got = { 0, 0, 0 };
+	struct got got = { 0, 0, 0, 0 };
 	uint32_t v[4], before;
 	int ret;
 
@@ -82,6 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	geo.table_capacity = 16;
 	geo.k_max = 4;
 	geo.ring_capacity = 8;
+	got.max = geo.ring_capacity;
 	geo.support_capacity = 1;
 	geo.batch_count = 1;
 	if (v05__segment_create("fuzz", &geo, NULL, 0, 0600, &seg))

@@ -184,6 +184,56 @@ def test_carry_keeps_what_is_in_flight_and_generates_it_once(segname):
     assert len(set(eng.started)) == len(eng.started)
 
 
+class OpenAt(Engine):
+    """An engine whose gate opens by itself once `n` samples have
+    started: every prompt admitted is then in flight together, and the
+    groups finish in one burst (no timing: the count decides)."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    async def generate(self, prompt, uid, sample, batch):
+        if len(self.started) + 1 >= self.n:
+            self.gate.set()
+        return await super().generate(prompt, uid, sample, batch)
+
+
+def test_carry_takes_the_surplus_first(segname):
+    """Under carry, informative groups final beyond a step's target (a
+    burst: 20 of 60 prompts informative, all finishing together, target
+    10) are kept, and the next step takes them first: it returns them
+    without generating anything again (issue 45: the carry test gated its
+    held prompts, so no surplus ever existed and a fill that forgot the
+    surplus passed)."""
+    eng = OpenAt(60 * K)
+    eng.held = {f"s-{i}" for i in range(60)}
+
+    async def main(p):
+        drv = GroupRollout(p, eng.generate, score=score, release=True)
+        # Room for every sample of the 60 prompts at once.
+        fill = StreamFill(drv, at_target="carry", inflight=60 * K)
+        it = source("s", 60)
+        res1 = await fill.fill(it, 10)
+        check_groups(res1, 10)
+        assert res1.surplus > 0 and not eng.running
+        assert fill.carried == res1.surplus
+        started = len(eng.started)
+        res2 = await fill.fill(it, res1.surplus)
+        check_groups(res2, res1.surplus)
+        # The surplus, not new work: nothing generated, nothing admitted.
+        assert len(eng.started) == started and res2.admitted == 0
+        assert not set(res2.groups) & set(res1.groups)
+        assert set(res1.groups) | set(res2.groups) == \
+            {f"s-{i}" for i in range(0, 60, 3)}
+        await fill.close()
+        drv.close()
+        return drv
+    with plugin(segname) as p:
+        drv = asyncio.run(main(p))
+        nothing_left(p, eng, drv)
+
+
 def test_carry_then_abort_at_close(segname):
     eng = Engine()
     eng.held = {f"d-{i}" for i in range(12, 40)}

@@ -10,6 +10,8 @@ import multiprocessing as mp
 import random
 import socket
 
+import pytest
+
 import v05
 from v05.trainers.fit_exchange import FitExchange
 
@@ -121,3 +123,120 @@ def test_engines_share_the_fit_without_a_barrier(segname, tmp_path):
     for r in range(WORLD - 1):
         assert len(got[r]["late"]) == len(LATE)
         assert got[r]["pending_during_late"]
+
+
+# ---- one bad rank (issue 45, defects 5 to 7) --------------------------------
+
+def _attack(kind, mine):
+    """Rank 2's part made bad in one way: a list of floats (or, for
+    "build", a part of another build's length)."""
+    from v05.core import _lib
+
+    bad = list(mine)
+    h = _lib.EB_H_GRID
+    if kind == "nan":
+        bad[5] = float("nan")
+    elif kind == "inf":
+        bad[5] = float("-inf")
+    elif kind == "negative_count":
+        bad[-1] = -3.0
+    elif kind == "positive":
+        bad[10] = 0.5
+    elif kind == "count":           # the issue's 1e15
+        bad[-1] = bad[-2] = 1e15
+    elif kind == "weight":          # a weight its count cannot have
+        bad[-1] += 100
+    elif kind == "toward_h":        # every row's h = 0.9 above its best
+        for j in range(_lib.EB_N0_GRID):
+            row = bad[j * h:(j + 1) * h]
+            bad[j * h + h - 1] = max(row) * (1 - 1e-6)
+    elif kind == "build":
+        bad = bad + [0.0] * 54
+    return bad
+
+
+# What rank 2 sends at each exchange, and a word of the reason the
+# healthy ranks must give (None: a valid part, accepted).
+ATTACKS = [("nan", "finite"), ("inf", "finite"),
+           ("negative_count", "count"), ("positive", "> 0"),
+           ("count", "a count without the groups"),
+           ("weight", "first waves weigh"), ("toward_h", "not concave"),
+           ("valid", None), ("build", "another build")]
+
+
+def bad_rank_main(rank, port, name, out):
+    import torch.distributed as dist
+    from v05.core.eb_state import EbState
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=WORLD)
+    res = {"steps": []}
+    with v05.Plugin.create(name, **KW) as p, \
+            v05.RewardWriter.attach(name) as w:
+        ex = FitExchange(p)
+        feed(p, SHARED[rank::WORLD], "s", w)
+        res["own"] = p.eb_state().to_list()
+        mine = list(res["own"])
+        real = ex.plugin
+        for kind, _ in ATTACKS:
+            if rank == WORLD - 1 and kind != "valid":
+                if kind == "build":     # another build: another size
+                    EbState.SIZE += 54
+                ex.plugin = type("P", (), {
+                    "eb_state_shared": lambda self, k=kind: type("S", (), {
+                        "to_list": lambda s: _attack(k, mine)})(),
+                    "post_eb_remote": lambda self, o: None})()
+            else:
+                ex.plugin = real
+            assert ex.start()
+            done = ex.wait()
+            res["steps"].append({
+                "done": done, "error": str(ex.error) if ex.error else None,
+                "refused": ex.refused.get(2, 0),
+                "others": ex.others.to_list() if ex.others else None})
+            ex.error = None
+        res["exchanges"] = ex.exchanges
+    dist.destroy_process_group()
+    with open(out, "w") as f:
+        json.dump(res, f)
+
+
+def test_one_bad_rank(segname, tmp_path):
+    """Rank 2 sends a bad part at each exchange (not finite, a negative
+    count, finite but no fold makes it, a weight its count cannot have,
+    a row pulled toward h = 0.9, another build's length), once a valid
+    one: the healthy ranks go on (every exchange completes, no exception,
+    no abort in gloo), refuse each bad part naming rank 2 and why, count
+    it, merge each other's valid part alone, and rank 2's valid part
+    again when it sends one."""
+    ctx = mp.get_context("fork")
+    port = free_port()
+    outs = [str(tmp_path / f"rank{r}.json") for r in range(WORLD)]
+    procs = [ctx.Process(target=bad_rank_main,
+                         args=(r, port, f"{segname}-{r}", outs[r]))
+             for r in range(WORLD)]
+    for pr in procs:
+        pr.start()
+    for pr in procs:
+        pr.join(180)
+    codes = [pr.exitcode for pr in procs]
+    assert codes[:2] == [0, 0], f"healthy ranks' exit codes {codes}"
+    got = [json.load(open(o)) for o in outs]
+    for r in (0, 1):
+        g = got[r]
+        assert g["exchanges"] == len(ATTACKS), g
+        refused = 0
+        for (kind, why), step in zip(ATTACKS, g["steps"]):
+            assert step["done"], (kind, step)
+            if why is None:
+                assert step["error"] is None, (kind, step["error"])
+                want = [a + b for a, b in zip(got[1 - r]["own"],
+                                              got[2]["own"])]
+                assert step["others"] == pytest.approx(want, rel=1e-12)
+                continue
+            refused += 1
+            assert step["refused"] == refused, (kind, step)
+            assert "rank 2's part refused" in step["error"], (kind, step)
+            assert why in step["error"], (kind, step["error"])
+            # The other healthy rank's part alone was merged.
+            assert step["others"] == got[1 - r]["own"], kind

@@ -67,21 +67,52 @@ class Run:
         self.log_path = os.path.join(cwd, "main_ppo.log")
         self.log = open(self.log_path, "w")
         self.t0 = time.monotonic()
+        # A session of its own: on a hang the run and every process it
+        # started (Ray's among them) are ended together.
         self.proc = subprocess.Popen(self.cmd, cwd=cwd,
                                      env=dict(os.environ, **job_env),
-                                     stdout=self.log, stderr=subprocess.STDOUT)
+                                     stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
 
-    def wait(self, timeout: float = 900) -> int:
+    def wait(self, stall: float = None, limit: float = None) -> int:
+        """The run's exit status. A run that writes nothing for `stall`
+        seconds (V05_MAIN_PPO_STALL, default 600) is hung, and one still
+        going after `limit` (V05_MAIN_PPO_LIMIT, default 7200) is ended
+        too: subprocess.TimeoutExpired. A run on a loaded machine is slow,
+        not silent (each step logs), so the bound is on silence, not on
+        the run's length (issue 45: a loaded run took more than the 900 s
+        this used to allow, with every step logging)."""
+        stall = stall or float(os.environ.get("V05_MAIN_PPO_STALL", 600))
+        limit = limit or float(os.environ.get("V05_MAIN_PPO_LIMIT", 7200))
+        size, seen = -1, time.monotonic()
         try:
-            rc = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise
+            while True:
+                try:
+                    return self.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    pass
+                now = time.monotonic()
+                grown = os.path.getsize(self.log_path)
+                if grown != size:
+                    size, seen = grown, now
+                if now - seen > stall or now - self.t0 > limit:
+                    self._end()
+                    raise subprocess.TimeoutExpired(
+                        self.cmd, now - self.t0,
+                        output=f"main_ppo: {now - seen:.0f} s without "
+                        f"output, {now - self.t0:.0f} s in all: ended")
         finally:
             self.elapsed = time.monotonic() - self.t0
             self.log.close()
-        return rc
+
+    def _end(self) -> None:
+        import signal
+
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
 
     def output(self) -> str:
         with open(self.log_path, errors="replace") as f:

@@ -35,6 +35,22 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None,
 _calls = 0
 
 
+def log_fault(what: str, **more) -> None:
+    """A fault injected: one JSON line appended to $V05_FAULT_LOG, if set,
+    so a test knows which faults fired (whatever error its chunk then
+    reports: the fault's own or the cancellation it caused)."""
+    path = os.environ.get("V05_FAULT_LOG")
+    if not path:
+        return
+    import json
+    line = json.dumps(dict(what=what, pid=os.getpid(), **more)) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())   # one write: lines do not interleave
+    finally:
+        os.close(fd)
+
+
 def _fault(solution_str):
     """V05_TASK_FAULT="raise@3,nan@7,cancel@11": what the 3rd, 7th, 11th
     call of this process does instead of scoring."""
@@ -46,6 +62,7 @@ def _fault(solution_str):
     for item in spec.split(","):
         what, _, at = item.partition("@")
         if int(at) == _calls:
+            log_fault(what, call=_calls)
             if what == "cancel":
                 # A scoring task cancelled: Ray reports it to the caller
                 # as a cancelled task.

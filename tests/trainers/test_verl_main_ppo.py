@@ -397,25 +397,44 @@ def test_fill_and_faults(world):
     buffer refills them (v05's default failure path): every step trains
     on a full batch of informative groups, each with the plugin's
     advantages; nothing of a failed chunk or a dropped group is trained
-    on; the run completes and leaves nothing."""
+    on; the run completes and leaves nothing.
+
+    What is asserted is that outcome, not which error a failed chunk
+    reports: a fault fails its chunk, and the chunk's other requests and
+    scoring tasks are cancelled, so under load the error that reaches the
+    chunk first may be a cancellation (Ray's TaskCancelledError from the
+    reward loop) rather than the injected one (issue 45: a run on a busy
+    machine failed on that). Each fault writes a line when it fires
+    (V05_FAULT_LOG), so the test knows all four fired."""
+    faults = str(world["tmp"] / "fill-faults.faults.jsonl")
+    if os.path.exists(faults):
+        os.unlink(faults)
     r = run(world, "fill-faults", 6,
             plugin={"mode": "dapo", "k_init": 4, "k_max": 4,
                     "pad_multiple": 1},
             fill="contrast",
             env={"V05_TASK_FAULT": "raise@5,nan@40,cancel@75",
-                 "V05_HF_SERVER_FAIL": "110"})
+                 "V05_HF_SERVER_FAIL": "110", "V05_FAULT_LOG": faults})
+    with open(faults) as f:
+        fired = [json.loads(x) for x in f]
+    assert {x["what"] for x in fired} == {"raise", "nan", "cancel",
+                                          "server"}, fired
     failed = records(r, "failed")
-    errors = " ".join(f["error"] for f in failed)
-    assert len(failed) >= 3, errors
-    assert "injected scorer failure" in errors
-    assert "not a finite number" in errors or "nan" in errors.lower()
-    assert "injected failure" in errors.replace("scorer failure", "")
+    # Every fault failed the chunk it fell in (two may share one); no chunk
+    # failed without one; each failure is a fault's own error or the
+    # cancellation a fault caused in its chunk.
+    assert 1 <= len(failed) <= len(fired), (failed, fired)
+    for f in failed:
+        assert f["uids"] and re.search(
+            r"injected|not a finite number|nan|cancel", f["error"],
+            re.IGNORECASE), f["error"]
     plugin = plugin_groups(r)
     adv = records(r, "advantage")
     assert len(adv) == 6
     trained = set()
     for a in adv:
-        # A full batch of informative groups, every step.
+        # A full batch of informative groups, every step: what failed
+        # was refilled.
         assert len(a["groups"]) == BATCH
         for uid in a["groups"]:
             g = plugin[uid]
@@ -426,6 +445,7 @@ def test_fill_and_faults(world):
     dropped = {u for u, g in plugin.items() if g["dropped"]}
     assert dropped, "no group was dropped: the fill was not exercised"
     assert trained.isdisjoint(dropped)
+    # Nothing of a failed chunk is trained on.
     assert trained.isdisjoint({u for f in failed for u in f["uids"]})
     check_counters(r, 1, failures=True)
     assert wait_gone(r.prefix) == []

@@ -184,6 +184,17 @@ def _register_engines():
 
 # ---- 4. an HF-transformers rollout ------------------------------------------
 
+def _log_fault(what: str, **more) -> None:
+    """A fault injected here, appended to $V05_FAULT_LOG (as ppo_task's
+    log_fault: the test reads which faults fired)."""
+    import json
+
+    path = os.environ.get("V05_FAULT_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(dict(what=what, pid=os.getpid(), **more)) + "\n")
+
+
 def server_name(replica_rank: int) -> str:
     """The HF server actor of a replica (found by the adapter by name)."""
     return f"verl-cpu-fixture-hf-server-{replica_rank}"
@@ -238,6 +249,7 @@ class HFServer:
         step = self.global_steps + 1
         if self.calls in self.fail_calls or \
                 0 < self.fail_step <= step:  # a test's fault injection
+            _log_fault("server", call=self.calls, step=step)
             raise RuntimeError(f"hf_cpu server: request {self.calls} "
                                f"(step {step}) refused (injected failure)")
         hold = os.environ.get("V05_HF_SERVER_HOLD")

@@ -151,6 +151,13 @@ int hst_owner_main(void *arg, int in, int out)
 		case 'r':
 			rep.ret = v05_segment_reclaim(cmd.name, 0);
 			break;
+		case 'R': {
+			struct v05_config cf;
+
+			hst_config(&cf, cmd.listed);
+			rep.ret = v05_plugin_replace(cmd.name, &cf, &p);
+			break;
+		}
 		case 'x':
 			return 0; /* dies with everything open */
 		case 'q':

@@ -34,7 +34,7 @@ void hst_config(struct v05_config *c, uint32_t listed);
 
 struct owner_cmd {
 	char op;          /* 'c' create, 'a' attach, 'p' poll, 'r' reclaim,
-			   * 'x' die, 'q' close and remove */
+			   * 'R' replace, 'x' die, 'q' close and remove */
 	uint32_t target;  /* 'p': poll until this many rewards applied */
 	char name[64];
 	uint32_t listed;

@@ -194,6 +194,9 @@ void stat_print(FILE *f, const struct stat_view *v, const struct stat_view *prev
 		c[V05_C_REWARDS_APPLIED], rejected(c), c[V05_C_REJ_NONFINITE],
 		c[V05_C_REJ_RANGE], c[V05_C_REJ_UNKNOWN], c[V05_C_REJ_NOT_ISSUED],
 		c[V05_C_REJ_DUPLICATE], c[V05_C_REJ_LATE], c[V05_C_REJ_CORRUPT]);
+	if (c[V05_C_EB_PARTS_REFUSED])
+		fprintf(f, "eb fit    other engines' parts refused %" PRIu64
+			" (states no fold makes)\n", c[V05_C_EB_PARTS_REFUSED]);
 	if (c[V05_C_LATENCY_COUNT]) {
 		char p50[32], p99[32], mean[32];
 
@@ -207,10 +210,13 @@ void stat_print(FILE *f, const struct stat_view *v, const struct stat_view *prev
 	}
 	fprintf(f, "waits     %" PRIu64 " waits, %" PRIu64 " wake-ups; lanes claimed %"
 		PRIu64 ", reclaimed %" PRIu64 ", overruns %" PRIu64
-		"; takeovers %" PRIu64 " (side files made again %" PRIu64 ")\n",
+		"; takeovers %" PRIu64 " (side files made again %" PRIu64
+		"; killed replaces undone %" PRIu64 ", their temporaries removed %"
+		PRIu64 ")\n",
 		c[V05_C_WAITS], c[V05_C_WAKEUPS], c[V05_C_LANE_CLAIMS],
 		c[V05_C_LANE_RECLAIMS], c[V05_C_LANE_OVERRUNS], c[V05_C_TAKEOVERS],
-		c[V05_C_SIDE_FILES_REPLACED]);
+		c[V05_C_SIDE_FILES_REPLACED], c[V05_C_REPLACES_UNDONE],
+		c[V05_C_REPLACES_CLEANED]);
 	print_guard(f, v);
 	if (prev)
 		fprintf(f, "rates     %.0f rewards/s, %.0f samples issued/s, "

@@ -3,6 +3,7 @@
 owner's, say who holds one and what to do about it."""
 
 import errno
+import os
 
 from . import _checks
 from ._lib import check, lib
@@ -37,6 +38,17 @@ def stale_state(name: str):
         with Observer(name) as o:
             info = o.info()
     except FileNotFoundError:
+        shm = os.environ.get("V05_SHM_DIR", "")
+        side = os.path.join(shm if shm.startswith("/") else "/dev/shm",
+                            f"v05-{name}:side")
+        try:
+            st = os.lstat(side)
+        except OSError:
+            return "leftover", None
+        if st.st_uid != os.geteuid():
+            # Another user's name: never ours to clear, root or not.
+            return "foreign", (f"{side} belongs to uid {st.st_uid}, not "
+                               f"to uid {os.geteuid()}")
         return "leftover", None
     except OSError as e:
         return "foreign", str(e)
@@ -54,8 +66,9 @@ def exists_message(name: str, state=None, info=None) -> str:
     if state == "foreign":
         return (f"create segment {name}: the name is taken by something this "
                 f"process cannot take over ({info}); pick another name, or "
-                "have its owner (or root) remove it: "
-                f"`v05ctl reclaim --any-uid {name}`, v05.unlink({name!r})")
+                f"have its owner remove it (v05.unlink({name!r}) or "
+                f"`v05ctl reclaim {name}` as that user), or root: "
+                f"`v05ctl reclaim --any-uid {name}`")
     if state == "live":
         return (f"create segment {name}: it already exists and its owner, "
                 f"pid {info['owner_pid']}, is alive (another run uses this "

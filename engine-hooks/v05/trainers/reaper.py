@@ -10,7 +10,9 @@ owner did not close it), counts what it had in flight (prompts open or held:
 groups that will never be final) and removes it. What it removed and lost
 goes to the report (a JSON line of kind "end") and, when anything was lost,
 to its stderr. It never removes a segment whose owner lives: the library's
-reclaim refuses one.
+reclaim refuses one, and removes only the segment it found dead (it claims
+its owner word first); an owner restarted meanwhile that took the segment
+over or replaced it keeps it (the report says "taken_over_by").
 """
 
 import argparse
@@ -20,6 +22,34 @@ import os
 import select
 import sys
 import time
+
+
+def _pid_of(pidfd: int) -> int:
+    """The pid a pidfd refers to (its fdinfo's Pid line), or 0."""
+    try:
+        with open(f"/proc/self/fdinfo/{pidfd}") as f:
+            for line in f:
+                if line.startswith("Pid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _restarted(segment: str, dead: int):
+    """The pid of a live owner of `segment` other than the dead one (an
+    owner restarted since), or None."""
+    from v05.core.observer import Observer
+
+    try:
+        with Observer(segment) as o:
+            info = o.info()
+    except OSError:
+        return None
+    pid = info.get("owner_pid")
+    if pid and pid != dead and info.get("owner_alive"):
+        return pid
+    return None
 
 
 def main(argv=None) -> int:
@@ -36,6 +66,7 @@ def main(argv=None) -> int:
     if os.fork():
         os._exit(0)
 
+    dead = _pid_of(a.pidfd)
     # The pidfd turns readable when the owner has ended.
     poller = select.poll()
     poller.register(a.pidfd, select.POLLIN)
@@ -66,6 +97,14 @@ def main(argv=None) -> int:
                 return 0  # removed meanwhile (a reclaim at a new start)
             if e.errno != errno.EBUSY:
                 raise
+            # An owner restarted since took it over or replaced it: its
+            # segment now, not a dead one's.
+            new = _restarted(a.segment, dead or info.get("owner_pid"))
+            if new:
+                report(a.report, dict(tag, kind="end", segment=a.segment,
+                                      owner_pid=dead or info.get("owner_pid"),
+                                      taken_over_by=new, lost_groups=0))
+                return 0
             time.sleep(0.05)
     else:
         print(f"v05 reaper: segment {a.segment}: its owner "
