@@ -155,14 +155,16 @@ void v05__plugin_stop_broker(struct v05_plugin *p)
  * cut off when the window holds at least lane_cut_records records and
  * more than lane_cut_permille per 1000 of them were rejected. Relaxed
  * throughout: owner-only statistics, this thread their only writer (the
- * grant is the broker's: acquire, so that a new grant's records are
- * counted in a new window).
+ * grant is the one the view maps, which this thread installs: a new
+ * grant's records are counted in a new window).
  */
 static void account(struct v05_plugin *p, uint32_t lane, uint32_t n,
 		    uint32_t rejected)
 {
 	struct v05_lane_own *own = &p->seg.lane_own[lane];
-	uint32_t grant = v05_load_acquire(&own->grant);
+	/* The grant whose memfd the records came from (0: the lane's file),
+	 * not the broker's latest: a grant made since is not yet read. */
+	uint32_t grant = v05__lanes_view_grant(&p->lanes, lane);
 	uint64_t min = p->cfg.lane_cut_records, recs = n, rej = rejected;
 
 	v05_store_relaxed(&own->applied, v05_load_relaxed(&own->applied) +
@@ -181,8 +183,8 @@ static void account(struct v05_plugin *p, uint32_t lane, uint32_t n,
 		uint64_t now = v05__now_ns();
 		/* Whose lane: the grant's peer, or (a file lane) the
 		 * segment's own uid. */
-		uint32_t uid = v05__lane_granted(own) ?
-			       v05_load_relaxed(&own->grant_uid) : p->seg.st_uid;
+		uint32_t uid = grant ? v05__lanes_view_uid(&p->lanes, lane) :
+			       p->seg.st_uid;
 
 		if (v05__lanes_cut(&p->lanes, lane)) {
 			uint64_t until = backoff_cut(p, uid, now);

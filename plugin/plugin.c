@@ -411,6 +411,9 @@ V05_API int v05_poll(struct v05_plugin *p, struct v05_decision *out,
 	if (p->coarse_ns >= p->next_reader_check_ns)
 		v05__check_reader(p, p->coarse_ns);
 	v05__lanes_drain(&p->lanes, POLL_BUDGET, DRAIN_BATCH, v05__apply_lane, p);
+	/* A brokered producer left: its lane back at once (the broker rang). */
+	if (__builtin_expect(v05__lanes_ends_pending(&p->lanes), 0))
+		v05__lanes_end_grants(&p->lanes, v05__apply_lane, p);
 	if (p->coarse_ns >= p->lanes.next_reclaim_ns)
 		v05__lanes_reclaim_at(&p->lanes, p->coarse_ns, v05__apply_lane, p);
 	if (p->cfg.schedule == V05_SCHEDULE_STREAM)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The lane broker (broker.h), the owner's side: its thread, its socket,
- * each producer served a lane or refused, grants ended and expired.
- * Admission is broker_admit.c's, a producer's request broker_request.c's. */
-#include "broker.h"
+ * each producer served a lane or refused. Which lane, the grant and its
+ * end are broker_grant.c's, admission broker_admit.c's, a producer's
+ * request broker_request.c's. */
+#include "broker_owner.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,35 +24,7 @@
 #include "broker_addr.h"
 #include "error.h"
 #include "lanes.h"
-#include "memfd.h"
 #include "proc.h"
-
-/* ---- the owner's side ---------------------------------------------------- */
-
-struct v05_broker {
-	struct v05_segment *seg;
-	pthread_t thread;
-	int lfd;     /* the listening socket          */
-	int stop_fd; /* an eventfd: written at stop   */
-	int bell_fd; /* the brokered producers' doorbell (the caller's) */
-	uint64_t me; /* the owner's word: the unclaimed grant's token */
-	uint32_t uid;
-	bool forked; /* a copy in a forked child: no thread, no descriptor */
-	struct v05_broker_allow allow;
-	/* Per lane, the broker thread's alone: the connection of its
-	 * current grant (-1: none), that grant's number, and when it was
-	 * made (an unclaimed one ends after V05_BROKER_HOLD_NS). */
-	int conn[V05_LANES_MAX];
-	uint32_t conn_grant[V05_LANES_MAX];
-	uint64_t granted_ns[V05_LANES_MAX];
-	/* The broker's own mappings: each lane's file (its owner word and
-	 * tail), and the current grant's memfd (its owner word). The view
-	 * is the consumer's to remap; the broker never reads through it. */
-	struct v05_ring_hdr *file[V05_LANES_MAX];
-	struct v05_ring_hdr *mem[V05_LANES_MAX];
-	size_t stride;
-	struct v05_broker *next; /* the process's list (fork, below) */
-};
 
 /*
  * A forked child must not keep the broker alive: it would hold the
@@ -112,146 +85,6 @@ static void refuse(int cfd, int err, const char *msg)
 	(void)send(cfd, &g, sizeof(g), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-/*
- * A lane to grant: one at its file, free (owner word 0) and drained (the
- * consumer's head at the file's tail: nothing a producer of the lane left
- * is lost when its memory is swapped). Reserved with a CAS of the file's
- * owner word from 0 to the owner's word, which the plugin sees as alive
- * and same-uid producers as held. Returns the lane or -1.
- */
-static int reserve_lane(struct v05_broker *b)
-{
-	struct v05_segment *seg = b->seg;
-
-	for (uint32_t i = 0; i < seg->hdr.geo.lane_count; i++) {
-		struct v05_lane_own *own = &seg->lane_own[i];
-		struct v05_ring_hdr *r = b->file[i];
-		uint64_t zero = 0, me = b->me;
-
-		if (v05__lane_granted(own) || b->conn[i] >= 0)
-			continue;
-		/* Relaxed peek; the CAS decides. */
-		if (v05_load_relaxed(&r->owner) != 0)
-			continue;
-		/* A3's kind: pairs with the last holder's release (R3), so
-		 * its last tail is the one compared below. */
-		if (!v05_cas_acq_rel(&r->owner, &zero, me))
-			continue;
-		/* Relaxed: the consumer's own count, only compared; a stale
-		 * value makes the lane look undrained, never drained. */
-		if (v05_load_acquire(&r->tail) != v05_load_relaxed(&own->head)) {
-			v05_cas_acq_rel(&r->owner, &me, 0);
-			continue;
-		}
-		return (int)i;
-	}
-	return -1;
-}
-
-/*
- * Lane i, reserved (its file's owner word is ours), becomes a new sealed
- * memfd: its ring resumes at the consumer's head, its owner word is the
- * token the producer claims with. The file's owner word says MOVED, so
- * same-uid producers leave it alone until the lane comes back. The memfd
- * goes to the consumer, which maps it over the lane's pages of the view
- * in place of the file at its next poll, wait or look at the lanes (only
- * its thread ever remaps the view; until then it reads the file, empty at
- * the same head, and the producer's records wait in the memfd). Returns
- * the memfd (ours to send and close).
- */
-static int grant_lane(struct v05_broker *b, uint32_t i, const struct v05_peer *peer)
-{
-	struct v05_segment *seg = b->seg;
-	struct v05_lane_own *own = &seg->lane_own[i];
-	struct v05_ring_hdr *r;
-	uint64_t me = b->me;
-	/* Relaxed: the consumer's, drained at reserve_lane; it moves only
-	 * with records, and the lane has no producer until the grant. */
-	uint32_t head = v05_load_relaxed(&own->head), g;
-	void *m;
-	int fd = v05__memfd_sealed("v05-lane", b->stride), mine;
-
-	if (fd < 0)
-		return fd;
-	m = mmap(NULL, b->stride, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	mine = dup(fd);
-	if (m == MAP_FAILED || mine < 0) {
-		int err = -errno;
-
-		if (m != MAP_FAILED)
-			munmap(m, b->stride);
-		close(fd);
-		return v05__fail(err, "map a lane memfd: %s", v05__errstr(-err));
-	}
-	r = V05_AT(struct v05_ring_hdr, m, v05__lane_skew(i));
-	/* Nobody else holds it yet: plain stores, published to the
-	 * consumer by the mailbox's release below, to the producer by the
-	 * send. */
-	r->owner = me;
-	r->tail = head;
-	r->head = head;
-	/* Acquire-release: the file stays ours (reserved) until it says
-	 * MOVED; no same-uid producer could claim in between. */
-	if (!v05_cas_acq_rel(&b->file[i]->owner, &me, V05_OWNER_MOVED)) {
-		munmap(m, b->stride);
-		close(mine);
-		close(fd);
-		return v05__fail(-EBUSY, "lane %u was taken while granted", i);
-	}
-	b->mem[i] = r; /* kept: the grant's owner word, for its expiry */
-	/* Relaxed: ours alone, read by observers as a snapshot. */
-	v05_store_relaxed(&own->grant_uid, peer->uid);
-	v05_store_relaxed(&own->grant_gid, peer->gid);
-	v05_store_relaxed(&own->grant_pid, (uint32_t)peer->pid);
-	g = v05_load_relaxed(&own->grant) + 1;
-	/* Release: the peer recorded before the consumer treats the lane as
-	 * granted (its acquire, lanes.c). */
-	v05_store_release(&own->grant, g);
-	/* Release: the memfd's header before the consumer maps it (its
-	 * acquire of the mailbox, lanes.c). */
-	v05_store_release(&seg->grant_fd[i], mine + 1);
-	v05_fetch_add_release(&seg->grants_pending, 1u);
-	b->conn_grant[i] = g;
-	b->granted_ns[i] = v05__now_ns();
-	return fd;
-}
-
-/* The grant of lane i is over (its connection closed, never claimed, or
- * not sent): the consumer drains and reverts it. Release: pairs with its
- * acquire of grant_end (lanes.c); the producer's last tail came before
- * its close, which we saw. */
-static void end_grant(struct v05_broker *b, uint32_t i)
-{
-	if (b->conn[i] >= 0)
-		close(b->conn[i]);
-	b->conn[i] = -1;
-	if (b->mem[i])
-		munmap((void *)((uintptr_t)b->mem[i] & ~(uintptr_t)(V05_PAGE - 1)),
-		       b->stride);
-	b->mem[i] = NULL;
-	v05_store_release(&b->seg->lane_own[i].grant_end, b->conn_grant[i]);
-}
-
-/* Grants whose producer never claimed its lane, or which the consumer
- * ended itself (a cut-off: it reverted the lane already). */
-static void expire(struct v05_broker *b, bool all)
-{
-	uint64_t now = v05__now_ns();
-
-	for (uint32_t i = 0; i < b->seg->hdr.geo.lane_count; i++) {
-		struct v05_lane_own *own = &b->seg->lane_own[i];
-
-		if (b->conn[i] < 0)
-			continue;
-		if (all ||
-		    v05_load_acquire(&own->reverted) == b->conn_grant[i] ||
-		    (now - b->granted_ns[i] > V05_BROKER_HOLD_NS &&
-		     /* Relaxed: only compared (the producer's claim). */
-		     v05_load_relaxed(&b->mem[i]->owner) == b->me))
-			end_grant(b, i);
-	}
-}
-
 /* The peer on cfd as the kernel recorded it at connect; groups (n of
  * them) in *groups, from SO_PEERGROUPS where the list needs them. */
 static int peer_of(const struct v05_broker *b, int cfd, struct v05_peer *peer,
@@ -288,6 +121,39 @@ static int peer_of(const struct v05_broker *b, int cfd, struct v05_peer *peer,
 	return 0;
 }
 
+/* A producer that closed its connection (closed its lane, or died): the
+ * grant ends. We never read from a client, so only a hang-up shows in
+ * the connections' revents. Returns the grants ended. */
+static int ended(struct v05_broker *b, const struct pollfd *pf, int n)
+{
+	int k = 0;
+
+	for (int j = 0; j < n; j++) {
+		if (!pf[j].revents)
+			continue;
+		for (uint32_t i = 0; i < b->seg->hdr.geo.lane_count; i++)
+			if (b->conn[i] == pf[j].fd) {
+				v05__broker_end(b, i);
+				k++;
+			}
+	}
+	return k;
+}
+
+/* The connections that hung up by now, looked at without waiting. */
+static int ends_seen(struct v05_broker *b)
+{
+	struct pollfd pf[V05_LANES_MAX];
+	int n = 0;
+
+	for (uint32_t i = 0; i < b->seg->hdr.geo.lane_count; i++)
+		if (b->conn[i] >= 0)
+			pf[n++] = (struct pollfd){ b->conn[i], POLLRDHUP, 0 };
+	if (!n || poll(pf, (nfds_t)n, 0) <= 0)
+		return 0;
+	return ended(b, pf, n);
+}
+
 /* Answer one connection; true if it now carries a grant (keep it). */
 static bool serve(struct v05_broker *b, int cfd)
 {
@@ -305,6 +171,7 @@ static bool serve(struct v05_broker *b, int cfd)
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 			     .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
 	struct cmsghdr *cm;
+	struct v05_broker_pick pick;
 	int lane, ret, fds[2];
 
 	if (peer_of(b, cfd, &peer, small, 64, &groups))
@@ -334,16 +201,21 @@ static bool serve(struct v05_broker *b, int cfd)
 			return false;
 		}
 	}
-	lane = reserve_lane(b);
-	if (lane < 0) {
-		refuse(cfd, -EBUSY, "no lane free (every lane is held by a producer, granted, or holds records not yet drained)");
-		return false;
+	pick = v05__broker_reserve(b, why, sizeof(why));
+	if (pick.lane < 0) {
+		/* A producer that closed just before this one connected: its
+		 * hang-up may have come after the poll that saw this one. */
+		if (ends_seen(b))
+			pick = v05__broker_reserve(b, why, sizeof(why));
+		if (pick.lane < 0) {
+			refuse(cfd, -EBUSY, why);
+			return false;
+		}
 	}
-	fds[0] = grant_lane(b, (uint32_t)lane, &peer);
+	lane = pick.lane;
+	fds[0] = v05__broker_grant(b, pick, &peer);
 	if (fds[0] < 0) {
-		/* Release: R3, the reservation back. */
-		v05_store_release(&b->file[lane]->owner, 0);
-		refuse(cfd, -ENOMEM, v05_errmsg());
+		refuse(cfd, fds[0], v05_errmsg());
 		return false;
 	}
 	b->conn[lane] = cfd;
@@ -367,10 +239,8 @@ static bool serve(struct v05_broker *b, int cfd)
 	ret = cm && sendmsg(cfd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) ==
 			    (ssize_t)sizeof(g);
 	close(fds[0]); /* the producer's and the mapping's now */
-	if (!ret) {
-		end_grant(b, (uint32_t)lane);
-		return true; /* closed by end_grant */
-	}
+	if (!ret)
+		v05__broker_end(b, (uint32_t)lane); /* closes cfd */
 	return true;
 }
 
@@ -397,17 +267,8 @@ static void *broker_main(void *arg)
 			break;
 		if (pf[1].revents)
 			break;
-		/* A producer that closed its connection (closed its lane,
-		 * or died): the grant ends. We never read from a client,
-		 * so only a hang-up wakes us here. */
-		for (int j = 2; j < nfd; j++) {
-			if (!pf[j].revents)
-				continue;
-			for (uint32_t i = 0; i < n; i++)
-				if (b->conn[i] == pf[j].fd)
-					end_grant(b, i);
-		}
-		expire(b, false);
+		ended(b, pf + 2, nfd - 2);
+		v05__broker_expire(b, false);
 		if (!(pf[0].revents & POLLIN))
 			continue;
 		/* Every pending connection, each answered at once without
@@ -423,7 +284,7 @@ static void *broker_main(void *arg)
 		}
 	}
 	free(pf);
-	expire(b, true);
+	v05__broker_expire(b, true);
 	return NULL;
 }
 

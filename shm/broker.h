@@ -14,13 +14,17 @@
  * nothing it holds can change the size of memory the owner maps.
  *
  * A grant lasts as long as the producer's connection: the broker keeps it
- * open and, when the producer closes it (its close, its death), the
- * consumer drains what the lane holds and maps the lane's file back
- * (lanes.c). Each grant is a new memfd, so what a producer's processes do
- * with an old one afterwards reaches nothing the owner maps. When the
- * owner dies, the producer sees its connection end, connects to the next
- * owner's broker and pushes again what the next owner had not drained
- * (producer.c).
+ * open and, when the producer closes it (its close, its death), says so
+ * and rings the owner's doorbell; the consumer, at its next poll, drains
+ * what the lane holds and maps the lane's file back (lanes_reclaim.c). A
+ * lane the consumer has drained is free at once all the same: if a
+ * producer asks before the consumer took it back, the broker grants it
+ * again, as a new memfd (broker_grant.c; one CAS decides which of the two
+ * has the lane, lanes.h). Each grant is a new memfd, so what a producer's
+ * processes do with an old one afterwards reaches nothing the owner maps.
+ * When the owner dies, the producer sees its connection end, connects to
+ * the next owner's broker and pushes again what the next owner had not
+ * drained (producer.c).
  */
 #ifndef V05_SHM_BROKER_H
 #define V05_SHM_BROKER_H

@@ -53,9 +53,12 @@ int v05__lanes_init(struct v05_lanes *l, struct v05_segment *seg)
 		v05_store_release(&r->head, c->head); /* R1 */
 		/* Granted by a previous owner's broker: its memfd died with
 		 * that owner (the producer pushes again what was not drained,
-		 * to our broker). The lane is its file again. */
+		 * to our broker). The lane is its file again (the view maps
+		 * the files: nothing to drop). */
+		seg->view_grant[i] = 0;
 		if (v05__lane_granted(&seg->lane_own[i]))
-			v05__lanes_revert(l, i);
+			v05__lanes_revert(l, i,
+					  v05_load_acquire(&seg->lane_own[i].grant));
 		/* Cut off by a previous owner: still not read (relaxed, as
 		 * the head above). */
 		else if (v05_load_relaxed(&seg->lane_own[i].cut))
@@ -65,53 +68,92 @@ int v05__lanes_init(struct v05_lanes *l, struct v05_segment *seg)
 }
 
 /*
- * Map the memfds the broker granted since the last look over their lanes'
- * pages, in place of the files (the consumer's thread alone remaps the
- * view, between drains: nothing reads the lane meanwhile). The file it
- * replaces is empty at the same head (the broker took only a drained
- * lane), so nothing is lost; the producer's records, pushed meanwhile
- * into the memfd, are read from now on. One relaxed load when none is
- * waiting: called before every drain, pending check and look.
+ * Grant gp of lane i (its post taken): its memfd mapped over the lane's
+ * pages of the view in place of what the view mapped there, one mmap
+ * MAP_FIXED (the consumer's thread alone remaps the view, between drains:
+ * nothing reads the lane meanwhile). That is the lane's file, empty at the
+ * consumer's head (the broker takes only a drained file), or the memfd of
+ * an earlier grant whose producer left and which the broker found drained:
+ * what that one holds past our head came after its producer left, and is
+ * dropped, counted. From now on the lane is read from the grant's head.
  */
-__attribute__((noinline)) void v05__lanes_install_grants(struct v05_lanes *l)
+static void map_grant(struct v05_lanes *l, uint32_t i,
+		      const struct v05_grant_post *gp)
 {
 	struct v05_segment *seg = l->seg;
+	struct v05_lane_own *own = &seg->lane_own[i];
+	struct v05_ring_cons *c = &l->cons[i];
 	uint64_t stride = v05__lane_stride(seg->hdr.geo.lane_capacity);
+	uint32_t left = seg->view_grant[i] && c->r != &l->parked ?
+			lane_left(l, i) : 0;
 
-	for (uint32_t i = 0; i < l->n; i++) {
-		/* Acquire: pairs with the broker's release of the mailbox,
-		 * after it wrote the memfd's header. */
-		int fd = v05_exchange_acq_rel(&seg->grant_fd[i], 0) - 1;
-
-		if (fd < 0)
-			continue;
-		v05_fetch_add_relaxed(&seg->grants_pending, (uint32_t)-1);
-		/* A grant already over and given back (reverted) has
-		 * nothing to map. */
-		if (v05__lane_granted(&seg->lane_own[i]) &&
-		    mmap(seg->base + v05__lane_offset(seg, i), stride,
-			 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
-			    MAP_FAILED) {
-			/* Cannot be mapped (out of memory): the grant ends,
-			 * as if its producer had left; its records are in
-			 * the memfd, which the producer pushes again to a
-			 * later grant. */
-			v05_store_release(&seg->lane_own[i].grant_end,
-					  v05_load_acquire(&seg->lane_own[i].grant));
-		}
-		close(fd);
+	/* Relaxed: our own word. Given back already: nothing to map. */
+	if (gp->grant == v05_load_relaxed(&own->reverted))
+		return;
+	if (mmap(seg->base + v05__lane_offset(seg, i), stride,
+		 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, gp->fd, 0) ==
+	    MAP_FAILED) {
+		/* Cannot be mapped (out of memory): the grant ends, as if its
+		 * producer had left, unless the broker is granting the lane
+		 * again; the broker then ends the connection (it sees the
+		 * lane given back) and the producer pushes what it holds
+		 * again, to a later grant. */
+		if (v05__grant_take(own, gp->grant))
+			v05__lanes_revert(l, i, gp->grant);
+		return;
 	}
+	count_discarded(own, left);
+	c->r = v05__lane(seg, i);
+	c->head = gp->head;
+	c->tail_cache = gp->head;
+	/* The grant's window and cut-off state start empty (relaxed:
+	 * owner-only, this thread their writer); its head is the owner's
+	 * copy a takeover resumes from. */
+	v05_store_relaxed(&own->head, gp->head);
+	v05_store_relaxed(&own->cut, 0u);
+	v05_store_relaxed(&own->win_records, 0);
+	v05_store_relaxed(&own->win_rejected, 0);
+	v05_store_relaxed(&own->owner_seen, 0);
+	seg->view_uid[i] = gp->uid;
+	/* Release (V1): the head above before the broker's acquire of the
+	 * grant the view maps (broker_grant.c), which compares it. */
+	v05_store_release(&seg->view_grant[i], gp->grant);
+}
+
+void v05__lanes_install_lane(struct v05_lanes *l, uint32_t i)
+{
+	struct v05_segment *seg = l->seg;
+	/* Acquire: pairs with the broker's release exchange (P1), after it
+	 * wrote the post and the memfd's ring header. */
+	struct v05_grant_post *gp = v05_exchange_acq_rel(&seg->grant_post[i], NULL);
+
+	if (!gp)
+		return;
+	v05_fetch_add_relaxed(&seg->grants_pending, (uint32_t)-1);
+	map_grant(l, i, gp);
+	close(gp->fd);
+	free(gp);
+}
+
+/* The grants the broker made since the last look, mapped (one relaxed load
+ * when none is waiting: called before every drain, pending check and
+ * look). */
+__attribute__((noinline)) void v05__lanes_install_grants(struct v05_lanes *l)
+{
+	for (uint32_t i = 0; i < l->n; i++)
+		v05__lanes_install_lane(l, i);
 }
 
 /*
- * Lane i's grant is over (its producer left, was cut off, or the owner
- * that granted it died): map the lane's file back over its pages in place
- * of the memfd (one mmap MAP_FIXED), empty at the consumer's head, and
- * free it. What the memfd still holds is dropped (counted by the caller);
- * the producer that held it keeps a memfd no one reads any more. The
- * consumer's own thread, between drains: nothing reads the lane meanwhile.
+ * Lane i's grant g is over and the consumer's (its producer left, it was
+ * cut off, or the owner that granted it died): map the lane's file back
+ * over its pages in place of the memfd (one mmap MAP_FIXED), empty at the
+ * consumer's head, and free it. What the memfd still holds past the head
+ * is dropped, counted; the producer that held it keeps a memfd no one
+ * reads any more. The consumer's own thread, between drains: nothing
+ * reads the lane meanwhile.
  */
-bool v05__lanes_revert(struct v05_lanes *l, uint32_t i)
+bool v05__lanes_revert(struct v05_lanes *l, uint32_t i, uint32_t g)
 {
 	struct v05_segment *seg = l->seg;
 	struct v05_lane_own *own = &seg->lane_own[i];
@@ -119,6 +161,8 @@ bool v05__lanes_revert(struct v05_lanes *l, uint32_t i)
 	uint64_t stride = v05__lane_stride(seg->hdr.geo.lane_capacity);
 	/* Relaxed: the consumer's own words. */
 	uint32_t head = v05_load_relaxed(&own->head);
+	uint32_t left = seg->view_grant[i] && c->r != &l->parked ?
+			lane_left(l, i) : 0;
 	struct v05_ring_hdr *r;
 
 	if (i >= seg->nlane_fd ||
@@ -126,6 +170,7 @@ bool v05__lanes_revert(struct v05_lanes *l, uint32_t i)
 		 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, seg->lane_fd[i],
 		 0) == MAP_FAILED)
 		return false; /* tried again at the next look */
+	count_discarded(own, left);
 	r = v05__lane(seg, i);
 	/* The file's words, MOVED since the grant: no producer claims it
 	 * before the release below. */
@@ -141,9 +186,14 @@ bool v05__lanes_revert(struct v05_lanes *l, uint32_t i)
 	v05_store_relaxed(&own->win_records, 0);
 	v05_store_relaxed(&own->win_rejected, 0);
 	v05_store_relaxed(&own->owner_seen, 0);
-	/* Release: pairs with the broker's acquire (granted()): the file
-	 * is mapped back before it may grant the lane again. */
-	v05_store_release(&own->reverted, v05_load_acquire(&own->grant));
+	/* Relaxed: the broker compares it only after the acquire of
+	 * reverted below orders it. */
+	v05_store_relaxed(&seg->view_grant[i], 0u);
+	/* Release: pairs with the broker's acquire (granted(), expire): the
+	 * file is mapped back before it may grant the lane again or drops
+	 * the memfd. g, the grant taken: the broker makes no other while it
+	 * is ours (lanes.h). */
+	v05_store_release(&own->reverted, g);
 	/* R3: the head and tail above before the next claimer's A3. */
 	v05_store_release(&r->owner, 0);
 	return true;
@@ -213,15 +263,13 @@ static inline uint32_t copy_run(struct v05_record *dst,
 static void cut_done(struct v05_lanes *l, uint32_t i)
 {
 	struct v05_lane_own *own = &l->seg->lane_own[i];
+	uint32_t g = v05__lanes_view_grant(l, i);
 
-	if (v05__lane_granted(own)) {
-		uint32_t left = lane_left(l, i);
-
-		if (v05__lanes_revert(l, i)) {
-			count_discarded(own, left);
-			return;
-		}
-	}
+	/* The grant the view maps is the one cut (taken unless the broker
+	 * grants the lane again: then the cut grant's producer had left, and
+	 * the next grant's post unparks the lane). */
+	if (g && v05__grant_take(own, g) && v05__lanes_revert(l, i, g))
+		return;
 	park(l, i);
 }
 
@@ -391,6 +439,11 @@ uint32_t v05__lanes_drain(struct v05_lanes *l, uint32_t budget, uint32_t batch,
 bool v05__lanes_pending(struct v05_lanes *l)
 {
 	install(l);
+	/* A grant's end is work for the poll, which gives the lane back.
+	 * Relaxed: after the doorbell's F2, which pairs with the broker's F1
+	 * after its increment (broker_grant.c), as a tail's A2 below. */
+	if (v05__lanes_ends_pending(l))
+		return true;
 	for (uint32_t i = 0; i < l->n; i++) {
 		struct v05_ring_cons *c = &l->cons[i];
 

@@ -111,12 +111,82 @@ static inline bool v05__lane_granted(const struct v05_lane_own *own)
 	return v05_load_acquire(&own->grant) != v05_load_acquire(&own->reverted);
 }
 
-/* Lane i's grant is over: its file mapped back in place of the memfd,
- * empty at the consumer's head, and free. The consumer's thread only.
- * false if the file could not be mapped (tried again later). */
-bool v05__lanes_revert(struct v05_lanes *l, uint32_t lane);
+/*
+ * The end of a grant, decided by one word: lane_own.grant_end. The broker
+ * stores the grant's number there when its producer's connection ends
+ * (E1, a release CAS: pairs with the consumer's acquire, so what the
+ * producer published before it left, and the grant's post, are seen).
+ * From then on whoever moves the word off that number first has the lane:
+ * the consumer, to map its file back and free it (| V05_GRANT_TAKEN), or
+ * the broker, to grant it again as a new memfd, the consumer having
+ * drained it (| V05_GRANT_AGAIN). The other leaves the lane alone. The
+ * consumer also takes a grant still live that it ends itself (a cut-off, a
+ * memfd it cannot map); the broker's end then leaves the word as it is.
+ * Grant numbers are the low 30 bits, never 0 (a lane never granted).
+ */
+#define V05_GRANT_NUM 0x3fffffffu
+#define V05_GRANT_AGAIN 0x40000000u
+#define V05_GRANT_TAKEN 0x80000000u
 
-/* Any published record not yet drained? (acquire loads of every tail) */
+static inline uint32_t v05__grant_next(uint32_t g)
+{
+	g = (g + 1) & V05_GRANT_NUM;
+	return g ? g : 1;
+}
+
+/* The consumer takes grant g's lane: true if it is the consumer's (now or
+ * already), false if the broker is granting it again. acq_rel, as the
+ * broker's CAS: one of the two wins. */
+static inline bool v05__grant_take(struct v05_lane_own *own, uint32_t g)
+{
+	uint32_t e = v05_load_acquire(&own->grant_end);
+
+	for (;;) {
+		if (e == (g | V05_GRANT_TAKEN))
+			return true;
+		if (e == (g | V05_GRANT_AGAIN))
+			return false;
+		if (v05_cas_acq_rel(&own->grant_end, &e, g | V05_GRANT_TAKEN))
+			return true;
+	}
+}
+
+/* Lane i's grant g is over and taken (v05__grant_take): its file mapped
+ * back in place of the memfd, empty at the consumer's head, and free; what
+ * the memfd held past the head is dropped, counted. The consumer's thread
+ * only. false if the file could not be mapped (tried again later). */
+bool v05__lanes_revert(struct v05_lanes *l, uint32_t lane, uint32_t g);
+
+/* The grant the view maps over lane i (0: its file), and its peer's uid:
+ * the cut-off's window and whom it backs off (plugin/guard.c). Relaxed:
+ * the consumer's own words. */
+static inline uint32_t v05__lanes_view_grant(const struct v05_lanes *l,
+					     uint32_t i)
+{
+	return v05_load_relaxed(&l->seg->view_grant[i]);
+}
+
+static inline uint32_t v05__lanes_view_uid(const struct v05_lanes *l,
+					   uint32_t i)
+{
+	return l->seg->view_uid[i];
+}
+
+/* Has the broker signalled a grant's end not yet looked at? One relaxed
+ * load (a hint; v05__lanes_end_grants' exchange decides). */
+static inline bool v05__lanes_ends_pending(const struct v05_lanes *l)
+{
+	return v05_load_relaxed(&l->seg->grants_ended) != 0;
+}
+
+/* The grants whose end the broker signalled: each drained up to the tail
+ * its producer left and its file mapped back, unless the broker grants it
+ * again (v05__grant_take). The consumer's thread: from v05_poll, at once
+ * after an end (the broker rings the doorbell for it). */
+void v05__lanes_end_grants(struct v05_lanes *l, v05_record_fn fn, void *ctx);
+
+/* Any published record not yet drained, or a grant's end not yet looked
+ * at? (acquire loads of every tail) */
 bool v05__lanes_pending(struct v05_lanes *l);
 
 /* Drain and free the lanes of dead producers; returns lanes reclaimed.

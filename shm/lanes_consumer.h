@@ -18,8 +18,10 @@ static inline void report(struct v05_lanes *l, enum v05_lane_event ev,
 		l->event(l->event_ctx, ev, lane, n);
 }
 
-/* lanes.c: map the grants the broker made since the last look. */
+/* lanes.c: map the grants the broker made since the last look; lane i's
+ * only. */
 void v05__lanes_install_grants(struct v05_lanes *l);
+void v05__lanes_install_lane(struct v05_lanes *l, uint32_t i);
 
 static inline void install(struct v05_lanes *l)
 {

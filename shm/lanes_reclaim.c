@@ -40,6 +40,46 @@ static void cut_release(struct v05_lanes *l, uint32_t i)
 	v05_store_release(&r->owner, 0);
 }
 
+/*
+ * Lane i, granted: if its grant g ended (its producer left) or the
+ * consumer ended it itself and has not yet given it back, and the broker
+ * is not granting the lane again, drain what the producer published up
+ * to the tail it shows now and map the lane's file back. Acquire on the
+ * grant: pairs with the broker's release, after the peer and before the
+ * post. Acquire (E1) on its end: pairs with the broker's release, after
+ * it saw the producer's connection close (the producer's last tail came
+ * before) and after the grant's post, which is mapped first if the
+ * consumer had not looked since.
+ */
+static void end_grant(struct v05_lanes *l, uint32_t i, v05_record_fn fn,
+		      void *ctx)
+{
+	struct v05_lane_own *own = &l->seg->lane_own[i];
+	uint32_t g = v05_load_acquire(&own->grant);
+	uint32_t e = v05_load_acquire(&own->grant_end);
+
+	if ((e != g && e != (g | V05_GRANT_TAKEN)) || !v05__grant_take(own, g))
+		return;
+	v05__lanes_install_lane(l, i);
+	if (v05__lanes_view_grant(l, i) == g)
+		v05__lanes_drain_upto(l, i, fn, ctx);
+	/* Unless the drain cut it off (and so gave it back already). */
+	if (v05__lane_granted(own))
+		v05__lanes_revert(l, i, g);
+}
+
+void v05__lanes_end_grants(struct v05_lanes *l, v05_record_fn fn, void *ctx)
+{
+	/* Acquire (E2): pairs with the broker's release increments; one
+	 * look at every lane for all the ends signalled so far (one
+	 * signalled after the exchange is looked at next time). */
+	if (!v05_exchange_acq_rel(&l->seg->grants_ended, 0u))
+		return;
+	for (uint32_t i = 0; i < l->n; i++)
+		if (v05__lane_granted(&l->seg->lane_own[i]))
+			end_grant(l, i, fn, ctx);
+}
+
 uint32_t v05__lanes_reclaim(struct v05_lanes *l, bool force, v05_record_fn fn,
 			    void *ctx)
 {
@@ -68,19 +108,10 @@ uint32_t v05__lanes_reclaim_at(struct v05_lanes *l, uint64_t now,
 			/* A granted lane lives as long as its producer's
 			 * connection, which the broker watches (its owner
 			 * word is the producer's to write: not looked at).
-			 * Acquire: pairs with the broker's release of
-			 * grant_end, after the producer's close, so its last
-			 * tail is drained here, then the file comes back. */
-			if (v05_load_acquire(&own->grant_end) ==
-			    v05_load_relaxed(&own->grant)) {
-				v05__lanes_drain_upto(l, i, fn, ctx);
-				/* Unless the drain cut it off (and so reverted
-				 * it already). */
-				if (v05__lane_granted(own)) {
-					count_discarded(own, lane_left(l, i));
-					v05__lanes_revert(l, i);
-				}
-			}
+			 * Its end is looked at as soon as the broker signals
+			 * it; here again, for one given back too late (the
+			 * file could not be mapped). */
+			end_grant(l, i, fn, ctx);
 			continue;
 		}
 		/* Relaxed: owner-only. */

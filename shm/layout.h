@@ -285,7 +285,8 @@ static inline uint64_t v05__lane_stride(uint32_t capacity)
  * of the segment's uid) or, while the broker has granted it, a sealed
  * memfd of the owner's (shm/broker.c): granted while grant != reverted.
  * The broker thread writes line 2 and the poll thread the rest; a grant
- * hands the lane from one to the other (docs/SHM.md, "The broker").
+ * hands the lane from one to the other, and its end back, decided by one
+ * CAS on grant_end (shm/lanes.h; docs/SHM.md, "The broker").
  */
 struct v05_lane_own {
 	/* Line 0: the lanes' (shm/lanes.c). */
@@ -317,10 +318,13 @@ struct v05_lane_own {
 	uint32_t cut_pid;      /* the producer cut off last (display)       */
 	uint8_t pad1[8];
 	/* Line 2: the broker thread's (shm/broker.c), but reverted. */
-	uint32_t grant;      /* grants of this lane made (a memfd each)    */
+	uint32_t grant;      /* the last grant of this lane made (a memfd
+			      * each; numbered in the low 30 bits)         */
 	uint32_t grant_end;  /* the grant whose producer left (its socket
-			      * closed) or never claimed: the poll thread
-			      * drains and reverts it                      */
+			      * closed) or never claimed; | TAKEN once the
+			      * poll thread takes it to revert it, | AGAIN
+			      * once the broker grants the lane again
+			      * (shm/lanes.h)                              */
 	uint32_t reverted;   /* poll thread: the last grant it reverted to
 			      * the lane's file; granted iff != grant      */
 	uint32_t grant_uid;  /* the peer of the current or last grant      */

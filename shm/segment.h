@@ -39,6 +39,19 @@ enum v05_seg_file {
 /* The side directory's name: the segment file's path and this. */
 #define V05_SIDE_SUFFIX ":side"
 
+/*
+ * A grant the broker made, for the consumer to map over the lane (one
+ * malloc of the broker thread's, freed by the consumer): the memfd, the
+ * grant's number (lane_own.grant), the index its ring starts at (the
+ * consumer's head from then on) and the peer's uid.
+ */
+struct v05_grant_post {
+	int fd;
+	uint32_t grant;
+	uint32_t head;
+	uint32_t uid;
+};
+
 struct v05_segment {
 	uint8_t *base;   /* the whole object, PROT_NONE where not mapped;
 			  * NULL for a producer, which maps no whole view */
@@ -73,11 +86,20 @@ struct v05_segment {
 	uint8_t inproc[V05_LANES_MAX];
 	/* Lanes the broker granted, waiting for the consumer to map them
 	 * over the view (only the consumer's thread ever remaps the view):
-	 * a memfd per lane (0: none; the descriptor + 1), and how many are
-	 * waiting. Written by the broker thread (release), taken by the
-	 * consumer (lanes.c, acquire). Process-local. */
-	int grant_fd[V05_LANES_MAX];
+	 * a post per lane (NULL: none), and how many are waiting; the grants
+	 * whose producer left, signalled and not yet looked at. Posted by
+	 * the broker thread (release), taken by the consumer (lanes.c,
+	 * acquire). Process-local. */
+	struct v05_grant_post *grant_post[V05_LANES_MAX];
 	uint32_t grants_pending;
+	uint32_t grants_ended;
+	/* What the view maps over each lane: the grant whose memfd it is
+	 * (0: the lane's file) and that grant's peer uid. The consumer's
+	 * (lanes.c), which stores the grant (release) after the lane's
+	 * head for it; the broker reads it (acquire) before it trusts that
+	 * head (broker_grant.c). Process-local. */
+	uint32_t view_grant[V05_LANES_MAX];
+	uint32_t view_uid[V05_LANES_MAX];
 	struct v05_shm_state *state; /* NULL for producers */
 	uint8_t *region[V05_REGION_COUNT]; /* NULL where not mapped */
 	uint32_t st_uid;

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -237,11 +238,15 @@ int v05__file_overlay(struct v05_segment *seg, uint64_t off, uint64_t len, int f
 void v05__files_close(struct v05_segment *seg)
 {
 	/* Grants the consumer never mapped. */
-	for (uint32_t i = 0; i < V05_LANES_MAX; i++)
-		if (seg->grant_fd[i] > 0)
-			close(seg->grant_fd[i] - 1);
-	memset(seg->grant_fd, 0, sizeof(seg->grant_fd));
+	for (uint32_t i = 0; i < V05_LANES_MAX; i++) {
+		if (seg->grant_post[i]) {
+			close(seg->grant_post[i]->fd);
+			free(seg->grant_post[i]);
+		}
+		seg->grant_post[i] = NULL;
+	}
 	seg->grants_pending = 0;
+	seg->grants_ended = 0;
 	for (uint32_t i = 0; i < seg->nlane_fd; i++)
 		close(seg->lane_fd[i]);
 	seg->nlane_fd = 0;

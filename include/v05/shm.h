@@ -69,8 +69,9 @@ struct v05_reward {
 
 /*
  * Claim a free lane of segment NAME (CAS on the lane's owner word). -EBUSY
- * when every lane is held (lanes of dead producers come back once the
- * plugin has drained them).
+ * when every lane is held, v05_errmsg() saying what holds them (lanes of
+ * dead producers come back once the plugin has drained them; a lane the
+ * broker granted, once its producer closed it and the plugin drained it).
  */
 V05_API int v05_producer_open(const char *name, unsigned flags,
 			      struct v05_producer **out);
