@@ -254,25 +254,29 @@ def main(argv=None):
 
     cks = []
     total = len(seeds) * len(ats)
-    done = 0
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+
+    def write(path):
+        with open(path, "w") as f:
+            json.dump(dict(command=" ".join(["bench/train/probe"] + (argv or sys.argv[1:])),
+                           regime=regime.name, sigma=args.sigma or "rms",
+                           seeds=seeds, checkpoints=ats, rules=args.rules,
+                           replicates=args.replicates, burn=args.burn,
+                           ref_prompts=args.ref_prompts,
+                           ref_samples=args.ref_samples, lr=args.lr,
+                           budget=T.BUDGET, params=M.n_params(M.TinyLM()),
+                           commit=bench_commit(), wall=time.time() - t0,
+                           results=cks), f, default=float)
+
     for seed in seeds:
         paths = checkpoints(regime, seed, args.lr, ats, 250, log)
         for path in paths:
             cks.append(probe_checkpoint(regime, seed, path, args, log))
-            done += 1
-            left = (time.time() - t0) / done * (total - done)
-            log(f"checkpoint {done}/{total} done; about {left / 60:.1f} min left")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(dict(command=" ".join(["bench/train/probe"] + (argv or sys.argv[1:])),
-                       regime=regime.name, sigma=args.sigma or "rms",
-                       seeds=seeds, checkpoints=ats, rules=args.rules,
-                       replicates=args.replicates, burn=args.burn,
-                       ref_prompts=args.ref_prompts,
-                       ref_samples=args.ref_samples, lr=args.lr,
-                       budget=T.BUDGET, params=M.n_params(M.TinyLM()),
-                       commit=bench_commit(), wall=time.time() - t0,
-                       results=cks), f, default=float)
+            write(out + ".partial")   # what is done survives a crash
+            left = (time.time() - t0) / len(cks) * (total - len(cks))
+            log(f"checkpoint {len(cks)}/{total} done; about {left / 60:.1f} min left")
+    write(out)
+    os.remove(out + ".partial")
     log(f"done: {len(cks)} checkpoints; raw results in {out}")
     return out
 
