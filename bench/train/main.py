@@ -15,10 +15,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import model as M  # noqa: E402
+import regimes  # noqa: E402
 import task  # noqa: E402
 import trainer as T  # noqa: E402
 
 OUT = os.path.join(HERE, "out")
+# Seeds below this are design seeds (looked at while building rules and
+# this bench); from it on, report seeds, for the final pages only
+# (--report-seeds): a rule is never tuned on the seeds it is reported on.
+REPORT_SEEDS = 1000
 
 
 def warm_state(seed: int, steps: int, heldout) -> dict:
@@ -36,10 +41,11 @@ def warm_state(seed: int, steps: int, heldout) -> dict:
     return m.state_dict()
 
 
-def run_one(spec, seed, state, heldout, budget, args):
+def run_one(spec, seed, state, heldout, budget, args, regime):
     tr = T.Trainer(spec, seed, state, heldout, lr=args.lr,
                    eval_every=args.eval_every, train_set=args.train_set,
-                   eval_rollouts=args.eval_rollouts)
+                   eval_rollouts=args.eval_rollouts, regime=regime,
+                   sigma=args.sigma)
     try:
         asyncio.run(tr.train(budget))
         return tr.result()
@@ -47,10 +53,16 @@ def run_one(spec, seed, state, heldout, budget, args):
         tr.close()
 
 
+def eta(t0: float, done: int, total: int) -> str:
+    spent = time.time() - t0
+    left = spent / max(1, done) * (total - done)
+    return f"elapsed {spent / 60:.1f} min, about {left / 60:.1f} min left"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="bench/train/run", description=__doc__)
     ap.add_argument("--quick", action="store_true",
-                    help="smoke version: 1 seed, 3 modes, 6 steps")
+                    help="smoke version: 1 seed, 4 modes, 6 steps")
     ap.add_argument("--steps", type=int, default=None,
                     help="rollout budget in steps of 256 (default 80, quick 6)")
     ap.add_argument("--seeds", type=int, default=None, help="default 5 (quick 1)")
@@ -62,11 +74,21 @@ def main(argv=None):
                     + ")")
     ap.add_argument("--warmup", type=int, default=250, help="supervised steps")
     ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--eval-every", type=int, default=5)
-    ap.add_argument("--eval-rollouts", type=int, default=0,
+    ap.add_argument("--eval-every", type=int, default=5,
+                    help="with --eval-rollouts 0: evaluate every N steps")
+    ap.add_argument("--eval-rollouts", type=int, default=512,
                     help="evaluate each time the rollouts pass a multiple "
-                    "of this instead (default 0: every --eval-every steps); "
-                    "steps of the modes with a fill differ in size")
+                    "of this (default 512; 0: every --eval-every steps); "
+                    "training does not depend on it")
+    ap.add_argument("--regime", default="today",
+                    help="the task and prior: " + ", ".join(regimes.REGIMES)
+                    + " (bench/train/regimes.py; default today)")
+    ap.add_argument("--sigma", choices=("rms", "paper"), default=None,
+                    help="the fused modes' normaliser (default: the "
+                    "library's, rms; paper: sqrt(1 - mu^2), the paper's)")
+    ap.add_argument("--report-seeds", action="store_true",
+                    help=f"allow seeds {REPORT_SEEDS} and up: the report "
+                    "seeds, kept for final pages (never used while designing)")
     ap.add_argument("--heldout", type=int, default=360)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--train-set", type=int, default=0,
@@ -88,7 +110,7 @@ def main(argv=None):
                        args.seed_from + (args.seeds or (1 if args.quick else 5))))
     specs = T.mode_specs()
     names = (args.modes.split(",") if args.modes else
-             (["grpo-16", "fixed-4", "v05"] if args.quick else
+             (["grpo-16", "fixed-4", "v05", "default"] if args.quick else
               list(T.RESULTS_MODES)))
     unknown = [n for n in names if n not in specs]
     if unknown:
@@ -99,7 +121,17 @@ def main(argv=None):
     if need_set and not args.train_set:
         ap.error(f"{','.join(need_set)}: a state kept across epochs needs a "
                  "fixed training set; add --train-set N (EPOCHS.md uses 512)")
-    heldout = task.heldout_set(args.heldout)
+    try:
+        regime = regimes.get(args.regime)
+    except ValueError as e:
+        ap.error(str(e))
+    if seeds[-1] >= REPORT_SEEDS and not args.report_seeds:
+        ap.error(f"seeds {REPORT_SEEDS} and up are report seeds, kept unseen "
+                 "for final pages; add --report-seeds to run them")
+    # The warm-up excludes today's held-out set whatever the regime (the
+    # cached weights are the same in every regime).
+    warm_heldout = task.heldout_set(args.heldout)
+    heldout = regime.heldout(args.heldout)
     budget = steps * T.BUDGET
     t0 = time.time()
     runs, skipped, warm_s = [], {}, 0.0
@@ -107,14 +139,14 @@ def main(argv=None):
     i = 0
     for seed in seeds:
         t = time.time()
-        state = warm_state(seed, args.warmup, heldout)
+        state = warm_state(seed, args.warmup, warm_heldout)
         warm_s += time.time() - t
         for name in names:
             i += 1
             spec = specs[name]
             t = time.time()
             try:
-                res = run_one(spec, seed, state, heldout, budget, args)
+                res = run_one(spec, seed, state, heldout, budget, args, regime)
             except ValueError as e:
                 if name not in skipped:
                     print(f"[{i}/{total}] {name}: skipped, this build of v05 "
@@ -131,7 +163,8 @@ def main(argv=None):
                   f"{res['wall']:5.1f} s (generate {tm['generate']:.1f}, "
                   f"plugin+scoring {tm['rollout'] - tm['generate']:.1f}, "
                   f"update {tm['update']:.1f}, prior {tm['prior']:.1f}, "
-                  f"eval {tm['eval'] + tm['true_p']:.1f})", flush=True)
+                  f"eval {tm['eval'] + tm['true_p']:.1f}); "
+                  f"{eta(t0, i, total)}", flush=True)
     wall = time.time() - t0
     import report
     commit = report.git_rev()
@@ -142,6 +175,9 @@ def main(argv=None):
                        heldout=args.heldout, budget_per_step=T.BUDGET, commit=commit,
                        train_set=args.train_set,
                        eval_rollouts=args.eval_rollouts,
+                       eval_every=args.eval_every,
+                       regime=regime.name, sigma=args.sigma or "rms",
+                       default_mode=specs["default"].mode,
                        params=M.n_params(M.TinyLM()),
                        command=" ".join(["bench/train/run"] + (argv or sys.argv[1:]))), f)
     print(f"done: {len(runs)} runs in {wall:.0f} s (warm-up {warm_s:.0f} s); "

@@ -49,23 +49,15 @@ def _encode_prompts(model: TinyLM, prompts: Sequence[Prompt]):
 
 
 @torch.no_grad()
-def sample(model: TinyLM, prompts: Sequence[Prompt], gen: torch.Generator,
-           temperature: float = 1.0) -> Tuple[List[List[int]], float, int]:
-    """One sampled completion per prompt (up to MAX_ANSWER tokens, ending at
-    EOS). Returns the completions, the summed per-token entropy of the
-    sampling distributions and the number of tokens sampled."""
+def decode(model: TinyLM, prompts: Sequence[Prompt], pick) -> List[List[int]]:
+    """One completion per prompt (up to MAX_ANSWER tokens, ending at EOS):
+    pick(logits, t, alive) chooses step t's tokens from the logits."""
     logits, h = _encode_prompts(model, prompts)
     B = len(prompts)
     outs: List[List[int]] = [[] for _ in range(B)]
     alive = torch.ones(B, dtype=torch.bool)
-    ent_sum, ntok = 0.0, 0
-    for _ in range(MAX_ANSWER):
-        logp = F.log_softmax(logits / temperature, dim=-1)
-        probs = logp.exp()
-        tok = torch.multinomial(probs, 1, generator=gen).squeeze(1)
-        ent = -(probs * logp).sum(-1)
-        ent_sum += float(ent[alive].sum())
-        ntok += int(alive.sum())
+    for t in range(MAX_ANSWER):
+        tok = pick(logits, t, alive)
         for i in torch.nonzero(alive).flatten().tolist():
             outs[i].append(int(tok[i]))
         alive &= tok != EOS
@@ -73,7 +65,26 @@ def sample(model: TinyLM, prompts: Sequence[Prompt], gen: torch.Generator,
             break
         y, h = model.rnn(model.emb(tok).unsqueeze(1), h)
         logits = model.head(y[:, 0])
-    return outs, ent_sum, ntok
+    return outs
+
+
+def sample(model: TinyLM, prompts: Sequence[Prompt], gen: torch.Generator,
+           temperature: float = 1.0) -> Tuple[List[List[int]], float, int]:
+    """One sampled completion per prompt. Returns the completions, the
+    summed per-token entropy of the sampling distributions and the number
+    of tokens sampled."""
+    acc = [0.0, 0]
+
+    def pick(logits, t, alive):
+        logp = F.log_softmax(logits / temperature, dim=-1)
+        probs = logp.exp()
+        tok = torch.multinomial(probs, 1, generator=gen).squeeze(1)
+        ent = -(probs * logp).sum(-1)
+        acc[0] += float(ent[alive].sum())
+        acc[1] += int(alive.sum())
+        return tok
+    outs = decode(model, prompts, pick)
+    return outs, acc[0], acc[1]
 
 
 def seq_logprob(model: TinyLM, prompts: Sequence[Prompt],

@@ -56,16 +56,20 @@ def verify(p: Prompt, out: Sequence[int]) -> float:
     return 1.0 if list(out) == answer(p) else -1.0
 
 
-def random_prompt(rng: random.Random) -> Prompt:
-    n = rng.choice(LENGTHS)
+def random_prompt(rng: random.Random,
+                  lengths: Sequence[int] = LENGTHS) -> Prompt:
+    """An operation and a digit string, the length drawn from `lengths`
+    (the task's 2..7 unless a regime narrows it: bench/train/regimes.py)."""
+    n = rng.choice(lengths)
     return (rng.randrange(len(OPS)), tuple(rng.randrange(DIGITS) for _ in range(n)))
 
 
-def heldout_set(n: int, seed: int = 12345) -> List[Prompt]:
+def heldout_set(n: int, seed: int = 12345,
+                lengths: Sequence[int] = LENGTHS) -> List[Prompt]:
     """n distinct prompts, balanced over operation and length."""
     rng = random.Random(seed)
     out, seen = [], set()
-    cells = [(o, L) for o in range(len(OPS)) for L in LENGTHS]
+    cells = [(o, L) for o in range(len(OPS)) for L in lengths]
     i = 0
     while len(out) < n:
         o, L = cells[i % len(cells)]
@@ -80,14 +84,16 @@ def heldout_set(n: int, seed: int = 12345) -> List[Prompt]:
 class PromptStream:
     """Training prompts: the task's distribution minus the held-out set."""
 
-    def __init__(self, heldout: Sequence[Prompt], seed: int):
+    def __init__(self, heldout: Sequence[Prompt], seed: int,
+                 lengths: Sequence[int] = LENGTHS):
         self.exclude = set(heldout)
         self.rng = random.Random(seed)
+        self.lengths = tuple(lengths)
 
     def take(self, n: int) -> List[Prompt]:
         out = []
         while len(out) < n:
-            p = random_prompt(self.rng)
+            p = random_prompt(self.rng, self.lengths)
             if p not in self.exclude:
                 out.append(p)
         return out
@@ -103,12 +109,13 @@ class EpochStream:
     seeded order: what the rules with a cross-epoch state (Knapsack RL's
     own estimate, GRESO's filter) learn from."""
 
-    def __init__(self, heldout: Sequence[Prompt], n: int, seed: int):
+    def __init__(self, heldout: Sequence[Prompt], n: int, seed: int,
+                 lengths: Sequence[int] = LENGTHS):
         rng = random.Random(seed)
         exclude, seen = set(heldout), set()
         self.prompts: List[Prompt] = []
         while len(self.prompts) < n:
-            p = random_prompt(rng)
+            p = random_prompt(rng, lengths)
             if p not in exclude and p not in seen:
                 seen.add(p)
                 self.prompts.append(p)

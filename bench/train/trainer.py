@@ -26,7 +26,6 @@ have it.
 """
 
 import asyncio
-import dataclasses
 import os
 import time
 from typing import Dict, List, Optional
@@ -41,96 +40,16 @@ from v05.core.rules import Greso, KnapsackHistory, PilotCommit
 from v05.engines.driver import GroupRollout
 
 import model as M
+import regimes
 import task
-import valueprior
+from modes import ModeSpec, RESULTS_MODES, mode_specs  # noqa: F401 (re-exported)
 
 BUDGET = 256  # rollouts per step: prompt batch x group size
-
-
-@dataclasses.dataclass
-class ModeSpec:
-    name: str        # label in the results
-    mode: str        # plugin mode
-    k: int           # k_init (group size for fixed modes)
-    adaptive: bool   # k decided by the plugin: size the batch by expected k
-    halt: float = 0.25  # the batch halt fraction (the paper's 25%)
-    # A published rule (docs/RULES.md): its own defaults (v05_config_mode),
-    # only k_init given (knapsack-prior's budget per prompt).
-    rule: bool = False
-    # A rule with a cross-epoch state kept here, as a trainer keeps it
-    # (v05.core.rules): "knapsack" (its own success-rate estimate is the
-    # prior; no value model) or "greso" (its skip filter picks the prompts
-    # rolled out), "pilot-commit" (its record: prompts evicted as
-    # solved). All need a fixed training set (--train-set).
-    history: str = ""
-    # Issue 38's fill: each step is filled to this many informative groups
-    # (0: no fill, the step is its prompt batch).
-    fill: int = 0
-    # The fill's skip by prior (v05.core.fill.SkipRule, v05-eb's own model
-    # once its running fit is warm): prompts predicted all-same are not
-    # rolled out.
-    skip: bool = False
-    # Plugin.create parameters beyond k_init (a pilot's commit, padding).
-    plugin: Dict[str, object] = dataclasses.field(default_factory=dict)
 
 
 # A plan held to pad is released when its batch's first waves are all in,
 # never by the clock (Trainer.__init__).
 STREAM_DEADLINE_US = 10_000_000
-
-# The matrix of RESULTS.md (the paper's claims), bench/train/run's default.
-RESULTS_MODES = ("grpo-16", "dapo-16", "grpo-4", "fixed-1", "fixed-2",
-                 "fixed-4", "fixed-8", "v05", "v05-nohalt", "v05-eb")
-
-
-def mode_specs() -> Dict[str, ModeSpec]:
-    # grpo-4 is not in the paper: a control with fixed-4's batch shape
-    # (64 prompts x 4) and the plain group mean, to separate the prior's
-    # effect from that of more prompts per step.
-    s = [ModeSpec("grpo-16", "grpo", 16, False),
-         ModeSpec("dapo-16", "dapo", 16, False),
-         ModeSpec("grpo-4", "grpo", 4, False)]
-    s += [ModeSpec(f"fixed-{k}", "v05-fixed", k, False) for k in (1, 2, 4, 8)]
-    # v05-nohalt (not in the paper): OSLA without the 25% batch halt, so
-    # every prompt whose prior is rejected gets its OSLA target.
-    s += [ModeSpec("v05", "v05", 4, True),
-          ModeSpec("v05-nohalt", "v05", 4, True, halt=0.0),
-          ModeSpec("v05-eb", "v05-eb", 4, True)]
-    # The published rules (issue 28): Reinforce-Ada with its authors'
-    # defaults (rounds of 8 up to 32, 4 trained on), Knapsack RL's
-    # allocation from the value prior at 4 and 8 samples per prompt.
-    s += [ModeSpec("reinforce-ada", "reinforce-ada", 8, True, rule=True),
-          ModeSpec("reinforce-ada-pos", "reinforce-ada-pos", 8, True,
-                   rule=True),
-          ModeSpec("knapsack-prior-4", "knapsack-prior", 4, False, rule=True),
-          ModeSpec("knapsack-prior-8", "knapsack-prior", 8, False, rule=True)]
-    # The rules with a cross-epoch state, as their authors run them:
-    # Knapsack RL with its own estimate from each prompt's past epochs,
-    # GRESO's filter over DAPO's groups of 8 (and DAPO's 8 without it).
-    s += [ModeSpec("knapsack-4", "knapsack", 4, False, rule=True,
-                   history="knapsack"),
-          ModeSpec("knapsack-8", "knapsack", 8, False, rule=True,
-                   history="knapsack"),
-          ModeSpec("dapo-8", "dapo", 8, False),
-          ModeSpec("greso-8", "greso", 8, False, rule=True, history="greso")]
-    # Issue 38: the steps filled to B informative groups (DAPO's and
-    # GRESO's own drop; Pilot-Commit's rounds until B are committed, its
-    # authors' loop), EBPO (no extra samples, every group trained on),
-    # and v05-eb with the fill and its skip by prior (padding off: a
-    # fill's waves are a few prompts each).
-    s += [ModeSpec("dapo-16-fill", "dapo", 16, False, fill=16),
-          ModeSpec("greso-8-fill", "greso", 8, False, rule=True,
-                   history="greso", fill=32),
-          ModeSpec("ebpo-8", "ebpo", 8, False, rule=True),
-          ModeSpec("ebpo-4", "ebpo", 4, False, rule=True,
-                   plugin={"k_max": 4}),
-          ModeSpec("pilot-commit-4-12", "pilot-commit", 4, False, rule=True,
-                   history="pilot-commit", fill=16,
-                   plugin={"k_step": 12, "k_max": 16}),
-          ModeSpec("v05-eb-fill", "v05-eb", 4, True, fill=32, skip=True,
-                   plugin={"pad_multiple": 1})]
-    return {m.name: m for m in s}
-
 
 class Sampler:
     """generate(prompt, uid, sample, batch) for GroupRollout: requests that
@@ -152,35 +71,55 @@ class Sampler:
         self.calls += 1
         if not self.pending:
             loop.call_soon(self._flush)
-        self.pending.append((prompt, fut))
+        self.pending.append((prompt, uid, sample, fut))
         return await fut
+
+    def draw(self, reqs):
+        """Completions for the wave's (prompt, uid, sample) requests."""
+        outs, e, n = M.sample(self.policy, [p for p, _, _ in reqs], self.gen)
+        self.ent_sum += e
+        self.ntok += n
+        return outs
 
     def _flush(self):
         reqs, self.pending = self.pending, []
         t = time.perf_counter()
         try:
-            outs, e, n = M.sample(self.policy, [p for p, _ in reqs], self.gen)
+            outs = self.draw([r[:3] for r in reqs])
         except Exception as exc:  # surfaced by the driver
-            for _, f in reqs:
+            for *_, f in reqs:
                 if not f.done():
                     f.set_exception(exc)
             return
         self.seconds += time.perf_counter() - t
         self.waves += 1
-        self.ent_sum += e
-        self.ntok += n
-        for (_, f), o in zip(reqs, outs):
+        for (*_, f), o in zip(reqs, outs):
             if not f.done():
                 f.set_result(o)
 
 
+# The fused modes: sigma="paper" (the paper's normaliser) applies to them
+# only; the others keep their own scale (docs/STATISTICS.md).
+FUSED = ("v05", "v05-fixed", "v05-eb")
+
+
 class Trainer:
+    """One run. `regime` (regimes.py) sets the task's lengths and the
+    priors; `sigma` ("paper" or None) the fused modes' normaliser;
+    `checkpoints` (rollout counts) where the policy and Adam's state are
+    saved to `ckpt_dir` (the gradient probe's frozen states). A run is a
+    function of its seed and these: evaluations read the policy only (no
+    random stream), whenever they happen."""
+
     def __init__(self, spec: ModeSpec, seed: int, init_state: dict,
                  heldout: List[task.Prompt], *, lr: float = 1e-3,
                  eval_every: int = 5, clip: float = 1.0, record: bool = False,
                  lr_warmup: int = 10, train_set: int = 0,
-                 eval_rollouts: int = 0):
+                 eval_rollouts: int = 0, regime: Optional[regimes.Regime] = None,
+                 sigma: Optional[str] = None, checkpoints=(),
+                 ckpt_dir: Optional[str] = None, sampler=None):
         self.spec, self.seed = spec, seed
+        self.regime = regime or regimes.REGIMES["today"]
         torch.manual_seed(seed)
         self.policy = M.TinyLM()
         self.policy.load_state_dict(init_state)
@@ -194,8 +133,10 @@ class Trainer:
             raise ValueError(f"{spec.name} keeps a history per prompt: it "
                              "needs a fixed training set (--train-set N)")
         # The same training set and epoch order for every mode of a seed.
-        self.stream = task.EpochStream(heldout, train_set, seed=1000 + seed) \
-            if train_set else task.PromptStream(heldout, seed=1000 + seed)
+        lengths = self.regime.lengths
+        self.stream = task.EpochStream(heldout, train_set, seed=1000 + seed,
+                                       lengths=lengths) if train_set else \
+            task.PromptStream(heldout, seed=1000 + seed, lengths=lengths)
         self.history = KnapsackHistory() if spec.history == "knapsack" else \
             Greso(seed=seed) if spec.history == "greso" else \
             PilotCommit(pilot=spec.k) if spec.history == "pilot-commit" \
@@ -206,6 +147,8 @@ class Trainer:
         # Evaluate each time the rollouts pass a multiple of this (0: every
         # eval_every steps): steps of a fill differ in size.
         self.eval_rollouts = eval_rollouts
+        self.checkpoints = sorted(checkpoints)
+        self.ckpt_dir = ckpt_dir
         self.record = record          # keep the advantages the loss used (tests)
         self.used: List[dict] = []
         self.name = f"train-{os.getpid()}-{spec.name}-{seed}"
@@ -219,22 +162,26 @@ class Trainer:
         # out otherwise). A deadline no run reaches keeps a run a function
         # of its seed.
         kw = dict(stream_deadline_us=STREAM_DEADLINE_US)
-        if spec.rule:
-            kw.update(spec.plugin)
-            self.plugin = v05.Plugin.create(self.name, mode=spec.mode,
-                                            k_init=spec.k, **kw)
+        if sigma is not None and (spec.mode in FUSED):
+            kw.update(sigma=sigma)
+        if spec.library:
+            pass  # the library's own configuration
+        elif spec.rule:
+            kw.update(spec.plugin, mode=spec.mode, k_init=spec.k)
         else:
             kw.update(k_max=max(16, spec.k), pad_multiple=32,
-                      halt_fraction=spec.halt)
+                      halt_fraction=spec.halt, mode=spec.mode, k_init=spec.k)
             kw.update(spec.plugin)
-            self.plugin = v05.Plugin.create(self.name, mode=spec.mode,
-                                            k_init=spec.k, **kw)
-        self.prior = ValueModelPrior(self.plugin, valueprior.predict,
-                                     batch_size=64, context_size=256, seed=seed)
-        self.sampler = Sampler(self.policy, torch.Generator().manual_seed(seed))
+        self.plugin = v05.Plugin.create(self.name, **kw)
+        predict = self.regime.predict(seed)
+        self.prior = None if predict is None else ValueModelPrior(
+            self.plugin, predict, batch_size=64, context_size=256, seed=seed)
+        self.sampler = sampler or Sampler(self.policy,
+                                          torch.Generator().manual_seed(seed))
         self.rollout = GroupRollout(self.plugin, self.sampler.generate,
                                     score=self._score, release=False)
         self.prompts: Dict[str, task.Prompt] = {}
+        self.pids: Dict[str, object] = {}  # uid -> the stream's id of it
         self.rewards_seen: Dict[str, Dict[int, float]] = {}
         self.expected_k = float(spec.k)
         self.rollouts = 0
@@ -257,6 +204,10 @@ class Trainer:
         if self.spec.adaptive:
             return max(8, int(round(BUDGET / self.expected_k)))
         return BUDGET // self.spec.k
+
+    def true_p(self, ps) -> np.ndarray:
+        """Each prompt's exact success rate under the policy now."""
+        return M.success_prob(self.policy, ps).numpy()
 
     def evaluate(self):
         t = time.perf_counter()
@@ -296,6 +247,8 @@ class Trainer:
                       for u, (pid, _, _) in zip(uids, taken)}
         elif self.history is not None:
             priors = {u: 0.0 for u in uids}  # the rules' groups use none
+        elif self.prior is None:
+            priors = {u: 0.0 for u in uids}  # no value model: p = 0.5
         else:
             priors = dict(self.prior.priors(
                 [(u, task.text(p)) for u, p in zip(uids, ps)]))
@@ -334,9 +287,10 @@ class Trainer:
             if not uids:
                 return []
         self.prompts.update(zip(uids, ps))
+        self.pids.update((u, c[0]) for u, c in zip(uids, taken))
 
         t = time.perf_counter()
-        true_p = M.success_prob(self.policy, ps).numpy()   # the policy that samples
+        true_p = self.true_p(ps)   # the policy that samples
         self.times["true_p"] += time.perf_counter() - t
 
         gen0 = self.sampler.seconds
@@ -376,11 +330,15 @@ class Trainer:
         return their entries; the caller keeps the informative ones."""
         return await self._wave(self._take(need), f"{self.step_no}:{wave}")
 
-    async def step(self) -> dict:
+    async def collect(self) -> dict:
+        """One step's rollouts through the plugin, no update: its entries
+        (one per prompt, with the slot's advantages), those trained on,
+        and the counters the step's record needs. The rule's allocation
+        state (the running mean of k, GRESO's rates) moves on here."""
         st0 = self.plugin.stats()
         calls0, waves0 = self.sampler.calls, self.sampler.waves
         ent0, ntok0 = self.sampler.ent_sum, self.sampler.ntok
-        self.prompts, self.rewards_seen = {}, {}
+        self.prompts, self.rewards_seen, self.pids = {}, {}, {}
         fill_waves = 0
         if self.spec.fill:
             # Each wave pulls as many prompts as informative groups are
@@ -399,50 +357,76 @@ class Trainer:
             entries = await self._wave(taken, str(self.step_no))
             trained = [e for e in entries if not e["dropped"]]
             epoch = taken[-1][2]
-        B = len(entries)
         spent = self.sampler.calls - calls0
-        st1 = self.plugin.stats()
+        if isinstance(self.history, Greso):
+            # The skip rates adapt after each step but the first epoch's.
+            self.history.step_end(first_epoch=epoch == 0)
+        if self.spec.adaptive and not self.spec.fill:
+            self.expected_k = 0.7 * self.expected_k + 0.3 * spent / len(entries)
+        return dict(entries=entries, trained=trained, spent=spent,
+                    epoch=epoch, fill_waves=fill_waves, st0=st0,
+                    st1=self.plugin.stats(), waves=self.sampler.waves - waves0,
+                    entropy=(self.sampler.ent_sum - ent0) /
+                    max(1, self.sampler.ntok - ntok0))
 
-        # The loss, from the slots' advantages.
-        t = time.perf_counter()
-        seq_p, seq_o, seq_a, seq_w = [], [], [], []
-        nonzero = 0
+    @staticmethod
+    def sequences(trained: List[dict]):
+        """The loss's terms: (prompt, completion, advantage, weight) per
+        sample trained on, weight 1/(samples kept of its group); the loss
+        is -(1/len(trained)) sum weight * advantage * l(completion), l =
+        model.seq_logprob's mean log-probability."""
+        out = []
         for e in trained:
-            adv = torch.tensor(e["adv"])
-            if self.record:
-                self.used.append(dict(uid=e["uid"], prior=e["prior"],
-                                      k=e["k"], slot=e["adv"].tolist(),
-                                      rewards=e["rewards"],
-                                      loss_adv=adv.tolist(),
-                                      mode=self.spec.mode))
             # The samples trained on: all k but under reinforce-ada.
             kept_s = e["kept"]
-            nonzero += any(float(adv[s]) != 0.0 for s in kept_s)
             for s in kept_s:
-                seq_p.append(e["prompt"])
-                seq_o.append(e["outputs"][s])
-                seq_a.append(adv[s])
-                seq_w.append(1.0 / len(kept_s))
-        kept = len(trained)
+                out.append((e["prompt"], e["outputs"][s], float(e["adv"][s]),
+                            1.0 / len(kept_s)))
+        return out
+
+    def update(self, trained: List[dict]) -> float:
+        """The policy-gradient step from the slots' advantages; the
+        gradient norm before clipping."""
+        seqs = self.sequences(trained)
         gnorm = 0.0
-        if seq_p:
-            lp, _ = M.seq_logprob(self.policy, seq_p, seq_o)
-            a = torch.stack(seq_a)
-            w = torch.tensor(seq_w)
-            loss = -(w * a * lp).sum() / kept
+        a = torch.zeros(0)
+        if seqs:
+            ps, os_, a, w = zip(*seqs)
+            lp, _ = M.seq_logprob(self.policy, list(ps), list(os_))
+            a = torch.tensor(a)
+            w = torch.tensor(w)
+            loss = -(w * a * lp).sum() / len(trained)
             self.opt.zero_grad()
             loss.backward()
             gnorm = float(torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.clip))
             self.opt.step()
         self.sched.step()
-        self.times["update"] += time.perf_counter() - t
-        if isinstance(self.history, Greso):
-            # The skip rates adapt after each step but the first epoch's.
-            self.history.step_end(first_epoch=epoch == 0)
+        nonzero, at = 0, 0
+        for e in trained:
+            used = a[at:at + len(e["kept"])].tolist()  # as the loss had them
+            at += len(e["kept"])
+            nonzero += any(x != 0.0 for x in used)
+            if self.record:
+                loss_adv = [0.0] * e["k"]
+                for s, x in zip(e["kept"], used):
+                    loss_adv[s] = x
+                self.used.append(dict(uid=e["uid"], prior=e["prior"],
+                                      k=e["k"], slot=e["adv"].tolist(),
+                                      rewards=e["rewards"], kept=e["kept"],
+                                      loss_adv=loss_adv, mode=self.spec.mode))
+        self._nonzero = nonzero
+        return gnorm
 
+    async def step(self) -> dict:
+        b = await self.collect()
+        entries, trained, spent = b["entries"], b["trained"], b["spent"]
+        st0, st1 = b["st0"], b["st1"]
+        B = len(entries)
+        t = time.perf_counter()
+        gnorm = self.update(trained)
+        self.times["update"] += time.perf_counter() - t
+        kept = len(trained)
         self.rollouts += spent
-        if self.spec.adaptive and not self.spec.fill:
-            self.expected_k = 0.7 * self.expected_k + 0.3 * spent / B
         tp = [e["true_p"] for e in entries]
         pri = [0.0 if e["prior"] is None else e["prior"] for e in entries]
         baselines = [e["baseline"] for e in entries]
@@ -451,18 +435,18 @@ class Trainer:
                    spent=spent, kept=kept, dropped=B - kept,
                    # groups with a trained advantage that is not 0 (the
                    # "effective gradient" Reinforce-Ada and Knapsack raise)
-                   nonzero=nonzero,
+                   nonzero=self._nonzero,
                    informative=sum(e["informative"] for e in entries),
-                   fill_waves=fill_waves,
+                   fill_waves=b["fill_waves"],
                    skipped_prior=self.skipped_prior,
-                   waves=self.sampler.waves - waves0,
+                   waves=b["waves"],
                    rounds=st1["rounds"] - st0["rounds"],
                    halts=st1["halts"] - st0["halts"],
                    padded=st1["samples_padded"] - st0["samples_padded"],
                    grad_norm=gnorm,
                    skipped=self.skipped,
-                   epoch=epoch,
-                   entropy=(self.sampler.ent_sum - ent0) / max(1, self.sampler.ntok - ntok0),
+                   epoch=b["epoch"],
+                   entropy=b["entropy"],
                    reward=float(np.mean([np.mean(list(v.values())) for v in self.rewards_seen.values()])),
                    mse=float(np.mean((np.asarray(baselines) - mu) ** 2)),
                    prior_mse=float(np.mean((np.asarray(pri) - mu) ** 2)),
@@ -473,11 +457,26 @@ class Trainer:
         self.step_no += 1
         return rec
 
+    def save_checkpoint(self, at: int) -> None:
+        """The policy and Adam's state (and the step and learning rate)
+        after the step that passed `at` rollouts, for the gradient probe."""
+        os.makedirs(self.ckpt_dir, exist_ok=True)
+        path = os.path.join(self.ckpt_dir, f"{at}.pt")
+        torch.save(dict(policy=self.policy.state_dict(),
+                        opt=self.opt.state_dict(), step=self.step_no,
+                        rollouts=self.rollouts, at=at, seed=self.seed,
+                        mode=self.spec.name, regime=self.regime.name,
+                        lr=self.opt.param_groups[0]["lr"]), path + ".tmp")
+        os.replace(path + ".tmp", path)
+
     async def train(self, budget_rollouts: int, progress=None):
         self.evaluate()
         while self.rollouts < budget_rollouts:
             before = self.rollouts
             await self.step()
+            for at in self.checkpoints:
+                if before < at <= self.rollouts:
+                    self.save_checkpoint(at)
             if self.eval_rollouts:
                 if self.rollouts // self.eval_rollouts > \
                         before // self.eval_rollouts:
