@@ -269,19 +269,29 @@ def test_caller_cancellation_aborts_the_batch(kit, engine_loop, segname):
     seen = {}
 
     async def main(plugin):
-        first = asyncio.Event()
-
         async def score(uid, sample, out):
-            first.set()
             return tiny.reward(prompt_of[uid], kit.tokens(out))
 
+        async def many_in_flight():
+            # The cancel must come while the engine holds many of the
+            # batch's requests. Waiting for the first score did not make
+            # sure of it: on a loaded machine the engine finished every
+            # equal-length request before the loop scored one (issue 45).
+            # This looks at the front end on every turn of the loop, and
+            # the front end drops a request only on the loop, so what it
+            # sees is what the cancel below meets.
+            while len(kit.in_flight(engine)) <= 100:
+                assert not task.done(), "the batch ended before 100 " \
+                    "of its requests were in flight at once"
+                await asyncio.sleep(0)
+
         rec = kit.recorder(engine)
-        sampling = kit.sampling(max_tokens=16, ignore_eos=True)
+        sampling = kit.sampling(max_tokens=40, ignore_eos=True)
         with kit.rollout(rec, plugin, sampling, score=score) as ro:
             items, ids = batch_items(kit, 0)
             prompt_of.update(ids)
             task = asyncio.ensure_future(ro.generate(items))
-            await first.wait()
+            await many_in_flight()
             seen["in_flight"] = kit.in_flight(engine)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
