@@ -87,3 +87,36 @@ def test_plugin_v05_eb_two_waves(segname):
         assert waves <= 2
         assert all(4 <= d.k <= 16 for d in finals.values())
         assert p.stats()["halts"] == 0
+
+
+def test_eb_first_wave():
+    """v05.eb_first_wave picks, of the sizes given, the one whose own risk
+    (the same call with that size alone) is least, the smaller on ties;
+    a sharp fit confirms its prior with 2, a vague one takes 4; the
+    second component's shape changes the risk."""
+    chose = set()
+    for fit in [(1000.0, 0.005), (100.0, 0.01), (3.0, 0.5), (1.0, 0.9),
+                (1.0, 0.9, 0.3, 0.3), (10.0, 0.3, 0.2, 0.6)]:
+        for prior in (-0.9, 0.0, 0.5):
+            one = {k: v05.eb_first_wave(prior, fit, waves=[k])
+                   for k in (2, 3, 4)}
+            assert all(one[k][0] == k for k in one)
+            k1, risk = v05.eb_first_wave(prior, fit)
+            want = 4 if one[4][1] < one[2][1] else 2
+            assert (k1, risk) == (want, one[want][1])
+            k1, _ = v05.eb_first_wave(prior, fit, waves=[2, 3, 4])
+            assert k1 == min(one, key=lambda k: (one[k][1], k))
+            chose.add(want)
+    assert chose == {2, 4}
+    assert v05.eb_first_wave(0.5, (1000.0, 0.005))[0] == 2
+    assert v05.eb_first_wave(0.5, (1.0, 0.9))[0] == 4
+    assert (v05.eb_first_wave(0.0, (1.0, 0.9, 0.3, 0.3))[1] !=
+            v05.eb_first_wave(0.0, (1.0, 0.9))[1])
+    with pytest.raises(ValueError, match="waves"):
+        v05.eb_first_wave(0.0, (10.0, 0.1), waves=[0])
+    with pytest.raises(TypeError, match="waves"):
+        v05.eb_first_wave(0.0, (10.0, 0.1), waves=4)
+    with pytest.raises(v05.V05Error, match="k_max = 16"):
+        v05.eb_first_wave(0.0, (10.0, 0.1), waves=[17])
+    with pytest.raises((ValueError, v05.V05Error)):
+        v05.eb_first_wave(1.5, (10.0, 0.1))
