@@ -51,7 +51,9 @@
 #include <stdint.h>
 
 #define V05_SHM_MAGIC 0x01006d6873353076ull /* "v05shm\0\1" little-endian */
-#define V05_SHM_ABI 8u /* 8: a segment's side files in a directory only its
+#define V05_SHM_ABI 9u /* 9: v05-pg's parameters in the stored config,
+			* its running statistics in the state region.
+			* 8: a segment's side files in a directory only its
 			* uid can write (v05-NAME:side), the broker's socket
 			* there; lanes granted by the broker are sealed
 			* memfds (lane statistics of 192 bytes: the grant).

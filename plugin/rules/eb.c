@@ -89,8 +89,8 @@ void v05__eb_posterior_u(const struct v05_eb_fit *fit, double prior,
  * predictive weighs them by the posterior weights w_j, and after t successes
  * component j's weight is proportional to w_j P_j(t).
  */
-static double ev_u(const struct v05_eb_fit *fit, double prior, uint32_t k,
-		   double s, uint32_t m)
+double v05__eb_ev_u(const struct v05_eb_fit *fit, double prior, uint32_t k,
+		    double s, uint32_t m)
 {
 	double a1, b1, lw1, lw2, norm, w[2], A[2], B[2], P[2], ev = 0.0;
 	double mean, var, w2;
@@ -139,11 +139,11 @@ uint32_t v05__eb_choose_u(const struct v05_params *p,
 			  const struct v05_eb_fit *fit, double prior,
 			  uint32_t k, double s)
 {
-	double best = ev_u(fit, prior, k, s, 0);
+	double best = v05__eb_ev_u(fit, prior, k, s, 0);
 	uint32_t m_best = 0;
 
 	for (uint32_t m = p->k_step; k + m <= p->k_max; m += p->k_step) {
-		double v = ev_u(fit, prior, k, s, m) + p->cost * (double)m;
+		double v = v05__eb_ev_u(fit, prior, k, s, m) + p->cost * (double)m;
 
 		if (v < best) {
 			best = v;
@@ -151,6 +151,22 @@ uint32_t v05__eb_choose_u(const struct v05_params *p,
 		}
 	}
 	return m_best;
+}
+
+/*
+ * The prior predictive of t successes in n binary rewards before any:
+ * C(n, t) [(1 - h) m1(t) + h m2(t)], m the sequence probabilities.
+ */
+double v05__eb_pred_u(const struct v05_eb_fit *fit, double prior, uint32_t n,
+		      uint32_t t)
+{
+	double a, b, lc = 0.0;
+
+	comp1(fit->n0, prior, &a, &b);
+	for (uint32_t i = 1; i <= t; i++)
+		lc += log((double)(n - i + 1) / (double)i);
+	return exp(lc + logaddexp(log1p(-fit->h) + lmarg(a, b, n, (double)t),
+				  log(fit->h) + lmarg(1.0, 1.0, n, (double)t)));
 }
 
 /*
@@ -321,6 +337,6 @@ V05_API int v05_eb_expected_var(const struct v05_eb_fit *fit, double prior,
 	if (k + m > V05_K_LIMIT)
 		return v05__fail(-ERANGE, "eb: k + m = %u is above %u", k + m,
 				 V05_K_LIMIT);
-	*ev = ev_u(fit, prior, k, s, m);
+	*ev = v05__eb_ev_u(fit, prior, k, s, m);
 	return 0;
 }

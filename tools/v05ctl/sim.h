@@ -48,7 +48,8 @@ struct sim_out {
 	uint32_t max_k, max_waves;
 	uint64_t dropped, groups, nonzero; /* nonzero: a trained advantage
 					    * that is not 0 */
-	uint64_t skipped; /* greso, pilot-commit: candidates not rolled out */
+	uint64_t skipped; /* greso, pilot-commit: candidates not rolled out;
+			   * v05-pg: prompts it took no sample of */
 	struct adv_acc adv, grpo;
 };
 
