@@ -60,9 +60,12 @@ static const struct field fields[] = {
 	S(v05_eb_fit),
 	F(v05_eb_fit, n0, "double"),
 	F(v05_eb_fit, h, "double"),
+	F(v05_eb_fit, a2, "double"),
+	F(v05_eb_fit, b2, "double"),
 
 	S(v05_eb_state),
-	F(v05_eb_state, ll, "double[31][24]"),
+	F(v05_eb_state, ll, "double[12][16][12]"),
+	F(v05_eb_state, pop, "double[12]"),
 	F(v05_eb_state, weight, "double"),
 	F(v05_eb_state, folded, "uint64_t"),
 
@@ -90,7 +93,7 @@ static const struct field fields[] = {
 	F(v05_config, eb_window, "uint32_t"),
 	F(v05_config, eb_cold, "uint32_t"),
 	F(v05_config, eb_early, "uint32_t"),
-	F(v05_config, reserved_eb, "uint32_t"),
+	F(v05_config, eb_first, "uint32_t"),
 	F(v05_config, pc_lower, "double"),
 	F(v05_config, pc_upper, "double"),
 	F(v05_config, ebpo_window, "uint32_t"),

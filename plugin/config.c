@@ -25,6 +25,14 @@ V05_API void v05_params_default(struct v05_params *p)
 	p->keep_n = 0;
 }
 
+/* A mode's default cost: its row's, else V05_DEFAULT_COST. */
+static double mode_cost(uint32_t mode)
+{
+	const struct v05__rule *r = v05__rule_of(mode);
+
+	return r && r->cost > 0.0 ? r->cost : V05_DEFAULT_COST;
+}
+
 /* The library's own config, whole: the defaults, or the paper's. */
 static void defaults(struct v05_config *c, bool paper)
 {
@@ -32,6 +40,8 @@ static void defaults(struct v05_config *c, bool paper)
 	c->size = sizeof(*c);
 	v05_params_default(&c->params);
 	c->params.mode = V05_MODE_V05_EB;
+	c->params.cost = mode_cost(V05_MODE_V05_EB);
+	c->eb_first = (1u << 2) | (1u << 4);
 	c->halt_fraction = 0.25;
 	c->pad_multiple = 32;
 	c->schedule = V05_SCHEDULE_STREAM;
@@ -51,6 +61,7 @@ static void defaults(struct v05_config *c, bool paper)
 	c->journal_sync = V05_JOURNAL_SYNC_NONE;
 	if (paper) {
 		c->params.mode = V05_MODE_V05;
+		c->params.cost = mode_cost(V05_MODE_V05);
 		c->params.sigma = V05_SIGMA_PAPER;
 		c->halt_fraction = 0.25;
 		c->schedule = V05_SCHEDULE_ROUNDS;
@@ -137,6 +148,7 @@ V05_API int v05_config_mode(struct v05_config *c, uint32_t mode)
 	if (!r)
 		return v05__fail(-EINVAL, "mode %u is unknown", mode);
 	c->params.mode = mode;
+	c->params.cost = mode_cost(mode);
 	/* What the rule's authors ran, where it differs (rules/rule_*.c). */
 	if (r->preset.k_init) {
 		c->params.k_init = r->preset.k_init;
@@ -147,6 +159,21 @@ V05_API int v05_config_mode(struct v05_config *c, uint32_t mode)
 		c->pad_multiple = 1;
 		c->halt_fraction = 0.0;
 	}
+	return 0;
+}
+
+/* eb_first, for a rule that chooses its first wave from it (others
+ * ignore it): sizes 1 to k_max (bit k: k samples). */
+static int first_check(const struct v05_config *c, const struct v05__rule *rule)
+{
+	uint32_t w = c->eb_first;
+
+	if (!(rule->flags & V05__RULE_FIRST) || !w)
+		return 0;
+	if ((w & 1u) || (c->params.k_max < 31 && (w >> (c->params.k_max + 1))))
+		return v05__fail(-EINVAL,
+				 "eb_first 0x%x: its first waves (bit k: k samples) must be in [1, k_max = %u]",
+				 w, c->params.k_max);
 	return 0;
 }
 
@@ -278,10 +305,9 @@ V05_API int v05_config_check(const struct v05_config *in)
 	if (c->eb_early > 1000)
 		return v05__fail(-EINVAL, "eb_early %u is not a per-mille in [0, 1000]",
 				 c->eb_early);
-	if (c->reserved_eb)
-		return v05__fail(-EINVAL,
-				 "reserved_eb is %u, not 0 (a field kept for a later release)",
-				 c->reserved_eb);
+	ret = first_check(c, rule);
+	if (ret)
+		return ret;
 	if (c->eb_early && (!(rule->flags & V05__RULE_EARLY) ||
 			    c->schedule != V05_SCHEDULE_STREAM))
 		return v05__fail(-EINVAL,
@@ -290,6 +316,12 @@ V05_API int v05_config_check(const struct v05_config *in)
 				 c->schedule == V05_SCHEDULE_STREAM ? "stream" : "rounds");
 	if (c->eb_early && c->params.k_init + c->params.k_step > c->params.k_max)
 		return v05__fail(-EINVAL, "eb_early needs k_init + k_step <= k_max");
+	if (c->eb_early && (rule->flags & V05__RULE_FIRST) && c->eb_first &&
+	    32u - (uint32_t)__builtin_clz(c->eb_first) - 1u + c->params.k_step >
+		    c->params.k_max)
+		return v05__fail(-EINVAL,
+				 "eb_early needs each first wave of eb_first 0x%x + k_step <= k_max %u",
+				 c->eb_first, c->params.k_max);
 	ret = rules_check(c);
 	if (ret)
 		return ret;
@@ -367,6 +399,7 @@ void v05__shm_config_from(struct v05_shm_config *s, const struct v05_config *c,
 	s->eb_window = c->eb_window;
 	s->eb_cold = c->eb_cold;
 	s->eb_early = c->eb_early;
+	s->eb_first = c->eb_first;
 	s->pc_lower = c->pc_lower;
 	s->pc_upper = c->pc_upper;
 	s->ebpo_window = c->ebpo_window;
@@ -405,6 +438,7 @@ void v05__config_of_shm(const struct v05_shm_config *s, struct v05_config *c)
 	c->eb_window = s->eb_window;
 	c->eb_cold = s->eb_cold;
 	c->eb_early = s->eb_early;
+	c->eb_first = s->eb_first;
 	c->pc_lower = s->pc_lower;
 	c->pc_upper = s->pc_upper;
 	c->ebpo_window = s->ebpo_window;

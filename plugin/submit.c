@@ -221,6 +221,7 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 	rec->hold_since_ns = 0;
 	rec->eb_n0 = 0.0; /* not fitted yet */
 	rec->eb_h = 0.0;
+	rec->eb_shape = 0;
 	rec->submit_ns = v05__now_ns();
 	rec->state = V05_B_OPEN;
 	/* Last: a batch record with an id is live (takeover scans for it). */

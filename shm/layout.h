@@ -51,8 +51,12 @@
 #include <stdint.h>
 
 #define V05_SHM_MAGIC 0x01006d6873353076ull /* "v05shm\0\1" little-endian */
-#define V05_SHM_ABI 9u /* 9: v05-pg's parameters in the stored config,
-			* its running statistics in the state region.
+#define V05_SHM_ABI 9u /* 9: v05-eb's fit over the population's shape:
+			* its state (the plugin's and the other engines')
+			* in a larger state region, the shape in the batch
+			* record, the last barrier fit; eb_first in the
+			* stored config; v05-pg's parameters in the stored
+			* config, its running statistics in the state region.
 			* 8: a segment's side files in a directory only its
 			* uid can write (v05-NAME:side), the broker's socket
 			* there; lanes granted by the broker are sealed
@@ -207,11 +211,11 @@ struct v05_shm_state {
 	uint64_t counters[V05_COUNTERS];
 	/* Persistent state the plugin keeps across takeovers (plugin.h). */
 	uint8_t plugin[1024];
-	/* v05-eb's running fit (plugin/mechanics/internal.h: struct
-	 * v05_fit_store). */
-	uint8_t fit[12288];
+	/* The rules' running state: v05-eb's running fit, EBPO's statistics
+	 * (plugin/rules/rule.h: struct v05_fit_store). */
+	uint8_t fit[40960];
 };
-static_assert(sizeof(struct v05_shm_state) == 2048 + 1024 + 12288, "state");
+static_assert(sizeof(struct v05_shm_state) == 2048 + 1024 + 40960, "state");
 
 /*
  * SPSC ring header, used by the lanes (producer -> plugin), the completion
@@ -449,7 +453,8 @@ struct v05_batch_rec {
 	uint64_t hold_since_ns; /* stream: oldest held decision, 0 none  */
 	double eb_n0;       /* v05-eb: the batch's fit; 0 until fitted   */
 	double eb_h;
-	uint8_t pad[64 - 56];
+	uint32_t eb_shape;  /* its second component's (v05_eb_shape_at) */
+	uint32_t pad_b;
 };
 static_assert(sizeof(struct v05_batch_rec) == 64, "batch record ABI");
 

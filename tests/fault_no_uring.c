@@ -110,6 +110,10 @@ static int run(const struct eng_prompt *pr, struct eng_result *res,
 	test_name(name, sizeof(name), "nouring");
 	eng_init(&e, name, pr, N, 3, res, keys);
 	v05_config_default(&cfg);
+	/* Every first wave waits for the batch's last (as at a barrier):
+	 * the decisions do not depend on the order in which the two
+	 * workers' rewards arrive, which the wait path changes. */
+	cfg.eb_cold = N;
 	cfg.max_prompts = N;
 	cfg.max_producers = 8;
 	cfg.lane_capacity = 4096;

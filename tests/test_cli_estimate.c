@@ -122,7 +122,7 @@ static void test_sigma_and_eb(void **state)
 {
 	struct run_result *r = malloc(sizeof(*r));
 	const double rw[4] = { 1, 1, -1, 1 };
-	struct v05_eb_fit fit = { 10.0, 0.1 };
+	struct v05_eb_fit fit = { 10.0, 0.1, 1.0, 1.0 };
 	struct v05_params p;
 	struct v05_estimate e;
 	double adv[4];

@@ -206,10 +206,12 @@ static void test_eb_two_waves(void **state)
 		"--halt-fraction", "0", "--seed", "5", NULL };
 	static const char *const stream[] = { "--prompts", "4096",
 		"--prior-noise", "0.2", "--hallucination", "0.3", "--mode",
-		"v05-eb", "--schedule", "stream", "--seed", "5", NULL };
+		"v05-eb", "--schedule", "stream", "--cost", "0.0039", "--seed",
+		"5", NULL };
 	static const char *const barrier[] = { "--prompts", "4096",
 		"--prior-noise", "0.2", "--hallucination", "0.3", "--mode",
-		"v05-eb", "--schedule", "rounds", "--seed", "5", NULL };
+		"v05-eb", "--schedule", "rounds", "--cost", "0.0039", "--seed",
+		"5", NULL };
 	struct run_result *a = run_ok(eb), *b = run_ok(v05), *c = run_ok(stream);
 	struct run_result *e = run_ok(barrier);
 
@@ -218,7 +220,12 @@ static void test_eb_two_waves(void **state)
 	assert_true(json_field(a->out, "max_waves") <= 2);
 	assert_true(json_field(a->out, "waves_per_batch") <= 2);
 	assert_true(json_field(a->out, "halts") == 0);
-	assert_true(json_field(a->out, "rollouts_per_prompt") >= 4);
+	/* First waves of 2 or 4 from the fit (the default eb_first): the
+	 * first batch, cold, takes k_init = 4. */
+	assert_true(json_field(a->out, "first_wave_mean") >= 2);
+	assert_true(json_field(a->out, "first_wave_mean") < 4);
+	assert_true(json_field(a->out, "rollouts_per_prompt") >=
+		    json_field(a->out, "first_wave_mean"));
 	assert_true(json_field(a->out, "max_k") <= 16);
 	assert_true(json_field(a->out, "mse") < json_field(b->out, "mse"));
 	/* The paper's rule without the halt takes more waves. */
@@ -229,7 +236,7 @@ static void test_eb_two_waves(void **state)
 	 * carried across them): a prompt still takes two waves at most
 	 * (k_init + m <= k_max), its batch many small releases; the MSE
 	 * within 3% of the barrier's at no more than 1.02 times its
-	 * rollouts (issue 26's target, on this cell). */
+	 * rollouts (issue 26's target, on this cell, at its cost 0.0039). */
 	assert_non_null(strstr(c->out, "\"schedule\": \"stream\""));
 	assert_true(json_field(c->out, "max_waves") > 2);
 	assert_true(json_field(c->out, "max_k") <= 16);
@@ -245,6 +252,59 @@ static void test_eb_two_waves(void **state)
 
 /* The normalisers: rms keeps |A| <= sqrt(16) = 4 (mean A^2 <= 1); the
  * paper's reaches 200 when priors at +-1 survive (noise 0.2 clips some). */
+/* --p-beta A:B draws p from Beta(A, B): grpo's G = 16 sample mean has
+ * MSE 4 E[p (1 - p)] / 16 = A B / (4 (A + B) (A + B + 1)), 0.0208 for
+ * Beta(0.2, 0.6) against 0.0179 for Beta(0.2, 0.2) (B ignored) and 0.0417
+ * for the uniform; and --p-beta A is Beta(A, A). */
+static void test_p_beta_skewed(void **state)
+{
+	static const char *const skew[] = { "--prompts", "4096", "--mode",
+		"grpo", "--k", "16", "--p-beta", "0.2:0.6", "--seed", "1", NULL };
+	static const char *const sym[] = { "--prompts", "4096", "--mode",
+		"grpo", "--k", "16", "--p-beta", "0.2", "--seed", "2", NULL };
+	struct run_result *a = run_ok(skew), *b = run_ok(sym);
+	double ta = 0.2 * 0.6 / (4.0 * 0.8 * 1.8);
+	double tb = 0.2 * 0.2 / (4.0 * 0.4 * 1.4);
+
+	(void)state;
+	assert_true(json_field(a->out, "p_beta") == 0.2);
+	assert_true(json_field(a->out, "p_beta_b") == 0.6);
+	assert_true(json_field(b->out, "p_beta_b") == 0.2);
+	assert_true(fabs(json_field(a->out, "mse") / ta - 1.0) < 0.06);
+	assert_true(fabs(json_field(b->out, "mse") / tb - 1.0) < 0.08);
+	free(a);
+	free(b);
+}
+
+/* --eb-first off: every first wave is k_init (4); the default chooses 2
+ * or 4 from the fit, so spends fewer rollouts on a sharp prior. */
+static void test_eb_first(void **state)
+{
+	static const char *const off[] = { "--prompts", "2048", "--prior-noise",
+		"0.05", "--hallucination", "0", "--mode", "v05-eb",
+		"--eb-first", "off", "--seed", "4", NULL };
+	static const char *const on[] = { "--prompts", "2048", "--prior-noise",
+		"0.05", "--hallucination", "0", "--mode", "v05-eb", "--seed", "4",
+		NULL };
+	static const char *const four[] = { "--prompts", "2048",
+		"--prior-noise", "0.05", "--hallucination", "0", "--mode",
+		"v05-eb", "--eb-first", "4", "--seed", "4", NULL };
+	struct run_result *a = run_ok(off), *b = run_ok(on), *c = run_ok(four);
+
+	(void)state;
+	assert_true(json_field(a->out, "first_wave_mean") == 4.0);
+	assert_true(json_field(a->out, "rollouts_per_prompt") >= 4.0);
+	assert_true(json_field(c->out, "first_wave_mean") == 4.0);
+	assert_true(json_field(b->out, "first_wave_mean") < 4.0);
+	assert_true(json_field(b->out, "rollouts_per_prompt") <
+		    json_field(a->out, "rollouts_per_prompt"));
+	assert_non_null(strstr(a->out, "\"eb_first\": []"));
+	assert_non_null(strstr(b->out, "\"eb_first\": [2, 4]"));
+	free(a);
+	free(b);
+	free(c);
+}
+
 static void test_advantage_bounds(void **state)
 {
 	static const char *const rms[] = { "--prompts", "4096", "--prior-noise",
@@ -295,6 +355,13 @@ static void test_bad_arguments(void **state)
 		{ { "--epochs", "0" }, "--epochs" },
 		{ { "--p-beta", "0" }, "--p-beta" },
 		{ { "--p", "0.5", "--p-beta", "0.3" }, "--p-beta" },
+		{ { "--p-beta", "0.2:" }, "--p-beta" },
+		{ { "--p-beta", ":0.6" }, "--p-beta" },
+		{ { "--p-beta", "0.2:0" }, "--p-beta" },
+		{ { "--p-beta", "0.2:0.6:1" }, "--p-beta" },
+		{ { "--eb-first", "0" }, "--eb-first" },
+		{ { "--eb-first", "2,x" }, "--eb-first" },
+		{ { "--eb-first", "32" }, "--eb-first" },
 		{ { "--bogus" }, "--bogus" },
 		{ { "extra" }, "extra" },
 	};
@@ -372,6 +439,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_mse_matches_expectation),
 		cmocka_unit_test(test_false_rejection),
 		cmocka_unit_test(test_eb_two_waves),
+		cmocka_unit_test(test_p_beta_skewed),
+		cmocka_unit_test(test_eb_first),
 		cmocka_unit_test(test_advantage_bounds),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_epochs),

@@ -273,7 +273,7 @@ static const double bad[3] = { NAN, INFINITY, -INFINITY };
 static void test_rewards_nonfinite(void **state)
 {
 	struct v05_params p, eb, ada_p = params_of(V05_MODE_ADA);
-	struct v05_eb_fit fit = { 10.0, 0.1 };
+	struct v05_eb_fit fit = { 10.0, 0.1, 1.0, 1.0 };
 	struct v05_estimate e;
 	struct v05_knapsack_hist h;
 	struct v05_greso g;
@@ -331,7 +331,7 @@ static void spoil(struct v05_eb_state *st, uint32_t how, double x)
 	v05_eb_state_init(st);
 	assert_int_equal(v05_eb_state_fold(st, 1.0, 0.2, 4, 3.0), 0);
 	if (how == 0)
-		st->ll[7][5] = x;
+		st->ll[0][7][5] = x;
 	else if (how == 1)
 		st->weight = x;
 	else

@@ -56,8 +56,14 @@ static void test_config_rejects(void **state)
 	BAD(c.journal_path = "");
 	/* The reserved words: 0, or refused naming the field (issue 45:
 	 * no test set them). */
-	BAD(c.reserved_eb = 1);
-	assert_non_null(strstr(v05_errmsg(), "reserved_eb is 1"));
+	/* v05-eb's first waves: sizes 1 to k_max (bit 0 is no size). */
+	BAD(c.eb_first = 1);
+	assert_non_null(strstr(v05_errmsg(), "eb_first 0x1"));
+	BAD(c.eb_first = 1u << 17);
+	assert_non_null(strstr(v05_errmsg(), "k_max = 16"));
+	BAD((c.eb_early = 500, c.schedule = V05_SCHEDULE_STREAM,
+	     c.eb_first = 1u << 15));
+	assert_non_null(strstr(v05_errmsg(), "eb_early needs each first wave"));
 	BAD(c.reserved_rules = 0x80000000u);
 	assert_non_null(strstr(v05_errmsg(), "reserved_rules is 2147483648"));
 #undef BAD

@@ -64,8 +64,10 @@ static double lbb(double a, double b, uint32_t n, uint32_t t)
 
 static void test_predictive(void **state)
 {
+	/* The uniform second component, a U shape, a skewed one. */
 	static const struct v05_eb_fit fits[] = {
-		{ 1.0, 0.9 }, { 10.0, 0.1 }, { 1000.0, 0.005 }
+		{ 1.0, 0.9, 1.0, 1.0 }, { 10.0, 0.1, 0.3, 0.3 },
+		{ 1000.0, 0.005, 0.2, 0.6 }, { 30.0, 0.5, 0.15, 1.35 }
 	};
 
 	(void)state;
@@ -80,7 +82,9 @@ static void test_predictive(void **state)
 				for (uint32_t t = 0; t <= n; t++) {
 					double want = (1.0 - fits[i].h) *
 							      exp(lbb(a, b, n, t)) +
-						      fits[i].h * exp(lbb(1.0, 1.0, n, t));
+						      fits[i].h * exp(lbb(fits[i].a2,
+									  fits[i].b2,
+									  n, t));
 					double got = v05__eb_pred_u(&fits[i], prior, n, t);
 
 					assert_true(fabs(got - want) <= 1e-9 * want + 1e-15);
@@ -98,8 +102,8 @@ static void post_here(const struct v05_eb_fit *fit, double prior, uint32_t k,
 		      uint32_t s, double *tau, double *e2)
 {
 	double q = (1.0 + prior) / 2.0;
-	double a[2] = { fit->n0 * q + 1.0, 1.0 };
-	double b[2] = { fit->n0 * (1.0 - q) + 1.0, 1.0 };
+	double a[2] = { fit->n0 * q + 1.0, fit->a2 };
+	double b[2] = { fit->n0 * (1.0 - q) + 1.0, fit->b2 };
 	double w[2] = { 1.0 - fit->h, fit->h }, m1 = 0.0, m2 = 0.0, z = 0.0;
 
 	for (int c = 0; c < 2; c++) {
@@ -128,7 +132,7 @@ static double joint(const struct v05_eb_fit *fit, double prior, uint32_t n,
 	double a = fit->n0 * q + 1.0, b = fit->n0 * (1.0 - q) + 1.0;
 
 	return (1.0 - fit->h) * exp(lbb(a, b, n, t)) +
-	       fit->h * exp(lbb(1.0, 1.0, n, t));
+	       fit->h * exp(lbb(fit->a2, fit->b2, n, t));
 }
 
 static double lchoose(uint32_t n, uint32_t k)
@@ -196,8 +200,9 @@ static double lambda_here(const struct pg_fx *f)
 static void test_first_wave_least_cost(void **state)
 {
 	static const struct v05_eb_fit fits[] = {
-		{ 1.0, 0.9 }, { 3.0, 0.3 }, { 10.0, 0.1 }, { 100.0, 0.02 },
-		{ 1000.0, 0.005 }
+		{ 1.0, 0.9, 1.0, 1.0 }, { 3.0, 0.3, 0.3, 0.3 },
+		{ 10.0, 0.1, 1.0, 1.0 }, { 100.0, 0.02, 0.2, 0.6 },
+		{ 1000.0, 0.005, 1.0, 1.0 }
 	};
 	struct pg_fx f;
 	int sizes_seen = 0;
@@ -255,7 +260,7 @@ static void test_first_wave_least_cost(void **state)
  * the usual kind. */
 static void test_skip(void **state)
 {
-	const struct v05_eb_fit sure = { 1000.0, 0.005 };
+	const struct v05_eb_fit sure = { 1000.0, 0.005, 1.0, 1.0 };
 	struct pg_fx f;
 	uint32_t early;
 
@@ -275,7 +280,7 @@ static void test_skip(void **state)
 	/* A vague fit is not sure of anything: taken. */
 	f.config.pg_skip = V05_PG_SKIP;
 	{
-		const struct v05_eb_fit vague = { 1.0, 0.9 };
+		const struct v05_eb_fit vague = { 1.0, 0.9, 1.0, 1.0 };
 
 		assert_true(f.r->first_wave(&f.env, &vague, -0.999, &early) > 0);
 	}
@@ -298,7 +303,7 @@ static void set_price(struct pg_fx *f, uint32_t j)
  * k_step within k_max; at the dearest price, none. */
 static void test_more(void **state)
 {
-	const struct v05_eb_fit fit = { 30.0, 0.05 };
+	const struct v05_eb_fit fit = { 30.0, 0.05, 1.0, 1.0 };
 	double agree[2] = { 1.0, 1.0 }, clash[2] = { -1.0, -1.0 };
 	struct pg_fx f;
 	float gap = -1.0f;
@@ -336,7 +341,7 @@ static void test_more(void **state)
  * is v05-eb's and never asks for more. */
 static void test_sums_and_estimate(void **state)
 {
-	const struct v05_eb_fit fit = { 3.0, 0.3 };
+	const struct v05_eb_fit fit = { 3.0, 0.3, 0.3, 0.3 };
 	double r[4] = { 1.0, -1.0, -1.0, -1.0 }, adv[4], tau, e2;
 	struct v05_estimate e, want;
 	struct pg_fx f;

@@ -464,7 +464,7 @@ static void test_outputs_finite(void **state)
 				for (int vi = -4; vi <= 4; vi++) {
 					struct v05_estimate e;
 
-					struct v05_eb_fit fit = { 10.0, 0.1 };
+					struct v05_eb_fit fit = { 10.0, 0.1, 1.0, 1.0 };
 
 					struct v05_ebpo eb;
 					int rc;

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The bounded (rms) normaliser on hand-computed cases and its bound, and
- * v05-eb: posterior on a hand-computed case, the likelihood and its grid
- * fit against a brute-force evaluation (products, no lgamma), the expected
- * posterior variance and the choice of m against direct enumeration of
- * every reward sequence, and fractional (non-binary) rewards.
+ * v05-eb: posterior on hand-computed cases, the likelihood and its fit
+ * against a brute-force evaluation (products, no lgamma), the expected
+ * posterior variance, the choice of m and the first wave's risk and choice
+ * against direct enumeration of every reward sequence, for several shapes
+ * of the second component, and fractional (non-binary) rewards.
  */
 #include <errno.h>
 #include <math.h>
@@ -209,18 +210,18 @@ static double seq_prob(double a, double b, uint32_t k, uint32_t s)
 	return v;
 }
 
-static double brute_loglik(double n0, double h, const double *prior,
+static double brute_loglik(const struct v05_eb_fit *f, const double *prior,
 			   const uint32_t *k, const double *s, uint32_t n)
 {
 	double ll = 0.0;
 
 	for (uint32_t i = 0; i < n; i++) {
 		double q = (1.0 + prior[i]) / 2.0;
-		double m1 = seq_prob(n0 * q + 1, n0 * (1 - q) + 1, k[i],
+		double m1 = seq_prob(f->n0 * q + 1, f->n0 * (1 - q) + 1, k[i],
 				     (uint32_t)s[i]);
-		double m2 = seq_prob(1.0, 1.0, k[i], (uint32_t)s[i]);
+		double m2 = seq_prob(f->a2, f->b2, k[i], (uint32_t)s[i]);
 
-		ll += log((1 - h) * m1 + h * m2);
+		ll += log((1 - f->h) * m1 + f->h * m2);
 	}
 	return ll;
 }
@@ -250,33 +251,54 @@ static uint32_t make_batch(double *prior, uint32_t *k, double *s, uint32_t n,
 
 static void test_eb_loglik_and_fit(void **state)
 {
-	double prior[64], s[64], ll, best = -INFINITY;
-	uint32_t k[64], n = make_batch(prior, k, s, 64, 7);
+	double prior[64], s[64], ll, best = -INFINITY, pop_best = -INFINITY;
+	uint32_t k[64], n = make_batch(prior, k, s, 64, 7), cb = 0;
 	struct v05_eb_fit fit, g;
 
 	(void)state;
-	/* The library's likelihood against products, at a few points. */
-	for (uint32_t j = 0; j < V05_EB_N0_GRID; j += 5) {
-		for (uint32_t l = 0; l < V05_EB_H_GRID; l += 7) {
-			g.n0 = v05_eb_n0_at(j);
-			g.h = v05_eb_h_at(l);
-			assert_int_equal(v05_eb_loglik(&g, prior, k, s, n, &ll), 0);
-			assert_float_equal(ll, brute_loglik(g.n0, g.h, prior, k, s, n),
-					   1e-9 * fabs(ll));
+	/* The library's likelihood against products, at a few points of
+	 * every shape. */
+	for (uint32_t c = 0; c < V05_EB_SHAPES; c++) {
+		assert_int_equal(v05_eb_shape_at(c, &g.a2, &g.b2), 0);
+		for (uint32_t j = 0; j < V05_EB_N0_GRID; j += 5) {
+			for (uint32_t l = 0; l < V05_EB_H_GRID; l += 4) {
+				g.n0 = v05_eb_n0_at(j);
+				g.h = v05_eb_h_at(l);
+				assert_int_equal(v05_eb_loglik(&g, prior, k, s, n, &ll), 0);
+				assert_float_equal(ll, brute_loglik(&g, prior, k, s, n),
+						   1e-9 * fabs(ll));
+			}
 		}
 	}
 	/* The grid's ends. */
 	assert_float_equal(v05_eb_n0_at(0), 1.0, 1e-15);
-	assert_float_equal(v05_eb_n0_at(30), 1000.0, 1e-9);
+	assert_float_equal(v05_eb_n0_at(V05_EB_N0_GRID - 1), 1000.0, 1e-9);
 	assert_float_equal(v05_eb_h_at(0), V05_EB_H_MIN, 1e-15);
 	assert_float_equal(v05_eb_h_at(V05_EB_H_GRID - 1), V05_EB_H_MAX, 1e-12);
-	/* The fit is the brute-force argmax over the whole grid. */
+	/* The fit is the brute-force argmax: the shape whose population
+	 * likelihood (h -> 1) is largest, then the whole grid under it. */
 	assert_int_equal(v05_eb_fit(prior, k, s, n, &fit), 0);
-	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++)
-		for (uint32_t l = 0; l < V05_EB_H_GRID; l++)
-			best = fmax(best, brute_loglik(v05_eb_n0_at(j),
-						       v05_eb_h_at(l), prior, k, s, n));
-	assert_float_equal(brute_loglik(fit.n0, fit.h, prior, k, s, n), best,
+	for (uint32_t c = 0; c < V05_EB_SHAPES; c++) {
+		double pop = 0.0, a, b;
+
+		assert_int_equal(v05_eb_shape_at(c, &a, &b), 0);
+		for (uint32_t i = 0; i < n; i++)
+			pop += log(seq_prob(a, b, k[i], (uint32_t)s[i]));
+		if (pop > pop_best) {
+			pop_best = pop;
+			cb = c;
+		}
+	}
+	assert_int_equal(v05_eb_shape_at(cb, &g.a2, &g.b2), 0);
+	assert_true(fit.a2 == g.a2 && fit.b2 == g.b2);
+	for (uint32_t j = 0; j < V05_EB_N0_GRID; j++) {
+		for (uint32_t l = 0; l < V05_EB_H_GRID; l++) {
+			g.n0 = v05_eb_n0_at(j);
+			g.h = v05_eb_h_at(l);
+			best = fmax(best, brute_loglik(&g, prior, k, s, n));
+		}
+	}
+	assert_float_equal(brute_loglik(&fit, prior, k, s, n), best,
 			   1e-9 * fabs(best));
 	/* Priors near the truth: a concentration above the minimum. */
 	assert_true(fit.n0 > 1.0);
@@ -288,8 +310,9 @@ static void test_eb_loglik_and_fit(void **state)
 
 static void test_eb_posterior_hand(void **state)
 {
-	struct v05_eb_fit fit = { 2.0, 0.5 };
-	double mean, var, w2;
+	struct v05_eb_fit fit = { 2.0, 0.5, 1.0, 1.0 };
+	struct v05_eb_fit skew = { 2.0, 0.5, 0.5, 2.0 };
+	double mean, var, w2, e2;
 
 	(void)state;
 	/* Prior 0: Beta(2, 2) and Beta(1, 1), one success. m1 = m2 = 1/2, so
@@ -302,14 +325,35 @@ static void test_eb_posterior_hand(void **state)
 	/* Nothing seen: the mixture's prior mean. */
 	assert_int_equal(v05_eb_posterior(&fit, 0.6, 0, 0.0, &mean, NULL, NULL), 0);
 	assert_float_equal(mean, 0.5 * (2 * (1.6 + 1) / 4 - 1) + 0.5 * 0.0, 1e-14);
+	/* A skewed second component, Beta(0.5, 2): one success has m1 = 1/2,
+	 * m2 = 0.5 / 2.5 = 1/5, so w2 = (1/10) / (1/4 + 1/10) = 2/7;
+	 * posteriors Beta(3, 2) (mean 3/5, E p^2 2/5) and Beta(1.5, 2)
+	 * (mean 3/7, E p^2 1.5 * 2.5 / (3.5 * 4.5) = 5/21). */
+	assert_int_equal(v05_eb_posterior(&skew, 0.0, 1, 1.0, &mean, &var, &w2), 0);
+	assert_float_equal(w2, 2.0 / 7.0, 1e-15);
+	e2 = 5.0 / 7.0 * 0.4 + 2.0 / 7.0 * 5.0 / 21.0;
+	assert_float_equal(mean, 2 * (27.0 / 49.0) - 1, 1e-14);
+	assert_float_equal(var, 4 * (e2 - pow(27.0 / 49.0, 2)), 1e-14);
+	/* A shape outside [0.01, 1000] is refused, naming it. */
+	skew.a2 = 0.0;
+	assert_int_equal(v05_eb_posterior(&skew, 0.0, 1, 1.0, &mean, &var, &w2), -EDOM);
+	assert_non_null(strstr(v05_errmsg(), "Beta(a2 0"));
 }
+
+/* Fits the enumerations run under: shapes uniform, U-shaped, skewed. */
+static const struct v05_eb_fit fits[] = {
+	{ 10.0, 0.1, 1.0, 1.0 }, { 1.0, 0.5, 0.3, 0.3 },
+	{ 100.0, 0.02, 0.2, 0.6 }, { 30.0, 0.3, 2.0, 0.5 },
+};
+#define NFITS (sizeof(fits) / sizeof(fits[0]))
 
 /* Expected posterior variance by enumerating all 2^m continuations. */
 static double brute_ev(const struct v05_eb_fit *f, double prior, uint32_t k,
 		       uint32_t s, uint32_t m)
 {
 	double q = (1 + prior) / 2, a = f->n0 * q + 1, b = f->n0 * (1 - q) + 1;
-	double z = (1 - f->h) * seq_prob(a, b, k, s) + f->h * seq_prob(1, 1, k, s);
+	double z = (1 - f->h) * seq_prob(a, b, k, s) +
+		   f->h * seq_prob(f->a2, f->b2, k, s);
 	double ev = 0.0;
 
 	for (uint32_t bits = 0; bits < (1u << m); bits++) {
@@ -317,7 +361,7 @@ static double brute_ev(const struct v05_eb_fit *f, double prior, uint32_t k,
 		/* Sequence probability given the past: joint / marginal
 		 * (the order inside the past and the future does not matter). */
 		double joint = (1 - f->h) * seq_prob(a, b, k + m, s + t) +
-			       f->h * seq_prob(1, 1, k + m, s + t);
+			       f->h * seq_prob(f->a2, f->b2, k + m, s + t);
 		double var;
 
 		assert_int_equal(v05_eb_posterior(f, prior, k + m, s + t, NULL,
@@ -329,12 +373,11 @@ static double brute_ev(const struct v05_eb_fit *f, double prior, uint32_t k,
 
 static void test_eb_expected_var_and_choice(void **state)
 {
-	struct v05_eb_fit fits[] = { { 10.0, 0.1 }, { 1.0, 0.5 }, { 100.0, 0.02 } };
 	double priors[] = { -1.0, -0.3, 0.0, 0.8, 1.0 };
 	uint32_t chose_some = 0, chose_zero = 0;
 
 	(void)state;
-	for (uint32_t f = 0; f < 3; f++) {
+	for (uint32_t f = 0; f < NFITS; f++) {
 		for (uint32_t pi = 0; pi < 5; pi++) {
 			for (uint32_t s = 0; s <= 4; s++) {
 				struct v05_params p = params(V05_MODE_V05_EB, 0);
@@ -371,10 +414,88 @@ static void test_eb_expected_var_and_choice(void **state)
 	assert_true(chose_some > 0 && chose_zero > 0);
 }
 
+/*
+ * The first wave's risk by enumeration: every sequence of k1 rewards,
+ * weighed by its prior predictive probability, times the least brute
+ * expected variance plus cost over m; plus cost * k1.
+ */
+static double brute_first_risk(const struct v05_params *p,
+			       const struct v05_eb_fit *f, double prior,
+			       uint32_t k1)
+{
+	double q = (1 + prior) / 2, a = f->n0 * q + 1, b = f->n0 * (1 - q) + 1;
+	double risk = 0.0;
+
+	for (uint32_t bits = 0; bits < (1u << k1); bits++) {
+		uint32_t t = (uint32_t)__builtin_popcount(bits);
+		double pr = (1 - f->h) * seq_prob(a, b, k1, t) +
+			    f->h * seq_prob(f->a2, f->b2, k1, t);
+		double best = INFINITY;
+
+		for (uint32_t m = 0; k1 + m <= p->k_max; m += p->k_step)
+			best = fmin(best, brute_ev(f, prior, k1, t, m) +
+						  p->cost * m);
+		risk += pr * best;
+	}
+	return risk + p->cost * k1;
+}
+
+static void test_eb_first_wave(void **state)
+{
+	double priors[] = { -1.0, -0.6, 0.0, 0.3, 0.9 };
+	uint32_t chose[7] = { 0 };
+
+	(void)state;
+	for (uint32_t f = 0; f < NFITS; f++) {
+		for (uint32_t pi = 0; pi < 5; pi++) {
+			struct v05_params p = params(V05_MODE_V05_EB, 0);
+			double r[7], risk;
+			uint32_t want = 0;
+
+			p.k_max = 10;
+			p.cost = 0.004;
+			for (uint32_t k1 = 1; k1 <= 6; k1++) {
+				double bf = brute_first_risk(&p, &fits[f], priors[pi], k1);
+
+				assert_int_equal(v05_eb_first_wave(&p, &fits[f], priors[pi],
+								   1u << k1, &r[k1]), (int)k1);
+				assert_float_equal(r[k1], bf, 1e-12);
+			}
+			/* Of 2 or 4, the less risky (the smaller on ties). */
+			want = r[4] < r[2] ? 4 : 2;
+			assert_int_equal(v05_eb_first_wave(&p, &fits[f], priors[pi],
+							   (1u << 2) | (1u << 4), &risk),
+					 (int)want);
+			assert_true(risk == r[want]);
+			chose[want]++;
+			/* Of all six, the least. */
+			want = 1;
+			for (uint32_t k1 = 2; k1 <= 6; k1++)
+				if (r[k1] < r[want])
+					want = k1;
+			assert_int_equal(v05_eb_first_wave(&p, &fits[f], priors[pi],
+							   0x7e, NULL), (int)want);
+		}
+	}
+	/* The cases exercise both answers. */
+	print_message("first waves of 2: %u, of 4: %u\n", chose[2], chose[4]);
+	assert_true(chose[2] > 0 && chose[4] > 0);
+	{
+		struct v05_params p = params(V05_MODE_V05_EB, 0);
+
+		assert_int_equal(v05_eb_first_wave(&p, &fits[0], 0.0, 0, NULL), -EINVAL);
+		assert_int_equal(v05_eb_first_wave(&p, &fits[0], 0.0, 1, NULL), -EINVAL);
+		assert_int_equal(v05_eb_first_wave(&p, &fits[0], 0.0, 1u << 17, NULL),
+				 -EINVAL);
+		assert_non_null(strstr(v05_errmsg(), "k_max = 16"));
+		assert_int_equal(v05_eb_first_wave(&p, &fits[0], 1.5, 4, NULL), -EDOM);
+	}
+}
+
 static void test_eb_estimate(void **state)
 {
 	struct v05_params p = params(V05_MODE_V05_EB, V05_SIGMA_RMS);
-	struct v05_eb_fit fit = { 10.0, 0.1 };
+	struct v05_eb_fit fit = { 10.0, 0.1, 1.0, 1.0 };
 	double r[4] = { 1, 1, -1, 1 }, adv[4], mean, var, w2, ms = 0;
 	struct v05_estimate e;
 	int m;
@@ -411,7 +532,7 @@ static void test_eb_estimate(void **state)
 static void test_eb_fractional(void **state)
 {
 	struct v05_params p = params(V05_MODE_V05_EB, V05_SIGMA_RMS);
-	struct v05_eb_fit fit = { 10.0, 0.1 };
+	struct v05_eb_fit fit = { 10.0, 0.1, 0.3, 1.2 };
 	double half[2] = { 0.0, 0.0 }, split[2] = { 1.0, -1.0 }, adv[2];
 	double q[3] = { 0.5, 0.5, -0.25 }, mean, ll, prior = 0.3;
 	struct v05_estimate a, b;
@@ -451,6 +572,7 @@ int main(void)
 		cmocka_unit_test(test_eb_loglik_and_fit),
 		cmocka_unit_test(test_eb_posterior_hand),
 		cmocka_unit_test(test_eb_expected_var_and_choice),
+		cmocka_unit_test(test_eb_first_wave),
 		cmocka_unit_test(test_eb_estimate),
 		cmocka_unit_test(test_eb_fractional),
 	};

@@ -19,13 +19,14 @@ from .core.group import Group
 from .core.plugin import Plugin
 from .core.reader import Reader
 from .core.segments import reclaim, unlink
-from .core.stats import (eb_fit, estimate, knapsack_plan, prior_from_p,
-                         reward_from_binary)
+from .core.stats import (eb_first_wave, eb_fit, estimate, knapsack_plan,
+                         prior_from_p, reward_from_binary)
 from .core.writer import RewardWriter
 
 __all__ = ["__version__", "Plugin", "RewardWriter", "Reader", "Decision", "Group",
            "V05Error", "SubmitError", "prior_from_p", "reward_from_binary",
-           "estimate", "eb_fit", "knapsack_plan", "EbState", "key_of",
+           "estimate", "eb_fit", "eb_first_wave", "knapsack_plan", "EbState",
+           "key_of",
            "version", "unlink",
            "reclaim"]
 

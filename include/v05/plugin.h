@@ -156,7 +156,16 @@ struct v05_config {
 	 * default; bench/ENGINE.md says why).
 	 */
 	uint32_t eb_early;
-	uint32_t reserved_eb; /* 0 */
+	/*
+	 * v05-eb: the first wave from the fit. Bit k set: a first wave of k
+	 * samples may be chosen (1 <= k <= k_max). Once the fit is warm
+	 * (stream: eb_cold first waves folded; rounds: a batch of at least
+	 * eb_cold first waves fitted at its barrier), each prompt's first
+	 * wave is the size in this set with the least expected final risk
+	 * under the fit and its prior (v05_eb_first_wave); k_init while cold.
+	 * 0: always k_init. Default (1 << 2) | (1 << 4): 2 or 4.
+	 */
+	uint32_t eb_first;
 	/*
 	 * Pilot-Commit (mode "pilot-commit", docs/RULES.md): a prompt whose
 	 * pilot success rate lies in [pc_lower, 1 - pc_upper] gets its
@@ -205,14 +214,16 @@ V05_API int v05_config_init(struct v05_config *c, size_t size,
 			    unsigned flags);
 
 /* Defaults: mode v05-eb (two waves, no halt; docs/STATISTICS.md explains
- * the choice) with the rms normaliser, c 0.0039, k 4/2/16, halt 0.25 (used
+ * the choice) with the rms normaliser, c V05_EB_DEFAULT_COST (v05-eb's),
+ * k 4/2/16, first waves of 2 or 4 from the fit (eb_first), halt 0.25 (used
  * by mode v05 only), pad 32, stream (for v05-eb: no barrier; rounds is
  * v05-eb's batch barrier), eb_window 512, eb_cold 64, deadline 2000 us,
  * 4096 prompts, 16 producers, lanes of 4096, 64 batches, file mode 0600,
  * no journal, no broker (its allow-list empty), the default cut-off. */
 V05_API void v05_config_default(struct v05_config *c);
 /* The defaults, then the paper's exact behaviour: mode v05 (fusion + OSLA)
- * with its 25% batch halt and the paper's normaliser sqrt(1 - mu^2). */
+ * with its cost V05_DEFAULT_COST, its 25% batch halt and the paper's
+ * normaliser sqrt(1 - mu^2). */
 V05_API void v05_config_paper(struct v05_config *c);
 /* Both through v05_config_init with the caller's size. The functions
  * themselves (what a binding without the macros reaches) fill
@@ -220,7 +231,9 @@ V05_API void v05_config_paper(struct v05_config *c);
 #define v05_config_default(c) ((void)v05_config_init((c), sizeof(*(c)), 0))
 #define v05_config_paper(c) \
 	((void)v05_config_init((c), sizeof(*(c)), V05_CONFIG_INIT_PAPER))
-/* Set the mode and the defaults it needs (docs/RULES.md): reinforce-ada
+/* Set the mode, its default cost (v05-eb's V05_EB_DEFAULT_COST, every
+ * other mode's V05_DEFAULT_COST: set a cost after this call) and the
+ * defaults it needs (docs/RULES.md): reinforce-ada
  * and reinforce-ada-pos k 8/8/32, keep_n 0 (4), pad 1, halt 0;
  * knapsack-prior k_init 8 (the budget per prompt), k_max 64, pad 1, halt
  * 0; greso k 8/1/8, pad 1, halt 0; ebpo k 8/1/8 (one wave), pad 1, halt

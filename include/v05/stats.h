@@ -269,30 +269,52 @@ V05_API int v05_knapsack_plan(const double *p01, uint32_t n,
 
 /* ---- v05-eb: empirical-Bayes baseline (docs/STATISTICS.md) ------------
  *
- * Per batch, a two-component prior on each prompt's success probability p:
- * with q = (1 + V)/2, Beta(n0 q + 1, n0 (1 - q) + 1) with weight 1 - h (the
- * prior is right up to a concentration n0) and Beta(1, 1) with weight h (the
- * prior is a hallucination). A group of k rewards counts as s = sum (1+r)/2
+ * A two-component prior on each prompt's success probability p: with
+ * q = (1 + V)/2, Beta(n0 q + 1, n0 (1 - q) + 1) with weight 1 - h (the
+ * prior is right up to a concentration n0) and Beta(a2, b2) with weight h
+ * (the prior is a hallucination, which carries no information: its
+ * prompt's p follows the population of prompts, whose shape the second
+ * component is). A group of k rewards counts as s = sum (1+r)/2
  * successes: for rewards in {-1, 1} this is the binomial likelihood; a
  * reward strictly inside (-1, 1) is a fractional observation ((1+r)/2 of a
  * success and (1-r)/2 of a failure), so continuous rewards have a defined,
- * bounded effect rather than an error. (n0, h) is the maximum-likelihood
- * point of the grid n0 = 10^(j/10), j = 0..30, times V05_EB_H_GRID values
- * of h, log-spaced from 0.005 to 0.9.
+ * bounded effect rather than an error.
+ *
+ * The fit: the second component's shape is the one of V05_EB_SHAPES Beta
+ * shapes (v05_eb_shape_at; shape 0 is Beta(1, 1)) under which the groups'
+ * marginal likelihood, each group's p drawn from that shape alone, is the
+ * largest (the population's shape); then (n0, h) is the maximum-likelihood
+ * point, under that shape, of the grid n0 = 10^(3 j / (V05_EB_N0_GRID -
+ * 1)), j = 0 .. V05_EB_N0_GRID - 1 (1 to 1000), times V05_EB_H_GRID values
+ * of h, log-spaced from V05_EB_H_MIN to V05_EB_H_MAX (the first point on
+ * ties, shapes as grid points).
  */
-#define V05_EB_N0_GRID 31u
-#define V05_EB_H_GRID 24u
+#define V05_EB_N0_GRID 16u
+#define V05_EB_H_GRID 12u
+#define V05_EB_SHAPES 12u
 #define V05_EB_H_MIN 0.005
 #define V05_EB_H_MAX 0.9
 
+/* v05-eb's default cost per rollout (v05_config_default; every other
+ * mode's is V05_DEFAULT_COST): with the first wave chosen from the fit it
+ * reaches the paper rule's MSE at fewer rollouts (docs/STATISTICS.md,
+ * "Defaults"). */
+#define V05_EB_DEFAULT_COST 0.0026
+
 struct v05_eb_fit {
-	double n0; /* concentration of the "prior right" component, >= 1 */
+	double n0; /* concentration of the "prior right" component, >= 0  */
 	double h;  /* weight of the hallucination component, in (0, 1)   */
+	double a2; /* the hallucination component, Beta(a2, b2): a2, b2  */
+	double b2; /* in [0.01, 1000]; 1, 1 is the uniform                */
 };
 
-/* n0 of grid index j (0..30) and h of grid index j (0..V05_EB_H_GRID-1). */
+/* n0 of grid index j (0 .. V05_EB_N0_GRID - 1) and h of grid index j
+ * (0 .. V05_EB_H_GRID - 1). */
 V05_API double v05_eb_n0_at(uint32_t j);
 V05_API double v05_eb_h_at(uint32_t j);
+/* The Beta(a, b) of shape j (0 .. V05_EB_SHAPES - 1); -ERANGE for another
+ * j. Shape 0 is Beta(1, 1). */
+V05_API int v05_eb_shape_at(uint32_t j, double *a, double *b);
 
 /* Log marginal likelihood of n groups (prior[i], k[i] rewards, s[i]
  * successes with 0 <= s <= k <= 64) under *fit: sum_i log[(1-h) m1 + h m2]
@@ -301,21 +323,25 @@ V05_API int v05_eb_loglik(const struct v05_eb_fit *fit, const double *prior,
 			  const uint32_t *k, const double *s, uint32_t n,
 			  double *ll);
 
-/* The grid point with the largest v05_eb_loglik (first on ties); n >= 1. */
+/* The fit of n >= 1 groups (above): the population's shape, then the grid
+ * point with the largest v05_eb_loglik under it (first on ties). */
 V05_API int v05_eb_fit(const double *prior, const uint32_t *k, const double *s,
 		       uint32_t n, struct v05_eb_fit *fit);
 
 /*
- * The fit's state, additive: the log-likelihood of every grid point summed
- * over the groups folded in, each first weighed down by what came after it
- * (forgetting). The state of two disjoint sets of groups is the sum of
- * theirs, so engines holding parts of a batch merge by adding
- * (v05_eb_state_add); the fit is the state's best grid point. The barrier
+ * The fit's state, additive: for every shape, the groups' log-likelihood
+ * under that shape alone (pop), and the log-likelihood of every grid point
+ * with that shape as the second component (ll), summed over the groups
+ * folded in, each first weighed down by what came after it (forgetting).
+ * The state of two disjoint sets of groups is the sum of theirs, so
+ * engines holding parts of a batch merge by adding (v05_eb_state_add);
+ * the fit is the state's best shape and its best grid point. The barrier
  * schedule's per-batch fit is this state over the batch with keep = 1.
  * Plain data: copy it, send it, add it.
  */
 struct v05_eb_state {
-	double ll[V05_EB_N0_GRID][V05_EB_H_GRID];
+	double ll[V05_EB_SHAPES][V05_EB_N0_GRID][V05_EB_H_GRID];
+	double pop[V05_EB_SHAPES];
 	double weight;   /* sum of the folded groups' weights (<= folded) */
 	uint64_t folded; /* groups ever folded in, forgetting aside        */
 };
@@ -323,23 +349,22 @@ struct v05_eb_state {
 /* Zero: no group, no preference (v05_eb_state_fit refuses it). */
 V05_API void v05_eb_state_init(struct v05_eb_state *st);
 
-/* st = keep * st + one group's log-likelihood (prior, k rewards, s
+/* st = keep * st + one group's log-likelihoods (prior, k rewards, s
  * successes), keep in [0, 1]: a group folded j groups ago then weighs
  * keep^j. Returns 0, -EINVAL or -EDOM. */
 V05_API int v05_eb_state_fold(struct v05_eb_state *st, double keep,
 			      double prior, uint32_t k, double s);
 
-/* dst += src (every grid point, the weight and the count). -EDOM when
+/* dst += src (every value, the weight and the count). -EDOM when
  * either state has a value that is not finite or a weight outside [0,
  * folded] (then nothing is written), -EOVERFLOW when the counts would. */
 V05_API int v05_eb_state_add(struct v05_eb_state *dst,
 			     const struct v05_eb_state *src);
 
-/* The best grid point of the state (first on ties): the same point
- * v05_eb_fit gives for the same groups when none was forgotten. -EAGAIN
- * for a state with no weight; -EDOM for one no fold could have made (a
- * value not finite, a weight outside [0, folded]), as v05_eb_state_fold
- * answers for such a state. */
+/* The state's fit (first on ties): the one v05_eb_fit gives for the same
+ * groups when none was forgotten. -EAGAIN for a state with no weight;
+ * -EDOM for one no fold could have made (a value not finite, a weight
+ * outside [0, folded]), as v05_eb_state_fold answers for such a state. */
 V05_API int v05_eb_state_fit(const struct v05_eb_state *st,
 			     struct v05_eb_fit *fit);
 
@@ -361,6 +386,19 @@ V05_API int v05_eb_expected_var(const struct v05_eb_fit *fit, double prior,
 V05_API int v05_eb_choose(const struct v05_params *p,
 			  const struct v05_eb_fit *fit, double prior,
 			  uint32_t k, double s);
+
+/*
+ * The first wave from the fit: of the sizes k1 whose bit is set in waves
+ * (bit k: a first wave of k samples, 1 <= k <= k_max), the one with the
+ * least expected final risk before any reward, with its risk in *risk
+ * (may be NULL): the sum over the prior predictive's t successes in k1 of
+ * the least v05_eb_expected_var(k1, t, m) + cost * m (as v05_eb_choose)
+ * plus cost * k1. The smaller k1 on ties. Returns k1 > 0 or a negative
+ * errno (-EINVAL: no size in waves, or one outside [1, k_max]).
+ */
+V05_API int v05_eb_first_wave(const struct v05_params *p,
+			      const struct v05_eb_fit *fit, double prior,
+			      uint32_t waves, double *risk);
 
 /*
  * One group in mode v05-eb under the batch's fit: baseline = posterior mean

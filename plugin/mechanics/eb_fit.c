@@ -5,7 +5,7 @@
  * WAVES_FIT rule's groups are under: the running fit of the schedule
  * without a barrier (its own part and the other engines'; warm once
  * eb_cold first waves are in), the barrier's per-batch fit in the batch
- * record. The rule's folds go through here (the fit's memo with them);
+ * record, and the last barrier's for the next batches' first waves. The rule's folds go through here (the fit's memo with them);
  * a prompt's rewards and successes as the rules take them.
  */
 #include "mechanics.h"
@@ -78,24 +78,50 @@ bool v05__eb_running_fit(struct v05_plugin *p, struct v05_eb_fit *fit)
 	return true;
 }
 
+/* A fit read from the segment (a takeover's: checked, not trusted). */
+static bool fit_ok(const struct v05_eb_fit *f)
+{
+	return f->n0 >= 0.999 && f->n0 <= 1000.001 &&
+	       f->h >= V05_EB_H_MIN * 0.999 && f->h <= V05_EB_H_MAX * 1.001 &&
+	       f->a2 >= 0.01 && f->a2 <= 1000.0 && f->b2 >= 0.01 &&
+	       f->b2 <= 1000.0;
+}
+
 bool v05__eb_warm_fit(struct v05_plugin *p, struct v05_eb_fit *fit)
 {
-	return v05__eb_warm(p) && v05__eb_running_fit(p, fit);
+	if (p->cfg.schedule == V05_SCHEDULE_STREAM)
+		return v05__eb_warm(p) && v05__eb_running_fit(p, fit);
+	/* Rounds: the last barrier's fit, once a batch of eb_cold first
+	 * waves has been fitted. */
+	if (!p->fit->barrier_groups)
+		return false;
+	*fit = p->fit->barrier;
+	return fit_ok(fit);
+}
+
+void v05__eb_barrier_fitted(struct v05_plugin *p,
+			    const struct v05_eb_fit *fit, uint32_t groups)
+{
+	if (groups < p->cfg.eb_cold)
+		return;
+	p->fit->barrier_groups = 0; /* not whole while it is written */
+	p->fit->barrier = *fit;
+	p->fit->barrier_groups = groups;
 }
 
 bool v05__eb_fit_of(struct v05_plugin *p, uint32_t b,
 		    struct v05_eb_fit *fit)
 {
+	const struct v05_batch_rec *rec = &p->batch_recs[b];
+	uint32_t c = rec->eb_shape;
+
 	/* No barrier: the running fit. */
 	if (p->cfg.schedule == V05_SCHEDULE_STREAM)
 		return v05__eb_running_fit(p, fit);
 	/* One read of each field; the grid's bounds with rounding room. */
-	double n0 = p->batch_recs[b].eb_n0, h = p->batch_recs[b].eb_h;
-
-	if (!(n0 >= 0.999 && n0 <= 1000.001 && h >= V05_EB_H_MIN * 0.999 &&
-	      h <= V05_EB_H_MAX * 1.001))
+	fit->n0 = rec->eb_n0;
+	fit->h = rec->eb_h;
+	if (c >= V05_EB_SHAPES || v05_eb_shape_at(c, &fit->a2, &fit->b2))
 		return false;
-	fit->n0 = n0;
-	fit->h = h;
-	return true;
+	return fit_ok(fit);
 }

@@ -18,6 +18,11 @@
 #include "../rules/rule.h"
 #include "v05/plugin.h"
 
+/* The rules' running state in the segment's state region (rules/rule.h). */
+static_assert(sizeof(struct v05_fit_store) <=
+		      sizeof(((struct v05_shm_state *)0)->fit),
+	      "fit store fits");
+
 /* Uids whose cut-off counts and backoff the plugin keeps (guard.c): the
  * sixteen most recent; an older one starts again from none. */
 #define V05_BACKOFF_UIDS 16u
@@ -44,8 +49,9 @@ struct v05_shm_config {
 	uint32_t broker_gids[V05_BROKER_ALLOW_MAX];
 	uint32_t n_broker_uids, n_broker_gids;
 	uint32_t lane_cut_records, lane_cut_permille;
-	/* Segment ABI 6: v05-eb's forgetting window, cold and early start. */
-	uint32_t eb_window, eb_cold, eb_early, pad_eb;
+	/* Segment ABI 6: v05-eb's forgetting window, cold and early start;
+	 * 9: its first waves' sizes. */
+	uint32_t eb_window, eb_cold, eb_early, eb_first;
 	/* Segment ABI 8: Pilot-Commit's band, EBPO's window. */
 	double pc_lower, pc_upper;
 	uint32_t ebpo_window, pad_rules;

@@ -110,8 +110,13 @@ static inline uint32_t v05__first_k(const struct v05_plugin *p,
 bool v05__eb_running_fit(struct v05_plugin *p, struct v05_eb_fit *fit);
 /* eb_cold first waves folded in (own and handed in): a run is warm once. */
 bool v05__eb_warm(const struct v05_plugin *p);
-/* The running fit once warm; false before. */
+/* The fit first waves are chosen under: the running fit once warm
+ * (stream), the last barrier's (rounds); false before. */
 bool v05__eb_warm_fit(struct v05_plugin *p, struct v05_eb_fit *fit);
+/* A barrier fitted its batch's `groups` first waves: kept for the next
+ * batches' first waves if they are at least eb_cold. */
+void v05__eb_barrier_fitted(struct v05_plugin *p,
+			    const struct v05_eb_fit *fit, uint32_t groups);
 /* The fit a prompt of batch b is estimated under: the running fit without
  * a barrier, else the one stored in the batch record if the grid can give
  * it (the record is in the segment: after a takeover it is checked, not

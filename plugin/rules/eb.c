@@ -4,10 +4,10 @@
  * (docs/STATISTICS.md, "Mode v05-eb"). Pure functions, no allocation.
  *
  * Each prompt's success probability p has the prior
- *   (1 - h) Beta(n0 q + 1, n0 (1 - q) + 1) + h Beta(1, 1),  q = (1 + V) / 2,
- * fitted per batch by maximum likelihood on a grid. Everything below is in
- * log space through lgamma: beta-binomial probabilities of 64 draws
- * underflow a double long before they matter.
+ *   (1 - h) Beta(n0 q + 1, n0 (1 - q) + 1) + h Beta(a2, b2),  q = (1 + V) / 2,
+ * the second component the population's shape, fitted on first waves
+ * (eb_state.c). Likelihoods are in log space (eb_math.h): beta-binomial
+ * probabilities of 64 draws underflow a double long before they matter.
  */
 #include <errno.h>
 #include <float.h>
@@ -39,19 +39,70 @@ V05_API double v05_eb_h_at(uint32_t j)
 	return v05__eb_h_u(j);
 }
 
-static double loglik_u(double n0, double h, const double *prior,
+V05_API int v05_eb_shape_at(uint32_t j, double *a, double *b)
+{
+	if (j >= V05_EB_SHAPES)
+		return v05__fail(-ERANGE, "eb: shape %u is not in [0, %u)", j,
+				 V05_EB_SHAPES);
+	if (a)
+		*a = v05__eb_shapes[j][0];
+	if (b)
+		*b = v05__eb_shapes[j][1];
+	return 0;
+}
+
+static double loglik_u(const struct v05_eb_fit *fit, const double *prior,
 		       const uint32_t *k, const double *s, uint32_t n)
 {
-	double ll = 0.0, l1h = log1p(-h), lh = log(h);
+	double ll = 0.0, l1h = log1p(-fit->h), lh = log(fit->h);
 
 	for (uint32_t i = 0; i < n; i++) {
 		double a, b;
 
-		comp1(n0, prior[i], &a, &b);
+		comp1(fit->n0, prior[i], &a, &b);
 		ll += logaddexp(l1h + lmarg(a, b, k[i], s[i]),
-				lh + lmarg(1.0, 1.0, k[i], s[i]));
+				lh + lmarg(fit->a2, fit->b2, k[i], s[i]));
 	}
 	return ll;
+}
+
+/* One group's posterior: each component's weight w and Beta(A, B). */
+struct post {
+	double w[2], A[2], B[2];
+};
+
+static void post_of(const struct v05_eb_fit *fit, double prior, uint32_t k,
+		    double s, struct post *q)
+{
+	double a1, b1, lw1, lw2, norm;
+
+	comp1(fit->n0, prior, &a1, &b1);
+	lw1 = log1p(-fit->h) + lmarg(a1, b1, k, s);
+	lw2 = log(fit->h) + lmarg(fit->a2, fit->b2, k, s);
+	norm = logaddexp(lw1, lw2);
+	q->w[1] = exp(lw2 - norm);
+	q->w[0] = 1.0 - q->w[1];
+	q->A[0] = a1 + s;
+	q->B[0] = b1 + (double)k - s;
+	q->A[1] = fit->a2 + s;
+	q->B[1] = fit->b2 + (double)k - s;
+}
+
+/* Mean and variance of p under weights w of the Betas (A, B). */
+static void moments(const double *w, const double *A, const double *B,
+		    double *mean, double *var)
+{
+	double m = 0.0, m2 = 0.0, v;
+
+	for (int c = 0; c < 2; c++) {
+		double n = A[c] + B[c];
+
+		m += w[c] * A[c] / n;
+		m2 += w[c] * A[c] * (A[c] + 1.0) / (n * (n + 1.0));
+	}
+	v = m2 - m * m;
+	*mean = m;
+	*var = v > 0.0 ? v : 0.0; /* cancellation can leave -ulp */
 }
 
 /* Posterior mean and variance of p, and the hallucination weight. */
@@ -59,26 +110,11 @@ void v05__eb_posterior_u(const struct v05_eb_fit *fit, double prior,
 			 uint32_t k, double s, double *mean, double *var,
 			 double *w2)
 {
-	double a1, b1, lw1, lw2, norm, p1, p2, e1, e2, n1, n2, m, v;
+	struct post q;
 
-	comp1(fit->n0, prior, &a1, &b1);
-	lw1 = log1p(-fit->h) + lmarg(a1, b1, k, s);
-	lw2 = log(fit->h) + lmarg(1.0, 1.0, k, s);
-	norm = logaddexp(lw1, lw2);
-	p2 = exp(lw2 - norm);
-	p1 = 1.0 - p2;
-	n1 = a1 + b1 + (double)k; /* a + b of the component's posterior */
-	n2 = 2.0 + (double)k;
-	a1 += s;
-	/* Mean and second moment of each component's Beta posterior. */
-	e1 = a1 / n1;
-	e2 = (1.0 + s) / n2;
-	m = p1 * e1 + p2 * e2;
-	v = p1 * a1 * (a1 + 1.0) / (n1 * (n1 + 1.0)) +
-	    p2 * (1.0 + s) * (2.0 + s) / (n2 * (n2 + 1.0)) - m * m;
-	*mean = m;
-	*var = v > 0.0 ? v : 0.0; /* cancellation can leave -ulp */
-	*w2 = p2;
+	post_of(fit, prior, k, s, &q);
+	moments(q.w, q.A, q.B, mean, var);
+	*w2 = q.w[1];
 }
 
 /*
@@ -89,68 +125,79 @@ void v05__eb_posterior_u(const struct v05_eb_fit *fit, double prior,
  * predictive weighs them by the posterior weights w_j, and after t successes
  * component j's weight is proportional to w_j P_j(t).
  */
-double v05__eb_ev_u(const struct v05_eb_fit *fit, double prior, uint32_t k,
-		    double s, uint32_t m)
+static double ev_u(const struct post *q, uint32_t m)
 {
-	double a1, b1, lw1, lw2, norm, w[2], A[2], B[2], P[2], ev = 0.0;
-	double mean, var, w2;
+	double P[2], ev = 0.0, mean, var;
 
 	if (m == 0) {
-		v05__eb_posterior_u(fit, prior, k, s, &mean, &var, &w2);
+		moments(q->w, q->A, q->B, &mean, &var);
 		return 4.0 * var;
 	}
-	comp1(fit->n0, prior, &a1, &b1);
-	lw1 = log1p(-fit->h) + lmarg(a1, b1, k, s);
-	lw2 = log(fit->h) + lmarg(1.0, 1.0, k, s);
-	norm = logaddexp(lw1, lw2);
-	w[0] = exp(lw1 - norm);
-	w[1] = exp(lw2 - norm);
-	A[0] = a1 + s;
-	B[0] = b1 + (double)k - s;
-	A[1] = 1.0 + s;
-	B[1] = 1.0 + (double)k - s;
 	for (int c = 0; c < 2; c++) {
 		P[c] = 1.0;
 		for (uint32_t i = 0; i < m; i++)
-			P[c] *= (B[c] + i) / (A[c] + B[c] + i);
+			P[c] *= (q->B[c] + i) / (q->A[c] + q->B[c] + i);
 	}
 	for (uint32_t t = 0; t <= m; t++) {
-		double q[2] = { w[0] * P[0], w[1] * P[1] }, pt = q[0] + q[1];
-		double e1 = 0.0, e2 = 0.0;
+		double w[2] = { q->w[0] * P[0], q->w[1] * P[1] }, pt = w[0] + w[1];
 
 		if (pt > 0.0) {
-			for (int c = 0; c < 2; c++) {
-				double a = A[c] + t, n = A[c] + B[c] + m;
+			double A[2] = { q->A[0] + t, q->A[1] + t };
+			double B[2] = { q->B[0] + (double)(m - t),
+					q->B[1] + (double)(m - t) };
 
-				e1 += q[c] / pt * a / n;
-				e2 += q[c] / pt * a * (a + 1.0) / (n * (n + 1.0));
-			}
-			var = e2 - e1 * e1;
-			ev += pt * 4.0 * (var > 0.0 ? var : 0.0);
+			w[0] /= pt;
+			w[1] /= pt;
+			moments(w, A, B, &mean, &var);
+			ev += pt * 4.0 * var;
 		}
 		for (int c = 0; c < 2 && t < m; c++)
-			P[c] *= (double)(m - t) / (double)(t + 1) * (A[c] + t) /
-				(B[c] + (double)(m - t) - 1.0);
+			P[c] *= (double)(m - t) / (double)(t + 1) * (q->A[c] + t) /
+				(q->B[c] + (double)(m - t) - 1.0);
 	}
 	return ev;
 }
 
-uint32_t v05__eb_choose_u(const struct v05_params *p,
-			  const struct v05_eb_fit *fit, double prior,
-			  uint32_t k, double s)
+/* ev_u from the fit: the expected posterior variance after m more, for a
+ * caller without the posterior (mode v05-pg's look-ahead, rule_pg.c). */
+double v05__eb_ev_u(const struct v05_eb_fit *fit, double prior, uint32_t k,
+		    double s, uint32_t m)
 {
-	double best = v05__eb_ev_u(fit, prior, k, s, 0);
+	struct post q;
+
+	post_of(fit, prior, k, s, &q);
+	return ev_u(&q, m);
+}
+
+/* The m in {0, k_step, ...}, k + m <= k_max, with the least expected
+ * variance plus cost (the smaller m on ties), and that value. */
+static uint32_t best_m(const struct v05_params *p, const struct post *q,
+		       uint32_t k, double *value)
+{
+	double best = ev_u(q, 0);
 	uint32_t m_best = 0;
 
 	for (uint32_t m = p->k_step; k + m <= p->k_max; m += p->k_step) {
-		double v = v05__eb_ev_u(fit, prior, k, s, m) + p->cost * (double)m;
+		double v = ev_u(q, m) + p->cost * (double)m;
 
 		if (v < best) {
 			best = v;
 			m_best = m;
 		}
 	}
+	*value = best;
 	return m_best;
+}
+
+uint32_t v05__eb_choose_u(const struct v05_params *p,
+			  const struct v05_eb_fit *fit, double prior,
+			  uint32_t k, double s)
+{
+	struct post q;
+	double value;
+
+	post_of(fit, prior, k, s, &q);
+	return best_m(p, &q, k, &value);
 }
 
 /*
@@ -166,33 +213,77 @@ double v05__eb_pred_u(const struct v05_eb_fit *fit, double prior, uint32_t n,
 	for (uint32_t i = 1; i <= t; i++)
 		lc += log((double)(n - i + 1) / (double)i);
 	return exp(lc + logaddexp(log1p(-fit->h) + lmarg(a, b, n, (double)t),
-				  log(fit->h) + lmarg(1.0, 1.0, n, (double)t)));
+				  log(fit->h) + lmarg(fit->a2, fit->b2, n,
+						      (double)t)));
 }
 
 /*
- * Before any reward: the probability that the first wave (k_init binary
- * rewards) will be given more samples, under the prior predictive of the
- * mixture: sum over t successes of C(k, t) [(1 - h) m1(t) + h m2(t)] times
- * [v05__eb_choose_u(k, t) > 0], m the sequence probabilities.
+ * Before any reward, a first wave of k1: its expected final risk, the sum
+ * over t successes of the prior predictive C(k1, t) [(1 - h) m1(t) +
+ * h m2(t)] (m the sequence probabilities) times the least expected
+ * variance plus cost at (k1, t) (best_m), plus cost * k1; and in *p_more
+ * the probability that it will be given more (best_m's m > 0).
  */
+double v05__eb_first_risk_u(const struct v05_params *p,
+			    const struct v05_eb_fit *fit, double prior,
+			    uint32_t k1, double *p_more)
+{
+	double a, b, risk = 0.0, more = 0.0, lc = 0.0;
+	double l1h = log1p(-fit->h), lh = log(fit->h);
+
+	comp1(fit->n0, prior, &a, &b);
+	for (uint32_t t = 0; t <= k1; t++) {
+		struct post q;
+		double pt, value;
+
+		if (t)
+			lc += log((double)(k1 - t + 1) / (double)t);
+		pt = exp(lc + logaddexp(l1h + lmarg(a, b, k1, (double)t),
+					lh + lmarg(fit->a2, fit->b2, k1,
+						   (double)t)));
+		post_of(fit, prior, k1, (double)t, &q);
+		if (best_m(p, &q, k1, &value))
+			more += pt;
+		risk += pt * value;
+	}
+	*p_more = more > 1.0 ? 1.0 : more;
+	return risk + p->cost * (double)k1;
+}
+
+uint32_t v05__eb_first_u(const struct v05_params *p,
+			 const struct v05_eb_fit *fit, double prior,
+			 uint32_t waves, double *risk, double *p_more)
+{
+	double best = INFINITY, pm_best = 0.0;
+	uint32_t k_best = 0;
+
+	for (uint32_t k = 1; k <= p->k_max && k < 32; k++) {
+		double r, pm;
+
+		if (!(waves >> k & 1))
+			continue;
+		r = v05__eb_first_risk_u(p, fit, prior, k, &pm);
+		/* Strictly less: the smaller first wave on ties. */
+		if (r < best) {
+			best = r;
+			pm_best = pm;
+			k_best = k;
+		}
+	}
+	*risk = best;
+	*p_more = pm_best;
+	return k_best;
+}
+
+/* Before any reward: the probability that the first wave of k_init will
+ * be given more samples, under the prior predictive. */
 double v05__eb_p_more_u(const struct v05_params *p,
 			const struct v05_eb_fit *fit, double prior)
 {
-	uint32_t k = p->k_init;
-	double a, b, more = 0.0, lc = 0.0;
+	double more;
 
-	comp1(fit->n0, prior, &a, &b);
-	for (uint32_t t = 0; t <= k; t++) {
-		double lp;
-
-		if (t)
-			lc += log((double)(k - t + 1) / (double)t);
-		lp = logaddexp(log1p(-fit->h) + lmarg(a, b, k, (double)t),
-			       log(fit->h) + lmarg(1.0, 1.0, k, (double)t));
-		if (v05__eb_choose_u(p, fit, prior, k, (double)t))
-			more += exp(lc + lp);
-	}
-	return more > 1.0 ? 1.0 : more;
+	v05__eb_first_risk_u(p, fit, prior, p->k_init, &more);
+	return more;
 }
 
 void v05__eb_estimate_u(const struct v05_params *p,
@@ -240,6 +331,11 @@ int v05__eb_check_fit(const struct v05_eb_fit *fit)
 		return v05__fail(-EDOM, "eb: n0 %g is not in [0, 1e9]", fit->n0);
 	if (!isfinite(fit->h) || fit->h <= 0.0 || fit->h >= 1.0)
 		return v05__fail(-EDOM, "eb: h %g is not in (0, 1)", fit->h);
+	if (!(fit->a2 >= 0.01 && fit->a2 <= 1000.0 && fit->b2 >= 0.01 &&
+	      fit->b2 <= 1000.0))
+		return v05__fail(-EDOM,
+				 "eb: the second component Beta(a2 %g, b2 %g) is not in [0.01, 1000] (1, 1: the uniform)",
+				 fit->a2, fit->b2);
 	return 0;
 }
 
@@ -282,7 +378,7 @@ V05_API int v05_eb_loglik(const struct v05_eb_fit *fit, const double *prior,
 		return ret;
 	if (!ll)
 		return v05__fail(-EINVAL, "eb: NULL argument");
-	*ll = loglik_u(fit->n0, fit->h, prior, k, s, n);
+	*ll = loglik_u(fit, prior, k, s, n);
 	return 0;
 }
 
@@ -326,6 +422,7 @@ V05_API int v05_eb_posterior(const struct v05_eb_fit *fit, double prior,
 V05_API int v05_eb_expected_var(const struct v05_eb_fit *fit, double prior,
 				uint32_t k, double s, uint32_t m, double *ev)
 {
+	struct post q;
 	int ret = v05__eb_check_fit(fit);
 
 	if (!ret)
@@ -337,6 +434,7 @@ V05_API int v05_eb_expected_var(const struct v05_eb_fit *fit, double prior,
 	if (k + m > V05_K_LIMIT)
 		return v05__fail(-ERANGE, "eb: k + m = %u is above %u", k + m,
 				 V05_K_LIMIT);
-	*ev = v05__eb_ev_u(fit, prior, k, s, m);
+	post_of(fit, prior, k, s, &q);
+	*ev = ev_u(&q, m);
 	return 0;
 }

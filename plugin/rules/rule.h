@@ -29,7 +29,7 @@
 
 /*
  * A rule's running state, in the segment's state region (a takeover keeps
- * it), written by the owner only:
+ * it; mechanics/internal.h checks it fits), written by the owner only:
  * - own, remote: the running fit of the prior (the grid's log-likelihood,
  *   eb_state.c) of a rule that folds first waves or groups into it (v05-eb
  *   under the stream schedule). own: this plugin's, forgetting applied as
@@ -38,6 +38,7 @@
  *   own, so an exchange repeated counts nothing twice.
  * - ebpo: EBPO's running Welford statistics (mode ebpo).
  * - pg: v05-pg's running sums over the prompts it took (rule_pg.c).
+ * - barrier: v05-eb's last barrier fit (rounds), for the first waves.
  */
 #define V05_PG_GRID 12 /* rollout prices v05-pg weighs (rule_pg.c) */
 struct v05_pg_stats {
@@ -64,8 +65,14 @@ struct v05_fit_store {
 	struct v05_ebpo ebpo;
 	/* Segment ABI 9: v05-pg's running sums. */
 	struct v05_pg_stats pg;
+	/* Segment ABI 9: the fit of the last barrier whose batch had at
+	 * least eb_cold first waves (rounds: the next batches' first waves
+	 * are chosen under it); barrier_groups 0: none yet. */
+	struct v05_eb_fit barrier;
+	uint64_t barrier_groups;
+	uint64_t pad2;
 };
-static_assert(sizeof(struct v05_fit_store) <= 12288, "fit store fits");
+
 
 /* What a rule reads besides a group: the parameters, the configuration
  * (a rule's own fields: pc_lower, eb_window, ...), its running state. The
@@ -115,6 +122,9 @@ enum v05__rule_flag {
 	/* Takes eb_early, the early start (first_wave's *early), under
 	 * the stream schedule. */
 	V05__RULE_EARLY = 1u << 5,
+	/* Takes eb_first, the first wave's sizes first_wave chooses from
+	 * (checked against k_max; other rules ignore it). */
+	V05__RULE_FIRST = 1u << 6,
 };
 
 struct v05__rule {
@@ -124,6 +134,9 @@ struct v05__rule {
 	/* Why v05_estimate cannot run it without the plugin's state, or
 	 * NULL (it can). */
 	const char *needs_plugin;
+	/* Its default cost per rollout (v05_config_default for the default
+	 * mode, v05_config_mode); 0: V05_DEFAULT_COST. */
+	double cost;
 
 	/* ---- configuration (config.c, modes.c) ---- */
 	/* What the rule's authors ran, set by v05_config_mode besides the
@@ -153,8 +166,8 @@ struct v05__rule {
 	 * first decision waits for), and in *early the samples issued with
 	 * it beyond that (the early start; k0 + *early <= k_max); or 0: the
 	 * prompt is skipped (no sample; its DROP with k = 0 is queued at
-	 * submit). fit: the running fit once warm, else NULL. NULL hook:
-	 * k_init, none. */
+	 * submit). fit: once warm, the running fit (stream) or the last
+	 * barrier's (rounds), else NULL. NULL hook: k_init, none. */
 	uint32_t (*first_wave)(const struct v05__rule_env *env,
 			       const struct v05_eb_fit *fit, double prior,
 			       uint32_t *early);

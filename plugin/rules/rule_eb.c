@@ -3,9 +3,10 @@
  * Mode v05-eb (docs/STATISTICS.md, "Mode v05-eb"): an empirical-Bayes
  * baseline under a fit of the prior (eb.c: the posterior and the
  * allocation; eb_state.c: the fit as an additive state), in two waves.
- * At its first wave of k_init a prompt gets the m extra samples that
- * minimise its expected posterior variance plus c m (0: final now); its
- * second wave is final. Under the stream schedule each first wave is
+ * A prompt's first wave is 2 or 4 (eb_first), whichever the fit says
+ * leaves the least expected final risk (k_init while the fit is cold); at
+ * its first wave it gets the m extra samples that minimise its expected
+ * posterior variance plus c m (0: final now); its second wave is final. Under the stream schedule each first wave is
  * folded into the running fit (own part, forgetting by eb_window), which
  * other engines may merge, and a prompt the fit says likely needs more
  * may start its second wave early (eb_early); under rounds the batch's
@@ -56,26 +57,38 @@ static void fold_first(const struct v05__rule_env *env, double prior,
 		       v05__eb_successes(r, k));
 }
 
-/* The early start: k_step more with the first wave when the running fit
- * gives it a chance of at least eb_early per mille to get more. */
+/*
+ * The first wave from the fit (eb_first: the sizes it may be; rule.h's
+ * fit is NULL while cold: k_init), the one of least expected final risk
+ * (eb.c); and the early start: k_step more with it when the fit gives it
+ * a chance of at least eb_early per mille to get more.
+ */
 static uint32_t first_wave(const struct v05__rule_env *env,
 			   const struct v05_eb_fit *fit, double prior,
 			   uint32_t *early)
 {
 	const struct v05_params *p = env->params;
-	uint32_t permille = env->config->eb_early;
+	uint32_t permille = env->config->eb_early, waves = env->config->eb_first;
+	uint32_t k1 = p->k_init;
+	double risk, more = 0.0;
 
 	*early = 0;
-	if (permille && fit &&
-	    1000.0 * v05__eb_p_more_u(p, fit, prior) >= (double)permille)
+	if (!fit)
+		return k1;
+	if (waves)
+		k1 = v05__eb_first_u(p, fit, prior, waves, &risk, &more);
+	else if (permille)
+		more = v05__eb_p_more_u(p, fit, prior);
+	if (permille && 1000.0 * more >= (double)permille)
 		*early = p->k_step;
-	return p->k_init;
+	return k1;
 }
 
 const struct v05__rule v05__rule_eb = {
 	.name = "v05-eb",
 	.waves = V05__WAVES_FIT,
-	.flags = V05__RULE_MERGES | V05__RULE_EARLY,
+	.flags = V05__RULE_MERGES | V05__RULE_EARLY | V05__RULE_FIRST,
+	.cost = V05_EB_DEFAULT_COST,
 	.needs_plugin = "mode v05-eb needs its batch's fit: use v05_eb_estimate",
 	.first_wave = first_wave,
 	.fold_first = fold_first,

@@ -165,15 +165,16 @@ static inline void v05__estimate_fused(const struct v05_params *p,
 
 struct v05_eb_fit;
 struct v05_eb_state;
-/* eb_state.c, unchecked: the grid fit of n groups; one group folded into
- * an additive state (its old weight times keep first); the best grid point
- * of a state, or of two states' sum (b may be NULL). */
-void v05__eb_fit_u(const double *prior, const uint32_t *k, const double *s,
-		   uint32_t n, struct v05_eb_fit *fit);
+/* eb_state.c, unchecked: the fit of n groups (its shape's index
+ * returned); one group folded into an additive state (its old weight
+ * times keep first); the fit of a state, or of two states' sum (b may be
+ * NULL), its shape's index returned. */
+uint32_t v05__eb_fit_u(const double *prior, const uint32_t *k,
+		       const double *s, uint32_t n, struct v05_eb_fit *fit);
 void v05__eb_fold_u(struct v05_eb_state *st, double keep, double prior,
 		    uint32_t k, double s);
-void v05__eb_argmax_u(const struct v05_eb_state *a,
-		      const struct v05_eb_state *b, struct v05_eb_fit *fit);
+uint32_t v05__eb_argmax_u(const struct v05_eb_state *a,
+			  const struct v05_eb_state *b, struct v05_eb_fit *fit);
 /* 0, or -EDOM naming `what` and the value: a state with a value that is
  * not finite, or a weight outside [0, folded] (eb_state.c). */
 int v05__eb_state_check(const struct v05_eb_state *st, const char *what);
@@ -195,11 +196,23 @@ double v05__eb_ev_u(const struct v05_eb_fit *fit, double prior, uint32_t k,
 /* The prior predictive of t successes in n rewards, before any. */
 double v05__eb_pred_u(const struct v05_eb_fit *fit, double prior, uint32_t n,
 		      uint32_t t);
-/* Before any reward, the probability the first wave is given more. */
+/* Before any reward, the probability the first wave of k_init is given
+ * more. */
 double v05__eb_p_more_u(const struct v05_params *p,
 			const struct v05_eb_fit *fit, double prior);
+/* Before any reward, a first wave of k1 (1 <= k1 <= k_max): its expected
+ * final risk (v05_eb_first_wave) and the probability it is given more;
+ * of the sizes in waves (bit k: k samples), the one of least risk (the
+ * smaller on ties; 0 when waves has none in [1, min(k_max, 31)]), with
+ * its risk and probability of more. */
+double v05__eb_first_risk_u(const struct v05_params *p,
+			    const struct v05_eb_fit *fit, double prior,
+			    uint32_t k1, double *p_more);
+uint32_t v05__eb_first_u(const struct v05_params *p,
+			 const struct v05_eb_fit *fit, double prior,
+			 uint32_t waves, double *risk, double *p_more);
 /* eb.c: 0, or -EDOM (-EINVAL for NULL) naming what is wrong: a fit off
- * the grid's range; a group's prior, k or successes. */
+ * the grid's range or its shape's; a group's prior, k or successes. */
 int v05__eb_check_fit(const struct v05_eb_fit *fit);
 int v05__eb_check_group(double prior, uint32_t k, double s);
 /* Successes of a group: sum (1 + r_i) / 2. */

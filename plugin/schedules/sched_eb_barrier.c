@@ -35,11 +35,12 @@ static void fit_batch(struct v05_plugin *p, uint32_t b, const uint64_t *keys,
 	}
 	if (m == 0)
 		return;
-	v05__eb_fit_u(p->eb_prior, p->eb_k, p->eb_s, m, &fit);
+	rec->eb_shape = v05__eb_fit_u(p->eb_prior, p->eb_k, p->eb_s, m, &fit);
 	/* n0 >= 1 on the grid: a non-zero n0 marks the record fitted, so it
 	 * is written last. */
 	rec->eb_h = fit.h;
 	rec->eb_n0 = fit.n0;
+	v05__eb_barrier_fitted(p, &fit, m);
 }
 
 static void eb_barrier(struct v05_plugin *p, uint32_t b)

@@ -129,6 +129,8 @@ static void estimate(struct in *in)
 	if (mode == V05_MODE_V05_EB) {
 		fit.n0 = v05_eb_n0_at(byte(in) % V05_EB_N0_GRID);
 		fit.h = v05_eb_h_at(byte(in) % V05_EB_H_GRID);
+		check(v05_eb_shape_at(byte(in) % V05_EB_SHAPES, &fit.a2,
+				      &fit.b2) == 0, "shape_at");
 		ret = v05_eb_estimate(&c.params, &fit, prior, r, k, &e, adv);
 	} else {
 		ret = v05_estimate(&c.params, prior, r, k, &e, adv);

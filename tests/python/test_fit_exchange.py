@@ -16,8 +16,10 @@ import v05
 from v05.trainers.fit_exchange import FitExchange
 
 WORLD = 3
+# A cost at which the probes' decisions go both ways (final and more) and
+# their first waves are chosen both ways (2 and 4).
 KW = dict(mode="v05-eb", schedule="stream", eb_window=0, eb_cold=1,
-          pad_multiple=1, max_prompts=128)
+          cost=0.008, pad_multiple=1, max_prompts=128)
 
 
 def waves(n, seed):
@@ -39,17 +41,19 @@ LATE = waves(6, 7)       # decided while one engine is out
 
 
 def feed(plugin, ws, tag, writer, first=None):
-    """Submit, feed first waves in order; {uid: (kind, extra samples)}."""
+    """Submit, feed first waves in order (each its first wave's samples:
+    2 or 4, chosen from the fit at submit once it is warm); {uid: (kind,
+    extra samples, first wave)}."""
     items = [(f"{tag}{i}", prior) for i, (prior, _r) in enumerate(ws)]
-    gens = {d.uid: d.gen for d in plugin.submit(items)}
+    sub = {d.uid: d for d in plugin.submit(items)}
     out = {}
     for i, (_prior, r) in enumerate(ws):
         uid = f"{tag}{i}"
-        for s, x in enumerate(r):
-            writer.push(uid, s, x, gen=gens[uid])
+        for s in sub[uid].samples:
+            writer.push(uid, s, r[s], gen=sub[uid].gen)
         writer.flush()
         for d in plugin.poll():
-            out[d.uid] = [d.kind, len(d.samples)]
+            out[d.uid] = [d.kind, len(d.samples), len(sub[d.uid].samples)]
             if d.kind != "sample":
                 plugin.release(d)
     return out
@@ -94,8 +98,9 @@ def free_port():
 def test_engines_share_the_fit_without_a_barrier(segname, tmp_path):
     with v05.Plugin.create(segname, **KW) as one, \
             v05.RewardWriter.attach(segname) as w:
-        for r in range(WORLD):
-            feed(one, SHARED[r::WORLD], f"r{r}s", w)
+        # One batch, submitted cold as each engine's third is: the same
+        # first waves (of k_init).
+        feed(one, [x for r in range(WORLD) for x in SHARED[r::WORLD]], "s", w)
         want = feed(one, PROBES, "p", w)
     ctx = mp.get_context("fork")
     go = ctx.Event()
@@ -119,7 +124,10 @@ def test_engines_share_the_fit_without_a_barrier(segname, tmp_path):
     got = [json.load(open(o)) for o in outs]
     for r in range(WORLD):
         assert got[r]["probes"] == want, f"engine {r}"
-    assert {k for k, _ in want.values()} == {"final", "sample"}
+    # The probes were decided both ways, and their first waves chosen
+    # from the fit both ways.
+    assert {v[0] for v in want.values()} == {"final", "sample"}
+    assert {v[2] for v in want.values()} == {2, 4}
     for r in range(WORLD - 1):
         assert len(got[r]["late"]) == len(LATE)
         assert got[r]["pending_during_late"]

@@ -16,7 +16,7 @@ void help_estimate(FILE *f)
 		"usage: v05ctl estimate --prior V --rewards R1,R2,... [--cost C]\n"
 		"                       [--k-step N] [--k-max N] [--mode MODE]\n"
 		"                       [--k-init N] [--keep-n N]\n"
-		"                       [--sigma rms|paper] [--fit N0,H]\n"
+		"                       [--sigma rms|paper] [--fit N0,H[,A2,B2]]\n"
 		"\n"
 		"Fuses the prior V with the rewards of one group (in sample order)\n"
 		"and prints exactly one JSON object on stdout: k, mode, mean,\n"
@@ -29,7 +29,8 @@ void help_estimate(FILE *f)
 		"                  required for modes v05 and v05-fixed, ignored by\n"
 		"                  grpo and dapo (default 0 there)\n"
 		"  --rewards LIST  comma-separated rewards in [-1, 1], 1 to k-max of them\n"
-		"  --cost C        cost of one rollout, in (0, 1) (default %g)\n"
+		"  --cost C        cost of one rollout, in (0, 1) (default %g;\n"
+		"                  v05-eb's %g)\n"
 		"  --k-step N      samples added per \"more\", >= 1 (default %u)\n"
 		"  --k-max N       cap on the group size, <= %u (default %u)\n"
 		"  --mode MODE     v05 (fusion + OSLA), v05-fixed (fusion, fixed k),\n"
@@ -45,10 +46,13 @@ void help_estimate(FILE *f)
 		"                  sigma^2 = max(1 - baseline^2, mean (r - baseline)^2),\n"
 		"                  so |A| <= sqrt(k)) or paper (sqrt(1 - baseline^2)\n"
 		"                  floored at %g)\n"
-		"  --fit N0,H      v05-eb only, required there: the batch's fitted\n"
-		"                  concentration n0 >= 0 and hallucination weight H in\n"
-		"                  (0, 1); the group is taken at its first stage\n"
-		"                  (k_init = k), so action/k_target give the\n"
+		"  --fit N0,H[,A2,B2]\n"
+		"                  v05-eb only, required there: the batch's fitted\n"
+		"                  concentration n0 >= 0, hallucination weight H in\n"
+		"                  (0, 1) and the hallucination component's\n"
+		"                  Beta(A2, B2), each in [0.01, 1000] (default 1,1:\n"
+		"                  the uniform); the group is taken at its first\n"
+		"                  stage (k_init = k), so action/k_target give the\n"
 		"                  two-stage choice of extra samples\n"
 		"  --k-init N      the group size the rule started from: reinforce-\n"
 		"                  ada's round (default 8; --k-step follows it);\n"
@@ -65,7 +69,8 @@ void help_estimate(FILE *f)
 		"\n"
 		"example (the paper's worked example, prior 0.8 and 3 of 4 right):\n"
 		"  v05ctl estimate --prior 0.8 --rewards 1,1,1,-1\n",
-		V05_DEFAULT_COST, V05_DEFAULT_K_STEP, V05_K_LIMIT,
+		V05_DEFAULT_COST, V05_EB_DEFAULT_COST, V05_DEFAULT_K_STEP,
+		V05_K_LIMIT,
 		V05_DEFAULT_K_MAX, V05_SIGMA_FLOOR, V05_GRPO_EPSILON);
 }
 
@@ -142,7 +147,7 @@ int cmd_estimate(int argc, char **argv)
 	const char *rewards_arg = NULL;
 	struct v05_params params;
 	struct v05_estimate e;
-	struct v05_eb_fit fit = { 0.0, 0.0 };
+	struct v05_eb_fit fit = { 0.0, 0.0, 1.0, 1.0 };
 	bool have_prior = false, have_fit = false, have_step = false;
 	bool have_max = false, have_cost = false;
 	uint32_t k_init = 0, keep_n = 0;
@@ -210,17 +215,18 @@ int cmd_estimate(int argc, char **argv)
 			params.sigma = (uint32_t)ret;
 			break;
 		case 'f': {
-			double v[2];
+			double v[4] = { 0.0, 0.0, 1.0, 1.0 };
 			unsigned b2 = 0;
+			int n = v05ctl_parse_double_list(optarg, v, 4, &b2);
 
-			if (v05ctl_parse_double_list(optarg, v, 2, &b2) != 2 ||
-			    !(v[0] >= 0.0 && v[0] <= 1e9) ||
-			    !(v[1] > 0.0 && v[1] < 1.0))
+			if ((n != 2 && n != 4) || !(v[0] >= 0.0 && v[0] <= 1e9) ||
+			    !(v[1] > 0.0 && v[1] < 1.0) ||
+			    !(v[2] >= 0.01 && v[2] <= 1000.0) ||
+			    !(v[3] >= 0.01 && v[3] <= 1000.0))
 				return v05ctl_usage_error("estimate",
-					"--fit: '%s' is not N0,H with N0 >= 0 and H in (0, 1)",
+					"--fit: '%s' is not N0,H or N0,H,A2,B2 with N0 >= 0, H in (0, 1), A2 and B2 in [0.01, 1000]",
 					optarg);
-			fit.n0 = v[0];
-			fit.h = v[1];
+			fit = (struct v05_eb_fit){ v[0], v[1], v[2], v[3] };
 			have_fit = true;
 			break;
 		}
@@ -241,6 +247,8 @@ int cmd_estimate(int argc, char **argv)
 					  argv[optind]);
 	if (!rewards_arg)
 		return v05ctl_usage_error("estimate", "--rewards is required");
+	if (params.mode == V05_MODE_V05_EB && !have_cost)
+		params.cost = V05_EB_DEFAULT_COST;
 	if (params.mode == V05_MODE_V05_EB && !have_fit)
 		return v05ctl_usage_error("estimate",
 					  "--fit N0,H is required for mode v05-eb");

@@ -86,8 +86,10 @@ void help_sim(FILE *f)
 		"                      (default 1; 'never' to keep every prompt)\n"
 		"  --ebpo-window W     ebpo: its statistics forget with a window\n"
 		"                      of W groups (default 0: never)\n"
-		"  --p-beta A          each p from Beta(A, A) (A < 1 piles prompts\n"
-		"                      near 0 and 1) instead of uniform\n"
+		"  --p-beta A, --p-beta A:B\n"
+		"                      each p from Beta(A, A) (A < 1 piles prompts\n"
+		"                      near 0 and 1) or Beta(A, B) (A < B skews them\n"
+		"                      toward 0) instead of uniform\n"
 		"  --paper             the paper's exact behaviour: mode v05, halt\n"
 		"                      0.25, --sigma paper, rounds (later options\n"
 		"                      still override)\n"
@@ -99,7 +101,7 @@ void help_sim(FILE *f)
 		"                      v05-fixed's k (default 4), grpo/dapo's G\n"
 		"                      (default 16), the rules' (above)\n"
 		"  --k-max N           v05's and v05-eb's cap (default 16), the rules'\n"
-		"  --cost C            OSLA cost per rollout (default %g)\n"
+		"  --cost C            cost per rollout (default %g; v05-eb's %g)\n"
 		"  --halt-fraction F   batch halt (default 0.25)\n"
 		"  --pad N             dispatch multiple (default 32)\n"
 		"  --batch B           prompts per batch (default 512)\n"
@@ -111,6 +113,8 @@ void help_sim(FILE *f)
 		"  --eb-early E        v05-eb, stream: early start for prompts\n"
 		"                      whose chance of more samples is >= E/1000\n"
 		"                      (default 0: off)\n"
+		"  --eb-first LIST     v05-eb: the first waves the fit chooses from\n"
+		"                      (default 2,4; 'off': --k always)\n"
 		"  --drift-noise S2, --drift-hallucination H2\n"
 		"                      a value model that changes: from the\n"
 		"                      batch at half the prompts on, priors have\n"
@@ -126,7 +130,7 @@ void help_sim(FILE *f)
 		"  -h, --help          this text\n"
 		"\n"
 		"Bad arguments: one line on stderr naming the argument, exit 2.\n",
-		V05_DEFAULT_COST);
+		V05_DEFAULT_COST, V05_EB_DEFAULT_COST);
 }
 
 
@@ -187,6 +191,54 @@ static int opt_u64(const char *opt, const char *arg, uint64_t lo, uint64_t hi,
 	return 0;
 }
 
+/* --p-beta A or A:B, each in [0.01, 100]. */
+static int opt_beta(const char *arg, double *a, double *b)
+{
+	const char *colon = strchr(arg, ':');
+	size_t n = colon ? (size_t)(colon - arg) : 0;
+	char head[64] = "";
+
+	if (!colon) {
+		if (opt_double("--p-beta", arg, 0.01, 100, a))
+			return EXIT_USAGE;
+		*b = *a;
+		return 0;
+	}
+	if (n < sizeof(head))
+		memcpy(head, arg, n);
+	if (n >= sizeof(head) || v05ctl_parse_double(head, a) ||
+	    v05ctl_parse_double(colon + 1, b) || !(*a >= 0.01 && *a <= 100) ||
+	    !(*b >= 0.01 && *b <= 100))
+		return v05ctl_usage_error("sim",
+			"--p-beta: '%s' is not A or A:B with A and B numbers in [0.01, 100]",
+			arg);
+	return 0;
+}
+
+/* --eb-first "2,4" (sizes 1 to 31) or "off" (k_init always): a mask. */
+static int opt_first(const char *arg, uint32_t *mask)
+{
+	double v[31];
+	unsigned bad = 0;
+	int n;
+
+	*mask = 0;
+	if (strcmp(arg, "off") == 0)
+		return 0;
+	n = v05ctl_parse_double_list(arg, v, 31, &bad);
+	for (int i = 0; i < n; i++) {
+		if (!(v[i] >= 1 && v[i] <= 31 && v[i] == floor(v[i])))
+			n = -1;
+		else
+			*mask |= 1u << (uint32_t)v[i];
+	}
+	if (n < 1)
+		return v05ctl_usage_error("sim",
+			"--eb-first: '%s' is not 'off' or a list of first-wave sizes in [1, 31]",
+			arg);
+	return 0;
+}
+
 int cmd_sim(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -207,6 +259,7 @@ int cmd_sim(int argc, char **argv)
 		{ "eb-window", required_argument, NULL, 'W' },
 		{ "eb-cold", required_argument, NULL, 'C' },
 		{ "eb-early", required_argument, NULL, 'G' },
+		{ "eb-first", required_argument, NULL, 'I' },
 		{ "drift-noise", required_argument, NULL, 'D' },
 		{ "drift-hallucination", required_argument, NULL, 'E' },
 		{ "seed", required_argument, NULL, 'S' },
@@ -297,6 +350,7 @@ int cmd_sim(int argc, char **argv)
 			    !(o.cost < 1))
 				return v05ctl_usage_error("sim",
 					"--cost: '%s' is not a number in (0, 1)", optarg);
+			o.have_cost = 1;
 			break;
 		case 'f':
 			if (opt_double("--halt-fraction", optarg, 0, 1, &o.halt))
@@ -360,9 +414,14 @@ int cmd_sim(int argc, char **argv)
 				return EXIT_USAGE;
 			break;
 		case 'B':
-			if (opt_double("--p-beta", optarg, 0.01, 100, &o.p_beta))
+			if (opt_beta(optarg, &o.p_beta, &o.p_beta_b))
 				return EXIT_USAGE;
 			o.have_beta = 1;
+			break;
+		case 'I':
+			if (opt_first(optarg, &o.eb_first))
+				return EXIT_USAGE;
+			o.have_eb_first = 1;
 			break;
 		case 'L':
 			if (opt_double("--pc-lower", optarg, 0, 1, &o.pc_lower))

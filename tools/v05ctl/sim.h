@@ -11,11 +11,14 @@ struct sim_opts {
 	uint64_t prompts, seed, batch;
 	double noise, hallucination, cost, halt, p_fixed;
 	uint32_t mode, k, k_max, pad, sigma, schedule;
-	int have_k, have_p, have_k_max, have_pad, have_halt;
+	int have_k, have_p, have_k_max, have_pad, have_halt, have_cost;
 	int no_prior; /* every prior 0: no value model at all */
 	/* v05-eb without a barrier: the running fit's window and cold start
 	 * (0: the library's defaults). */
 	uint32_t eb_window, eb_cold, have_eb_window, eb_early;
+	/* v05-eb's first waves' sizes (bit k: k samples; have_eb_first:
+	 * given, 0 for k_init always; else the library's default). */
+	uint32_t eb_first, have_eb_first;
 	/* A value model whose quality changes: from the batch that starts
 	 * at or after half the prompts on, priors have this noise and
 	 * hallucination share (have_drift). */
@@ -24,9 +27,10 @@ struct sim_opts {
 	/* Epochs over the same prompts (fresh rewards each time): what the
 	 * rules with a cross-epoch state (knapsack, greso) learn from. */
 	uint64_t epochs;
-	/* Each p from Beta(p_beta, p_beta) instead of uniform (have_beta):
-	 * below 1 it piles prompts near 0 and 1, as real datasets do. */
-	double p_beta;
+	/* Each p from Beta(p_beta, p_beta_b) instead of uniform (have_beta;
+	 * p_beta_b = p_beta for the symmetric --p-beta A): below 1 it piles
+	 * prompts near 0 and 1, as real datasets do; unequal, it skews. */
+	double p_beta, p_beta_b;
 	int have_beta;
 	/* Pilot-Commit's band (have_band: given, else the library's) and
 	 * eviction of solved prompts across epochs (NaN: never). */
@@ -50,6 +54,8 @@ struct sim_out {
 					    * that is not 0 */
 	uint64_t skipped; /* greso, pilot-commit: candidates not rolled out;
 			   * v05-pg: prompts it took no sample of */
+	uint64_t first_k, first_n; /* first waves' samples (early start
+				    * included) and count, at submit */
 	struct adv_acc adv, grpo;
 };
 

@@ -68,9 +68,9 @@ static double gamma_draw(uint64_t *s, double a)
 	}
 }
 
-static double beta_draw(uint64_t *s, double a)
+static double beta_draw(uint64_t *s, double a, double b)
 {
-	double x = gamma_draw(s, a), y = gamma_draw(s, a);
+	double x = gamma_draw(s, a), y = gamma_draw(s, b);
 
 	return x + y > 0.0 ? x / (x + y) : 0.5;
 }
@@ -230,6 +230,9 @@ static int run_batch(struct v05_plugin *pl, struct v05_producer *w,
 		ret = sim_fail("submit");
 		goto out;
 	}
+	for (int j = 0; j < m; j++)
+		out->first_k += d[j].k;
+	out->first_n += (uint64_t)m;
 	while (!ret) {
 		for (int j = 0; j < m && !ret; j++)
 			ret = apply_decision(pl, w, o, hs, p, &d[j], out,
@@ -248,7 +251,8 @@ out:
 
 /* One batch's figures, for the JSON's "batches". */
 struct batch_row {
-	double mse, rollouts, n0, h;
+	struct v05_eb_fit fit;
+	double mse, rollouts;
 	int fitted;
 };
 
@@ -261,6 +265,7 @@ int sim_run(const struct sim_opts *o)
 	struct v05_decision *d = calloc(2 * (size_t)bsz, sizeof(*d));
 	struct batch_row *rows = calloc((o->prompts / bsz + 1) * o->epochs,
 					sizeof(*rows));
+	struct v05_eb_state *st = malloc(sizeof(*st));
 	uint64_t rng = o->seed, counters[V05_COUNTER_SLOTS], batches = 0;
 	struct sim_hist hs = { 0 };
 	struct sim_out out;
@@ -271,7 +276,7 @@ int sim_run(const struct sim_opts *o)
 	int ret = 0;
 
 	memset(&out, 0, sizeof(out));
-	if (!p || !prior || !idx || !d || !rows)
+	if (!p || !prior || !idx || !d || !rows || !st)
 		return EXIT_FAILED;
 	if (o->mode == V05_MODE_KNAPSACK)
 		hs.kh = calloc(o->prompts, sizeof(*hs.kh));
@@ -292,7 +297,8 @@ int sim_run(const struct sim_opts *o)
 		double h = late ? o->drift_hallucination : o->hallucination;
 
 		p[i] = o->have_p ? o->p_fixed :
-		       o->have_beta ? beta_draw(&rng, o->p_beta) : uniform01(&rng);
+		       o->have_beta ? beta_draw(&rng, o->p_beta, o->p_beta_b) :
+				       uniform01(&rng);
 		mu = 2.0 * p[i] - 1.0;
 		if (uniform01(&rng) < h) {
 			v = -1.0 + 2.0 * uniform01(&rng);
@@ -303,15 +309,16 @@ int sim_run(const struct sim_opts *o)
 		prior[i] = o->no_prior ? 0.0 : v;
 	}
 	v05_config_default(&c);
-	c.params.cost = o->cost;
-	c.params.mode = o->mode;
+	/* The mode with its defaults (its cost; the published rules their
+	 * own sizes), then what the options say (v05_config_check refuses
+	 * what breaks a rule). */
+	if (v05_config_mode(&c, o->mode))
+		return sim_fail("mode");
+	if (o->have_cost)
+		c.params.cost = o->cost;
 	c.params.sigma = o->sigma;
 	c.schedule = o->schedule;
 	if (o->mode >= V05_MODE_ADA) {
-		/* The published rules: their own defaults, then what the
-		 * options say (v05_config_check refuses what breaks a rule). */
-		if (v05_config_mode(&c, o->mode))
-			return sim_fail("mode");
 		c.params.k_init = o->k;
 		if (o->mode == V05_MODE_ADA || o->mode == V05_MODE_ADA_POS)
 			c.params.k_step = o->k; /* rounds of k_init */
@@ -355,6 +362,8 @@ int sim_run(const struct sim_opts *o)
 	if (o->eb_cold)
 		c.eb_cold = o->eb_cold;
 	c.eb_early = o->eb_early;
+	if (o->have_eb_first)
+		c.eb_first = o->eb_first;
 	c.lane_capacity = 1024;
 	while (c.lane_capacity < (uint64_t)bsz * c.params.k_max)
 		c.lane_capacity <<= 1;
@@ -372,8 +381,6 @@ int sim_run(const struct sim_opts *o)
 		uint64_t before, issued, groups = out.groups;
 		double sq = out.sq_err;
 		struct batch_row *r = &rows[batches];
-		struct v05_eb_state st;
-		struct v05_eb_fit fit;
 
 		hs.epoch = e;
 		/* greso: each batch is a training step; its filter decides
@@ -409,12 +416,8 @@ int sim_run(const struct sim_opts *o)
 						       (double)(out.groups - groups) : 0.0;
 		r->rollouts = (double)(counters[V05_C_SAMPLES_ISSUED] - issued) / cand;
 		/* The running fit after the batch (v05-eb without a barrier). */
-		r->fitted = v05_eb_state_get(pl, &st) == 0 &&
-			    v05_eb_state_fit(&st, &fit) == 0;
-		if (r->fitted) {
-			r->n0 = fit.n0;
-			r->h = fit.h;
-		}
+		r->fitted = v05_eb_state_get(pl, st) == 0 &&
+			    v05_eb_state_fit(st, &r->fit) == 0;
 		/* Waves: the first dispatch plus every release. */
 		if (1 + counters[V05_C_ROUNDS] - before > out.max_waves)
 			out.max_waves = (uint32_t)(1 + counters[V05_C_ROUNDS] - before);
@@ -442,7 +445,14 @@ int sim_run(const struct sim_opts *o)
 		       v05_sigma_name(o->sigma),
 		       o->schedule == V05_SCHEDULE_STREAM ? "stream" : "rounds");
 		printf(", \"seed\": %llu, \"cost\": ", (unsigned long long)o->seed);
-		json_num(stdout, o->cost);
+		json_num(stdout, c.params.cost);
+		printf(", \"eb_first\": [");
+		for (uint32_t k = 1, n = 0; k < 32; k++)
+			if (c.params.mode == V05_MODE_V05_EB && c.eb_first >> k & 1)
+				printf(n++ ? ", %u" : "%u", k);
+		printf("], \"first_wave_mean\": ");
+		json_num(stdout, out.first_n ? (double)out.first_k /
+						       (double)out.first_n : 0.0);
 		printf(", \"halt_fraction\": ");
 		json_num(stdout, c.halt_fraction);
 		printf(", \"pad_multiple\": %u, \"batch\": %u, \"mse\": ",
@@ -457,6 +467,11 @@ int sim_run(const struct sim_opts *o)
 		       (unsigned long long)out.skipped);
 		if (o->have_beta)
 			json_num(stdout, o->p_beta);
+		else
+			fputs("null", stdout);
+		printf(", \"p_beta_b\": ");
+		if (o->have_beta)
+			json_num(stdout, o->p_beta_b);
 		else
 			fputs("null", stdout);
 		printf(", \"max_k\": %u, \"halts\": %llu, \"rounds\": %llu, "
@@ -478,9 +493,13 @@ int sim_run(const struct sim_opts *o)
 			json_num(stdout, rows[b].rollouts);
 			if (rows[b].fitted) {
 				printf(", \"fit_n0\": ");
-				json_num(stdout, rows[b].n0);
+				json_num(stdout, rows[b].fit.n0);
 				printf(", \"fit_h\": ");
-				json_num(stdout, rows[b].h);
+				json_num(stdout, rows[b].fit.h);
+				printf(", \"fit_a2\": ");
+				json_num(stdout, rows[b].fit.a2);
+				printf(", \"fit_b2\": ");
+				json_num(stdout, rows[b].fit.b2);
 			}
 			printf("}");
 		}
@@ -498,6 +517,7 @@ out:
 	free(idx);
 	free(d);
 	free(rows);
+	free(st);
 	free(hs.kh);
 	free(hs.gx);
 	free(hs.px);

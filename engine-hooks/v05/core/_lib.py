@@ -18,6 +18,7 @@ import re
 
 # The mirrors, as _lib.X for the modules that use them.
 from ._structs import (DECISION_ROW, EB_H_GRID, EB_N0_GRID,  # noqa: F401
+                       EB_SHAPES,
                        GROUP_ROW, MIRRORS as _MIRRORS, REWARD_ROW, Config,
                        Decision_, EbFit, EbState, Ebpo, Estimate, Greso,
                        GresoPrompt, Group_, KnapsackHist, LaneStat,
@@ -240,6 +241,10 @@ _sig("v05_eb_fit", _int, ctypes.POINTER(ctypes.c_double),
      ctypes.POINTER(EbFit))
 _sig("v05_eb_n0_at", ctypes.c_double, _u32)
 _sig("v05_eb_h_at", ctypes.c_double, _u32)
+_sig("v05_eb_shape_at", _int, _u32, ctypes.POINTER(ctypes.c_double),
+     ctypes.POINTER(ctypes.c_double))
+_sig("v05_eb_first_wave", _int, ctypes.POINTER(Params), ctypes.POINTER(EbFit),
+     ctypes.c_double, _u32, ctypes.POINTER(ctypes.c_double))
 _sig("v05_eb_state_init", None, ctypes.POINTER(EbState))
 _sig("v05_eb_state_fold", _int, ctypes.POINTER(EbState), ctypes.c_double,
      ctypes.c_double, _u32, ctypes.c_double)

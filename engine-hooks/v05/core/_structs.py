@@ -8,8 +8,8 @@ changed public struct changes here and in plugin/abi.c's table."""
 import ctypes
 import struct
 
-__all__ = ["Params", "Estimate", "EbFit", "EbState", "EB_N0_GRID",
-           "EB_H_GRID", "Config", "PromptIn", "Decision_", "Group_",
+__all__ = ["Params", "Estimate", "EbFit", "EbState", "EB_SHAPES",
+           "EB_N0_GRID", "EB_H_GRID", "Config", "PromptIn", "Decision_", "Group_",
            "Support", "Reward", "ObserverInfo", "LaneStat", "KnapsackHist",
            "GresoPrompt", "Greso", "Ebpo", "PcPrompt", "DECISION_ROW",
            "GROUP_ROW", "REWARD_ROW", "MIRRORS"]
@@ -31,14 +31,17 @@ class Estimate(ctypes.Structure):
 
 
 class EbFit(ctypes.Structure):
-    _fields_ = [("n0", ctypes.c_double), ("h", ctypes.c_double)]
+    _fields_ = [("n0", ctypes.c_double), ("h", ctypes.c_double),
+                ("a2", ctypes.c_double), ("b2", ctypes.c_double)]
 
 
-EB_N0_GRID, EB_H_GRID = 31, 24
+EB_SHAPES, EB_N0_GRID, EB_H_GRID = 12, 16, 12
 
 
 class EbState(ctypes.Structure):
-    _fields_ = [("ll", (ctypes.c_double * EB_H_GRID) * EB_N0_GRID),
+    _fields_ = [("ll", ((ctypes.c_double * EB_H_GRID) * EB_N0_GRID)
+                 * EB_SHAPES),
+                ("pop", ctypes.c_double * EB_SHAPES),
                 ("weight", ctypes.c_double), ("folded", ctypes.c_uint64)]
 
 
@@ -60,7 +63,7 @@ class Config(ctypes.Structure):
                 ("lane_cut_records", ctypes.c_uint32),
                 ("lane_cut_permille", ctypes.c_uint32),
                 ("eb_window", ctypes.c_uint32), ("eb_cold", ctypes.c_uint32),
-                ("eb_early", ctypes.c_uint32), ("reserved_eb", ctypes.c_uint32),
+                ("eb_early", ctypes.c_uint32), ("eb_first", ctypes.c_uint32),
                 ("pc_lower", ctypes.c_double), ("pc_upper", ctypes.c_double),
                 ("ebpo_window", ctypes.c_uint32),
                 ("reserved_rules", ctypes.c_uint32),

@@ -128,11 +128,25 @@ def _set_pg_params(c, pg: Optional[dict]) -> None:
         c.pg_skip = round(f * 1000)
 
 
-def _set_rule_params(c, eb_window, eb_cold, eb_early, pc_lower, pc_upper,
-                     ebpo_window) -> None:
+def _first_waves(eb_first) -> int:
+    """eb_first (sizes of v05-eb's first wave, e.g. (2, 4); () for k_init
+    always) as the config's mask, bit k for k samples."""
+    if isinstance(eb_first, (str, bytes, int)):
+        raise TypeError(f"eb_first {eb_first!r} is not a list of first-wave "
+                        "sizes, e.g. (2, 4)")
+    mask = 0
+    for k in eb_first:
+        mask |= 1 << _checks.u32("eb_first", k, 1, 31)
+    return mask
+
+
+def _set_rule_params(c, eb_window, eb_cold, eb_early, eb_first, pc_lower,
+                     pc_upper, ebpo_window) -> None:
     """The published rules' parameters into config c (make_config's
     text), each checked."""
     u32 = _checks.u32
+    if eb_first is not None:
+        c.eb_first = _first_waves(eb_first)
     if eb_window is not None:
         c.eb_window = u32("eb_window", eb_window)
     if eb_cold is not None:
@@ -175,6 +189,7 @@ def make_config(name: str, *, cost: Optional[float] = None,
                 eb_window: Optional[int] = None,
                 eb_cold: Optional[int] = None,
                 eb_early: Optional[float] = None,
+                eb_first: Optional[Sequence[int]] = None,
                 pc_lower: Optional[float] = None,
                 pc_upper: Optional[float] = None,
                 ebpo_window: Optional[int] = None,
@@ -207,7 +222,11 @@ def make_config(name: str, *, cost: Optional[float] = None,
     "v05-eb without a barrier"). eb_early (a probability in [0, 1], 0 =
     off, the default): early start, k_step more samples with the first
     wave of a prompt whose chance of needing more is at least that; those
-    not needed after all come back as "abort" decisions.
+    not needed after all come back as "abort" decisions. eb_first (mode
+    v05-eb): the sizes a prompt's first wave is chosen from once the fit
+    is warm, the one of least expected final risk (default (2, 4); ()
+    keeps k_init always); cost left at None is the mode's default
+    (v05-eb's V05_EB_DEFAULT_COST, the others' V05_DEFAULT_COST).
     mode "reinforce-ada" / "reinforce-ada-pos" / "knapsack-prior" /
     "knapsack" / "greso" / "ebpo" / "pilot-commit": the published
     allocation rules (docs/RULES.md), each with its own defaults
@@ -291,8 +310,8 @@ def make_config(name: str, *, cost: Optional[float] = None,
                              "is not in [0, 1]")
         # 0 in C is "the default": the smallest fraction is 1 per mille.
         c.lane_cut_permille = max(1, round(f * 1000))
-    _set_rule_params(c, eb_window, eb_cold, eb_early, pc_lower, pc_upper,
-                     ebpo_window)
+    _set_rule_params(c, eb_window, eb_cold, eb_early, eb_first, pc_lower,
+                     pc_upper, ebpo_window)
     _set_pg_params(c, pg)
     c.flags |= ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
                 (CONFIG_EXTERNAL_HALT if external_halt else 0) |

@@ -189,13 +189,25 @@ def _beta_moment(a: float, b: float, k: int) -> float:
 def all_same_probability(k: int, *, p: Optional[float] = None,
                          alpha: Optional[float] = None,
                          beta: Optional[float] = None,
-                         hallucination: float = 0.0) -> float:
+                         hallucination: float = 0.0,
+                         population: Tuple[float, float] = (1.0, 1.0)
+                         ) -> float:
     """The predicted chance that k +-1 rewards of a prompt are all equal:
     with a known success probability p, or a Beta(alpha, beta) belief
     (alpha, beta >= 0, not both 0; 0 is a point mass), mixed with the
-    uniform (2 / (k + 1)) with probability `hallucination`."""
+    population's Beta(a, b) (`population`; the uniform's is 2 / (k + 1))
+    with probability `hallucination`."""
     k = _k(k)
     h = _unit01("hallucination", hallucination)
+    try:
+        pa, pb = (float(x) for x in population)
+    except (TypeError, ValueError):
+        raise TypeError(f"population {population!r} is not a pair "
+                        "(a, b)") from None
+    if not (pa > 0.0 and pb > 0.0 and math.isfinite(pa + pb)):
+        raise ValueError(f"population {population!r}: a and b must be > 0")
+    pop = 2.0 / (k + 1) if pa == pb == 1.0 else \
+        _beta_moment(pa, pb, k) + _beta_moment(pb, pa, k)
     if p is not None:
         if alpha is not None or beta is not None:
             raise TypeError("give p or (alpha, beta), not both")
@@ -208,7 +220,7 @@ def all_same_probability(k: int, *, p: Optional[float] = None,
         if a + b == 0.0:
             raise ValueError("alpha and beta are both 0: no belief")
         q = _beta_moment(a, b, k) + _beta_moment(b, a, k)
-    return min(1.0, (1.0 - h) * q + h * 2.0 / (k + 1))
+    return min(1.0, (1.0 - h) * q + h * pop)
 
 
 class SkipRule:
@@ -220,6 +232,7 @@ class SkipRule:
 
     def __init__(self, *, margin: float = 0.05, strength: float = 16.0,
                  pseudo: float = 0.0, hallucination: float = 0.0,
+                 population: Tuple[float, float] = (1.0, 1.0),
                  revisit: float = 0.01, seed: int = 0):
         self.margin = _unit01("margin", margin)
         if self.margin >= 1.0:
@@ -227,18 +240,25 @@ class SkipRule:
         self.strength = _nonneg("strength", strength)
         self.pseudo = _nonneg("pseudo", pseudo)
         self.hallucination = _unit01("hallucination", hallucination)
+        all_same_probability(1, p=0.5, population=population)  # checked
+        self.population = tuple(float(x) for x in population)
         self.revisit = _unit01("revisit", revisit)
         self.seed = _checks.u64("seed", seed)
 
     @classmethod
-    def from_eb_fit(cls, fit: Tuple[float, float], **kw) -> "SkipRule":
-        """v05-eb's own model of its prior, from a fit (n0, h): the plugin's
-        running fit (Plugin.eb_state().fit()) or v05.eb_fit's."""
+    def from_eb_fit(cls, fit: Sequence[float], **kw) -> "SkipRule":
+        """v05-eb's own model of its prior, from a fit (n0, h, a2, b2): the
+        plugin's running fit (Plugin.eb_state().fit()) or v05.eb_fit's;
+        (n0, h) alone takes the uniform as the hallucination's."""
         try:
-            n0, h = fit
+            vals = tuple(float(x) for x in fit)
         except (TypeError, ValueError):
-            raise TypeError(f"fit {fit!r} is not a pair (n0, h)") from None
-        return cls(strength=n0, pseudo=1.0, hallucination=h, **kw)
+            raise TypeError(f"fit {fit!r} is not (n0, h, a2, b2)") from None
+        if len(vals) not in (2, 4):
+            raise TypeError(f"fit {fit!r} is not (n0, h, a2, b2) or (n0, h)")
+        pop = vals[2:] or (1.0, 1.0)
+        return cls(strength=vals[0], pseudo=1.0, hallucination=vals[1],
+                   population=pop, **kw)
 
     def __repr__(self):
         return (f"SkipRule(margin={self.margin}, strength={self.strength}, "
@@ -275,7 +295,8 @@ class SkipRule:
         """The predicted chance that the prompt's first k are all-same."""
         a, b = self.belief(prior, history)
         return all_same_probability(k, alpha=a, beta=b,
-                                    hallucination=self.hallucination)
+                                    hallucination=self.hallucination,
+                                    population=self.population)
 
     def would_skip(self, prior: Optional[float], k: int,
                    history: Optional[Tuple[float, float]] = None) -> bool:

@@ -110,7 +110,8 @@ class Plugin(PluginWaiting):
         journal, journal_sync, file_mode, wait, external_halt, sigma,
         paper, producer_broker, broker_allow_uids, broker_allow_gids,
         broker_overflow_ids, lane_cut_records, lane_cut_fraction,
-        eb_window, eb_cold, eb_early), each checked; one left out keeps
+        eb_window, eb_cold, eb_early, eb_first, pc_lower, pc_upper,
+        ebpo_window), each checked; one left out keeps
         the library's default (mode "v05-eb", sigma "rms", ...).
 
         on_stale: what to do when segment `name` is left over from a run

@@ -11,7 +11,7 @@ from ._lib import check, lib
 from .names import MODES, SIGMAS
 
 __all__ = ["prior_from_p", "reward_from_binary", "reward_from_score",
-           "estimate", "eb_fit", "knapsack_plan"]
+           "estimate", "eb_fit", "eb_first_wave", "knapsack_plan"]
 
 
 def prior_from_p(p: float) -> float:
@@ -72,21 +72,22 @@ RULE_MODES = ("reinforce-ada", "reinforce-ada-pos", "knapsack-prior",
 def estimate(prior: float, rewards: Sequence[float], *,
              cost: Optional[float] = None, k_step: Optional[int] = None,
              k_max: Optional[int] = None, mode: str = "v05",
-             sigma: str = "rms", fit: Optional[Tuple[float, float]] = None,
+             sigma: str = "rms", fit: Optional[Sequence[float]] = None,
              k_init: Optional[int] = None, keep_n: Optional[int] = None
              ) -> dict:
     """The statistics core on one group (as `v05ctl estimate`). `sigma`:
     the advantage normaliser, "rms" (bounded, |A| <= sqrt(k)) or "paper".
-    Mode "v05-eb" needs `fit=(n0, h)`, its batch's fitted prior. cost,
-    k_step and k_max left at None are the library's defaults
-    (v05_params_default; for the published rules, their own:
-    v05_config_mode). k_init is the group size the rule started from (by
+    Mode "v05-eb" needs `fit=(n0, h, a2, b2)`, its batch's fitted prior
+    (eb_fit, EbState.fit; (n0, h) alone: the uniform Beta(1, 1) as its
+    second component). cost, k_step and k_max left at None are the
+    library's defaults (v05_params_default; for v05-eb and the published
+    rules, their own: v05_config_mode). k_init is the group size the rule started from (by
     default the number of rewards, for the rules their own); keep_n
     Reinforce-Ada's n. "keep" lists the samples trained on. Mode
     "pilot-commit" answers with the default band (its authors'); mode
     "ebpo" needs its running statistics: v05.core.rules.Ebpo.estimate."""
     p = _lib.Params()
-    if mode in RULE_MODES:
+    if mode in RULE_MODES or mode == "v05-eb":
         c = _lib.Config()
         check(lib.v05_config_init(ctypes.byref(c), ctypes.sizeof(c), 0),
               "estimate")
@@ -99,7 +100,7 @@ def estimate(prior: float, rewards: Sequence[float], *,
     if sigma not in SIGMAS:
         raise ValueError(f"sigma {sigma!r} is not rms or paper")
     if (mode == "v05-eb") != (fit is not None):
-        raise ValueError("fit=(n0, h) is required for mode v05-eb, "
+        raise ValueError("fit=(n0, h, a2, b2) is required for mode v05-eb, "
                          "and only applies there")
     p.mode = MODES[mode]
     if cost is not None:
@@ -122,7 +123,7 @@ def estimate(prior: float, rewards: Sequence[float], *,
     adv = (ctypes.c_double * max(1, k))()
     e = _lib.Estimate()
     if fit is not None:
-        f = _lib.EbFit(float(fit[0]), float(fit[1]))
+        f = _fit(fit)
         check(lib.v05_eb_estimate(ctypes.byref(p), ctypes.byref(f),
                                   float(prior), r, k, ctypes.byref(e), adv),
               "estimate")
@@ -137,6 +138,52 @@ def estimate(prior: float, rewards: Sequence[float], *,
             "action": {0: "stop", 1: "more", 2: "drop"}[e.action],
             "advantages": list(adv[:k]),
             "keep": [i for i in range(k) if keep.value >> i & 1]}
+
+
+def _fit(fit) -> "_lib.EbFit":
+    """A v05-eb fit, (n0, h, a2, b2) or (n0, h) (then Beta(1, 1))."""
+    try:
+        vals = [float(x) for x in fit]
+    except (TypeError, ValueError):
+        raise TypeError(f"fit {fit!r} is not (n0, h, a2, b2)") from None
+    if len(vals) == 2:
+        vals += [1.0, 1.0]
+    if len(vals) != 4:
+        raise ValueError(f"fit {fit!r} is not (n0, h, a2, b2) or (n0, h)")
+    return _lib.EbFit(*vals)
+
+
+def eb_first_wave(prior: float, fit: Sequence[float], *,
+                  waves: Sequence[int] = (2, 4), cost: Optional[float] = None,
+                  k_step: Optional[int] = None, k_max: Optional[int] = None
+                  ) -> Tuple[int, float]:
+    """v05-eb's first wave under a fit (v05_eb_first_wave): of the sizes
+    in `waves`, the one with the least expected final risk for a prompt of
+    this prior, and that risk. cost, k_step, k_max at None: v05-eb's
+    defaults."""
+    c = _lib.Config()
+    check(lib.v05_config_init(ctypes.byref(c), ctypes.sizeof(c), 0),
+          "eb_first_wave")
+    check(lib.v05_config_mode(ctypes.byref(c), MODES["v05-eb"]),
+          "eb_first_wave")
+    p = c.params
+    if cost is not None:
+        p.cost = cost
+    if k_step is not None:
+        p.k_step = _checks.u32("k_step", k_step, 1)
+    if k_max is not None:
+        p.k_max = _checks.u32("k_max", k_max, 1)
+    if isinstance(waves, (str, bytes, int)):
+        raise TypeError(f"waves {waves!r} is not a list of first-wave sizes")
+    mask = 0
+    for k in waves:
+        mask |= 1 << _checks.u32("waves", k, 1, 31)
+    f = _fit(fit)
+    risk = ctypes.c_double()
+    k1 = lib.v05_eb_first_wave(ctypes.byref(p), ctypes.byref(f),
+                               float(prior), mask, ctypes.byref(risk))
+    check(k1, "eb_first_wave")
+    return k1, risk.value
 
 
 def knapsack_plan(p: Sequence[Optional[float]], per_prompt: int = 8,
@@ -161,10 +208,11 @@ def knapsack_plan(p: Sequence[Optional[float]], per_prompt: int = 8,
 
 
 def eb_fit(groups: Sequence[Tuple[float, Sequence[float]]]
-           ) -> Tuple[float, float]:
-    """Mode v05-eb's fitted prior (n0, h) for a batch of (prior, rewards)
-    groups, as the plugin fits it after the first k_init samples (a reward
-    r counts (1 + r)/2 of a success)."""
+           ) -> Tuple[float, float, float, float]:
+    """Mode v05-eb's fitted prior (n0, h, a2, b2) for a batch of (prior,
+    rewards) groups, as the plugin's barrier fits it on their first waves
+    (a reward r counts (1 + r)/2 of a success): the population's shape
+    Beta(a2, b2), then n0 and h."""
     n = len(groups)
     if n == 0:
         raise ValueError("eb_fit needs at least one group")
@@ -178,4 +226,4 @@ def eb_fit(groups: Sequence[Tuple[float, Sequence[float]]]
         ss[i] = sum((1.0 + float(r)) / 2.0 for r in rewards)
     f = _lib.EbFit()
     check(lib.v05_eb_fit(pri, ks, ss, n, ctypes.byref(f)), "eb_fit")
-    return f.n0, f.h
+    return f.n0, f.h, f.a2, f.b2

@@ -62,17 +62,23 @@ class FitPartRefused(ValueError):
 
 
 def _grid_hash() -> int:
-    """A 62-bit hash of the grid's values: two builds' parts add only if
-    their grids are the same points."""
+    """A 62-bit hash of the grid's values (every shape, n0 and h): two
+    builds' parts add only if their grids are the same points."""
     h = hashlib.blake2b(digest_size=8)
-    for n0, hh in EbState.grid():
-        h.update(struct.pack("<dd", n0, hh))
+    for point in EbState.grid():
+        h.update(struct.pack("<dddd", *point))
     return int.from_bytes(h.digest(), "little") >> 2
 
 
 def _grid_dims() -> int:
-    """The grid's sizes in one number: n0 points << 8 | h points."""
-    return (_lib.EB_N0_GRID << 8) | _lib.EB_H_GRID
+    """The grid's sizes in one number: shapes << 16 | n0 points << 8 | h
+    points (a part of 0.5, one shape implied, is 31 << 8 | 24)."""
+    return (_lib.EB_SHAPES << 16) | (_lib.EB_N0_GRID << 8) | _lib.EB_H_GRID
+
+
+def _dims_text(dims: int) -> str:
+    return (f"{max(1, dims >> 16)} shapes x {(dims >> 8) & 0xff} x "
+            f"{dims & 0xff} points")
 
 
 def _version() -> int:
@@ -212,9 +218,8 @@ class FitExchange:
             return f"its header says it is rank {rank}"
         if size != EbState.SIZE or dims != _grid_dims() or grid != self._grid:
             return (f"it runs another build: its part is {size} numbers over "
-                    f"a grid of {dims >> 8} x {dims & 0xff} points (hash "
-                    f"{grid:#x}), this rank's {EbState.SIZE} over "
-                    f"{_grid_dims() >> 8} x {_grid_dims() & 0xff} "
+                    f"a grid of {_dims_text(dims)} (hash {grid:#x}), this "
+                    f"rank's {EbState.SIZE} over {_dims_text(_grid_dims())} "
                     f"({self._grid:#x}) (library {version >> 32}."
                     f"{(version >> 16) & 0xffff}.{version & 0xffff} there, "
                     f"{lib.v05_version().decode()} here): use the same v05 "

@@ -93,7 +93,7 @@ PLUGIN_KEYS = ("cost", "k_init", "k_step", "k_max", "halt_fraction",
                "pad_multiple", "mode", "schedule", "max_prompts",
                "max_producers", "lane_capacity", "max_batches",
                "stream_deadline_us", "sigma", "paper", "eb_window", "eb_cold",
-               "eb_early", "pc_lower", "pc_upper", "ebpo_window")
+               "eb_early", "eb_first", "pc_lower", "pc_upper", "ebpo_window")
 DEFAULT_ROW_MULTIPLE = 32  # the paper's pad
 
 

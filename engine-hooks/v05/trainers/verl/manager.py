@@ -5,14 +5,16 @@ fits at each step boundary, save and restore v05's state with verl's
 checkpoints, close the workers' plugins."""
 
 import logging
+import os
 from typing import List, Optional
 
 from verl.utils.ray_utils import auto_await
 
 from ...core.eb_state import EbState
 from ..report import report
-from .checkpoint import read_state, resume_folder, write_state
+from .checkpoint import STATE_FILE, read_state, resume_folder, write_state
 from .config import cfg_get
+from .state_format import check_saved, state_record
 
 __all__ = ["V05ManagerMixin", "merge_others"]
 
@@ -64,6 +66,7 @@ class V05ManagerMixin:
         folder = resume_folder(self.config)
         state = read_state(folder)
         if state is not None:
+            check_saved(state, os.path.join(folder, STATE_FILE))
             self._v05_restore(state, folder)
         elif folder:
             log.warning("v05: verl resumes from %s, which holds no v05 state "
@@ -99,7 +102,7 @@ class V05ManagerMixin:
         workers = self.agent_loop_workers
         if workers:
             hist = ray.get(workers[0].v05_history_state.remote())
-        return {"version": 1, "workers": states, "history": hist}
+        return state_record(states, hist)
 
     def v05_save(self, checkpoint_dir: str, global_step: int) -> str:
         """Write v05's state into verl's checkpoint directory."""
