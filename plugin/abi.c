@@ -98,6 +98,9 @@ static const struct field fields[] = {
 	F(v05_config, pc_upper, "double"),
 	F(v05_config, ebpo_window, "uint32_t"),
 	F(v05_config, reserved_rules, "uint32_t"),
+	F(v05_config, pg_between, "double"),
+	F(v05_config, pg_first, "uint32_t"),
+	F(v05_config, pg_skip, "uint32_t"),
 
 	S(v05_prompt_in),
 	F(v05_prompt_in, uid, "const void*"),

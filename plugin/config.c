@@ -50,6 +50,9 @@ static void defaults(struct v05_config *c, bool paper)
 	c->eb_cold = 64;
 	c->pc_lower = V05_PC_LOWER;
 	c->pc_upper = V05_PC_UPPER;
+	c->pg_between = V05_PG_BETWEEN;
+	c->pg_first = V05_PG_FIRST;
+	c->pg_skip = V05_PG_SKIP;
 	c->max_prompts = 4096;
 	c->max_producers = 16;
 	c->lane_capacity = 4096;
@@ -246,6 +249,17 @@ static int rules_check(const struct v05_config *c)
 		return v05__fail(-EINVAL,
 				 "reserved_rules is %u, not 0 (a field kept for a later release)",
 				 c->reserved_rules);
+	if (!isfinite(c->pg_between) || c->pg_between < 0.0 ||
+	    c->pg_between > 1000.0)
+		return v05__fail(-EINVAL, "pg_between %g is not in [0, 1000]",
+				 c->pg_between);
+	if (!c->pg_first || (c->pg_first & 1u))
+		return v05__fail(-EINVAL,
+				 "pg_first 0x%x: set bit n for a first wave of n samples, n >= 1",
+				 c->pg_first);
+	if (c->pg_skip > 1000)
+		return v05__fail(-EINVAL, "pg_skip %u is not a per-mille in [0, 1000]",
+				 c->pg_skip);
 	return r->check_config ? r->check_config(r, c) : 0;
 }
 
@@ -389,6 +403,9 @@ void v05__shm_config_from(struct v05_shm_config *s, const struct v05_config *c,
 	s->pc_lower = c->pc_lower;
 	s->pc_upper = c->pc_upper;
 	s->ebpo_window = c->ebpo_window;
+	s->pg_between = c->pg_between;
+	s->pg_first = c->pg_first;
+	s->pg_skip = c->pg_skip;
 	s->journal_sync = c->journal_sync;
 	s->flags = c->flags;
 	s->sigma = c->params.sigma;
@@ -425,6 +442,9 @@ void v05__config_of_shm(const struct v05_shm_config *s, struct v05_config *c)
 	c->pc_lower = s->pc_lower;
 	c->pc_upper = s->pc_upper;
 	c->ebpo_window = s->ebpo_window;
+	c->pg_between = s->pg_between;
+	c->pg_first = s->pg_first;
+	c->pg_skip = s->pg_skip;
 	c->journal_sync = s->journal_sync;
 	c->flags = s->flags;
 	memcpy(c->broker_uids, s->broker_uids, sizeof(c->broker_uids));

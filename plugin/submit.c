@@ -10,6 +10,7 @@
 #include "rules/stats_core.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
+#include "../shm/testpoint.h"
 #include "mechanics/one_thread.h"
 
 static int alloc_batch(struct v05_plugin *p, uint32_t *b)
@@ -143,7 +144,8 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 	struct v05_batch_rec *rec;
 	struct batch_local *bl;
 	uint64_t now = v05__wall_ns(), id, issued = 0;
-	uint32_t b = 0, accepted = 0, *plan;
+	uint32_t b = 0, accepted = 0, decisions = 0, skipped = 0, *plan;
+	struct v05_prompt **skip = NULL;
 	struct v05_eb_fit fit;
 	const struct v05_eb_fit *warm = NULL;
 	int ret;
@@ -162,9 +164,18 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 	rec = &p->batch_recs[b];
 	bl = &p->batches[b];
 	id = ++p->st->next_batch_id;
-	/* The first waves see the running fit as it stands at submit. */
+	/* The first waves see the running fit as it stands at submit; only
+	 * a rule's first_wave can skip a prompt (0). */
 	if (p->rule->first_wave && v05__eb_warm_fit(p, &fit))
 		warm = &fit;
+	if (p->rule->first_wave) {
+		skip = malloc((size_t)n * sizeof(*skip));
+		if (!skip) {
+			free(plan);
+			return v05__fail(-ENOMEM, "submit: no memory for %u prompts",
+					 n);
+		}
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct v05_prompt *e = NULL;
 		struct v05_decision *d;
@@ -178,7 +189,15 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 			v05__count(p, V05_C_SUBMIT_REJECTED, 1);
 			continue;
 		}
-		d = &out[accepted++];
+		accepted++;
+		if (k0 == 0) {
+			skip[skipped++] = e;
+			continue;
+		}
+		/* Its plan into the rule's sums before the next prompt's. */
+		if (warm && p->rule->fold_prompt)
+			p->rule->fold_prompt(&p->env, warm, e->prior);
+		d = &out[decisions++];
 		memset(d, 0, sizeof(*d));
 		d->kind = V05_DECISION_SAMPLE;
 		d->key = e->key;
@@ -191,6 +210,7 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 	}
 	free(plan);
 	if (accepted == 0) {
+		free(skip);
 		--p->st->next_batch_id;
 		return 0;
 	}
@@ -208,8 +228,16 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 	rec->id = id;
 	v05__count(p, V05_C_PROMPTS_SUBMITTED, accepted);
 	v05__count(p, V05_C_SAMPLES_ISSUED, issued);
-	v05__count(p, V05_C_DEC_SAMPLE, accepted);
+	v05__count(p, V05_C_DEC_SAMPLE, decisions);
 	v05__count(p, V05_C_BATCHES_SUBMITTED, 1);
 	v05__gauge(p, V05_C_PROMPTS_OPEN, accepted);
-	return (int)accepted;
+	/* After the batch is live: a skip is a final group of it (the last
+	 * one ends the batch). A takeover between these finds a collecting
+	 * prompt with nothing issued and finishes its skip (takeover.c). */
+	if (skipped)
+		v05__test_point("submit.skips");
+	for (uint32_t i = 0; i < skipped; i++)
+		v05__finalize_skip(p, skip[i]);
+	free(skip);
+	return (int)decisions;
 }

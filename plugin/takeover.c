@@ -153,7 +153,13 @@ static int rebuild(struct v05_plugin *p)
 	for (uint32_t i = 0; i <= p->table.mask; i++) {
 		struct v05_prompt *e = &p->table.e[i];
 
-		if (e->key && e->state == V05_P_COLLECTING)
+		if (!e->key || e->state != V05_P_COLLECTING)
+			continue;
+		/* Nothing issued: a skip the owner died before finishing
+		 * (submit.c finishes them after the batch is live). */
+		if (!e->issued)
+			v05__finalize_skip(p, e);
+		else
 			v05__collect_check(p, e);
 	}
 	for (uint32_t b = 0; b < g->batch_count; b++)

@@ -55,7 +55,8 @@
 			* its state (the plugin's and the other engines')
 			* in a larger state region, the shape in the batch
 			* record, the last barrier fit; eb_first in the
-			* stored config.
+			* stored config; v05-pg's parameters in the stored
+			* config, its running statistics in the state region.
 			* 8: a segment's side files in a directory only its
 			* uid can write (v05-NAME:side), the broker's socket
 			* there; lanes granted by the broker are sealed

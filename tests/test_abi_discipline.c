@@ -152,7 +152,7 @@ static void test_abi_text(void **state)
 	assert_int_equal(abi_size(t, "v05_greso_prompt"),
 			 sizeof(struct v05_greso_prompt));
 	assert_int_equal(abi_size(t, "v05_greso"), sizeof(struct v05_greso));
-	assert_non_null(strstr(t, "\nS v05_config 280 tagged\n"));
+	assert_non_null(strstr(t, "\nS v05_config 296 tagged\n"));
 	assert_non_null(strstr(t, "\nF v05_group keep 104 8 uint64_t\n"));
 	assert_ptr_equal(v05_abi(), t); /* one static string */
 }

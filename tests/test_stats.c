@@ -472,7 +472,7 @@ static void test_outputs_finite(void **state)
 					/* EBPO under statistics of this and
 					 * a mixed group (k >= 2). */
 					v05_ebpo_init(&eb);
-					rc = mode == V05_MODE_V05_EB ?
+					rc = mode == V05_MODE_V05_EB || mode == V05_MODE_PG ?
 						 v05_eb_estimate(&p, &fit, vi / 4.0,
 								 r, k, &e, adv) :
 					     mode == V05_MODE_EBPO ?

@@ -45,7 +45,7 @@ CKPT = os.path.join(HERE, "out", "ckpt")
 # plugin). Any entry of modes.mode_specs() can be added with --rules.
 RULES = ("fixed-1", "fixed-2", "fixed-4", "knapsack-prior-4", "ebpo-4",
          "ebpo-8", "pilot-commit-4-12", "reinforce-ada", "grpo-16",
-         "dapo-16", "v05", "v05-eb", "oracle-1", "oracle-2", "oracle-4",
+         "dapo-16", "v05", "v05-eb", "v05-pg", "oracle-1", "oracle-2", "oracle-4",
          "oracle-8", "oracle-16")
 QUICK_RULES = ("fixed-1", "fixed-4", "grpo-16", "v05-eb", "oracle-1",
                "oracle-4")

@@ -86,12 +86,13 @@ def load(paths):
             if Q[k] != R[k]:
                 raise SystemExit(f"probe_report: {k} differs between the "
                                  f"{key[0]} runs merged")
-        have = {(c["seed"], c["at"]) for c in Q["results"]}
-        new = [c for c in R["results"] if (c["seed"], c["at"]) not in have]
-        if set(R["rules"]) != set(Q["rules"]):
-            raise SystemExit(f"probe_report: the {key[0]} runs merged probe "
-                             "different rules")
-        Q["results"] += new
+        have = {(c["seed"], c["at"]): c for c in Q["results"]}
+        if set(R["rules"]) == set(Q["rules"]):  # more seeds
+            Q["results"] += [c for c in R["results"]
+                             if (c["seed"], c["at"]) not in have]
+        else:  # more rules at the same checkpoints
+            add_rules(key[0], have, R)
+            Q["rules"] += [r for r in R["rules"] if r not in Q["rules"]]
         Q["seeds"] = sorted(set(Q["seeds"]) | set(R["seeds"]))
         Q["command"] += "` + `" + R["command"]
         Q["commit"] = " + ".join(dict.fromkeys(Q["commit"].split(" + ") + [R["commit"]]))
@@ -99,6 +100,27 @@ def load(paths):
     for R in runs.values():
         R["results"].sort(key=lambda c: (c["seed"], c["at"]))
     return list(runs.values())
+
+
+def add_rules(regime, have, R):
+    """R's rules into the checkpoints of `have` ((seed, at) -> checkpoint).
+    A batch is a function of its checkpoint, replicate and rule (probe.py),
+    so a rule probed later joins the others; the checkpoint must be the
+    same state: its reference statistics equal (to the summaries'
+    rounding)."""
+    for c in R["results"]:
+        q = have.get((c["seed"], c["at"]))
+        if q is None:
+            raise SystemExit(f"probe_report: the {regime} run adding "
+                             f"{R['rules']} has checkpoint seed {c['seed']} "
+                             f"at {c['at']}, which the others lack")
+        a, b = q["ref"]["I"]["norm2"], c["ref"]["I"]["norm2"]
+        if abs(a - b) > 1e-4 * abs(a):
+            raise SystemExit(f"probe_report: checkpoint seed {c['seed']} at "
+                             f"{c['at']} of {regime} is another state in the "
+                             f"runs merged (reference norm {a} vs {b})")
+        for rule, v in c["rules"].items():
+            q["rules"].setdefault(rule, v)
 
 
 def summaries(runs):

@@ -100,7 +100,7 @@ class Sampler:
 
 # The fused modes: sigma="paper" (the paper's normaliser) applies to them
 # only; the others keep their own scale (docs/STATISTICS.md).
-FUSED = ("v05", "v05-fixed", "v05-eb")
+FUSED = ("v05", "v05-fixed", "v05-eb", "v05-pg")
 
 
 class Trainer:

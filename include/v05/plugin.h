@@ -179,6 +179,21 @@ struct v05_config {
 	double pc_upper;
 	uint32_t ebpo_window;
 	uint32_t reserved_rules; /* 0 */
+	/*
+	 * v05-pg (mode "v05-pg", docs/STATISTICS.md): pg_between is the
+	 * between-prompt variance of the normalised per-prompt gradient
+	 * relative to one sample's within-prompt variance (default
+	 * V05_PG_BETWEEN, measured on bench/train's probe; a trainer that
+	 * measures its own sets it); pg_first, bit n set: a first wave of n
+	 * samples may be chosen (default bits 1, 2, 4); pg_skip: a prompt
+	 * whose expected signal sqrt(4 p (1 - p)) under the running fit is
+	 * below pg_skip per mille of the mean over the rule's groups is
+	 * skipped (its DROP, k = 0, comes from the next poll; default
+	 * V05_PG_SKIP; 0 never skips).
+	 */
+	double pg_between;
+	uint32_t pg_first;
+	uint32_t pg_skip;
 };
 
 /* sizeof(struct v05_config) in 0.5.0, the first release of libv05.so.1:

@@ -65,6 +65,10 @@ enum v05_mode {
 				* k_step more for a pilot success rate in
 				* the band, else dropped; the evictions
 				* are the trainer's (v05/rules.h)      */
+	V05_MODE_PG,        /* v05-pg: samples and prompts allocated by the
+			     * policy gradient's error per rollout (first
+			     * waves of 1, 2 or 4 from the running fit, 0:
+			     * the prompt skipped), the v05-eb baseline  */
 	V05_MODE_COUNT
 };
 
@@ -142,6 +146,18 @@ struct v05_params {
  */
 #define V05_PC_LOWER 0.125
 #define V05_PC_UPPER 0.25
+
+/*
+ * v05-pg (docs/STATISTICS.md, "Mode v05-pg"): the default between-prompt
+ * variance of the normalised gradient, relative to one sample's
+ * within-prompt variance (bench/train/PROBE.md), and the first waves it
+ * may choose (bit n: n samples).
+ */
+#define V05_PG_BETWEEN 0.13
+#define V05_PG_FIRST ((1u << 1) | (1u << 2) | (1u << 4))
+/* v05-pg skips a prompt whose expected signal, sqrt(4 p (1 - p)), is
+ * below this share (per mille) of its groups' mean. */
+#define V05_PG_SKIP 250u
 
 struct v05_estimate {
 	uint32_t k;        /* rewards used                                 */

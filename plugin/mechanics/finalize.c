@@ -155,7 +155,10 @@ void v05__finalize_with(struct v05_plugin *p, struct v05_prompt *e,
 	v05__count(p, V05_C_SAMPLES_SAVED, p->params.k_max - k);
 	v05__gauge(p, V05_C_PROMPTS_OPEN, -1);
 	v05__gauge(p, V05_C_PROMPTS_FINAL, 1);
-	v05__support_add(p, e->key, (float)est->mean, k);
+	/* A skipped prompt (k = 0) has no success rate to teach a value
+	 * model. */
+	if (k)
+		v05__support_add(p, e->key, (float)est->mean, k);
 	v05__publish_completion(p, e->slot);
 	if (v05__journal_slot(p, e->slot) == 0)
 		h->flags |= V05_SF_JOURNALED;
@@ -182,6 +185,17 @@ void v05__finalize_with(struct v05_plugin *p, struct v05_prompt *e,
 		bl->n_held = bl->n_collecting = bl->held_samples = 0;
 		v05__count(p, V05_C_BATCHES_DONE, 1);
 	}
+}
+
+void v05__finalize_skip(struct v05_plugin *p, struct v05_prompt *e)
+{
+	struct v05_estimate est;
+
+	memset(&est, 0, sizeof(est));
+	est.action = V05_ACTION_DROP;
+	est.baseline = e->prior;
+	v05__finalize_with(p, e, &est, NULL, 0, 0);
+	v05__count(p, V05_C_PROMPTS_SKIPPED, 1);
 }
 
 void v05__finalize(struct v05_plugin *p, struct v05_prompt *e, uint32_t flags,

@@ -55,9 +55,12 @@ struct v05_shm_config {
 	/* Segment ABI 8: Pilot-Commit's band, EBPO's window. */
 	double pc_lower, pc_upper;
 	uint32_t ebpo_window, pad_rules;
+	/* Segment ABI 9: v05-pg's between-prompt share, first waves, skip. */
+	double pg_between;
+	uint32_t pg_first, pg_skip;
 };
 static_assert(sizeof(struct v05_shm_config) ==
-		      48 + 8 + V05_JOURNAL_PATH_MAX + 8 * V05_BROKER_ALLOW_MAX + 56,
+		      48 + 8 + V05_JOURNAL_PATH_MAX + 8 * V05_BROKER_ALLOW_MAX + 72,
 	      "shm config ABI");
 static_assert(offsetof(struct v05_shm_config, broker_uids) ==
 		      56 + V05_JOURNAL_PATH_MAX, "shm config ABI");

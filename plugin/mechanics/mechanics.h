@@ -21,6 +21,9 @@ void v05__finalize_with(struct v05_plugin *p, struct v05_prompt *e,
 /* Estimate, then finalize with the result. */
 void v05__finalize(struct v05_plugin *p, struct v05_prompt *e, uint32_t flags,
 		   uint64_t latency_ns);
+/* A prompt its rule took no sample of (a first wave of 0): final with
+ * k = 0, dropped, its prior as its baseline, counted as skipped. */
+void v05__finalize_skip(struct v05_plugin *p, struct v05_prompt *e);
 /* An open prompt leaves its batch's counts (final or cancelled). */
 void v05__batch_leave(struct v05_plugin *p, const struct v05_prompt *e);
 /* Append a final slot's group to the journal (if any): 0 or -errno. */

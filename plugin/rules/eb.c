@@ -158,6 +158,17 @@ static double ev_u(const struct post *q, uint32_t m)
 	return ev;
 }
 
+/* ev_u from the fit: the expected posterior variance after m more, for a
+ * caller without the posterior (mode v05-pg's look-ahead, rule_pg.c). */
+double v05__eb_ev_u(const struct v05_eb_fit *fit, double prior, uint32_t k,
+		    double s, uint32_t m)
+{
+	struct post q;
+
+	post_of(fit, prior, k, s, &q);
+	return ev_u(&q, m);
+}
+
 /* The m in {0, k_step, ...}, k + m <= k_max, with the least expected
  * variance plus cost (the smaller m on ties), and that value. */
 static uint32_t best_m(const struct v05_params *p, const struct post *q,
@@ -187,6 +198,23 @@ uint32_t v05__eb_choose_u(const struct v05_params *p,
 
 	post_of(fit, prior, k, s, &q);
 	return best_m(p, &q, k, &value);
+}
+
+/*
+ * The prior predictive of t successes in n binary rewards before any:
+ * C(n, t) [(1 - h) m1(t) + h m2(t)], m the sequence probabilities.
+ */
+double v05__eb_pred_u(const struct v05_eb_fit *fit, double prior, uint32_t n,
+		      uint32_t t)
+{
+	double a, b, lc = 0.0;
+
+	comp1(fit->n0, prior, &a, &b);
+	for (uint32_t i = 1; i <= t; i++)
+		lc += log((double)(n - i + 1) / (double)i);
+	return exp(lc + logaddexp(log1p(-fit->h) + lmarg(a, b, n, (double)t),
+				  log(fit->h) + lmarg(fit->a2, fit->b2, n,
+						      (double)t)));
 }
 
 /*

@@ -37,8 +37,25 @@
  *   (v05_eb_state_set_remote), replaced whole each time, never folded into
  *   own, so an exchange repeated counts nothing twice.
  * - ebpo: EBPO's running Welford statistics (mode ebpo).
+ * - pg: v05-pg's running sums over the prompts it took (rule_pg.c).
  * - barrier: v05-eb's last barrier fit (rounds), for the first waves.
  */
+#define V05_PG_GRID 12 /* rollout prices v05-pg weighs (rule_pg.c) */
+struct v05_pg_stats {
+	/* Each a sum over the prompts taken at submit, the older ones
+	 * weighed down by 1 - 1/eb_window per prompt folded (none with
+	 * eb_window 0); per price j of the grid, what each prompt's plan
+	 * under that price was expected to cost: */
+	double weight;                /* prompts                         */
+	double signal;                /* expected sqrt(4 p (1 - p))      */
+	double rollouts[V05_PG_GRID]; /* expected samples, n             */
+	double error[V05_PG_GRID];    /* expected error, a + b / n       */
+	uint64_t prompts;             /* folded, forgetting aside        */
+	uint64_t pad;
+};
+static_assert(sizeof(struct v05_pg_stats) == 32 + 16 * V05_PG_GRID,
+	      "pg stats ABI");
+
 struct v05_fit_store {
 	struct v05_eb_state own;
 	struct v05_eb_state remote;
@@ -46,6 +63,8 @@ struct v05_fit_store {
 	uint64_t pad;
 	/* Segment ABI 8: EBPO's running statistics (mode ebpo). */
 	struct v05_ebpo ebpo;
+	/* Segment ABI 9: v05-pg's running sums. */
+	struct v05_pg_stats pg;
 	/* Segment ABI 9: the fit of the last barrier whose batch had at
 	 * least eb_cold first waves (rounds: the next batches' first waves
 	 * are chosen under it); barrier_groups 0: none yet. */
@@ -145,9 +164,10 @@ struct v05__rule {
 			  uint32_t n, uint32_t *k0);
 	/* One prompt's first wave: its size in [1, k_max] (the samples its
 	 * first decision waits for), and in *early the samples issued with
-	 * it beyond that (the early start; k0 + *early <= k_max). fit: once
-	 * warm, the running fit (stream) or the last barrier's (rounds),
-	 * else NULL. NULL hook: k_init, none. */
+	 * it beyond that (the early start; k0 + *early <= k_max); or 0: the
+	 * prompt is skipped (no sample; its DROP with k = 0 is queued at
+	 * submit). fit: once warm, the running fit (stream) or the last
+	 * barrier's (rounds), else NULL. NULL hook: k_init, none. */
 	uint32_t (*first_wave)(const struct v05__rule_env *env,
 			       const struct v05_eb_fit *fit, double prior,
 			       uint32_t *early);
@@ -174,6 +194,11 @@ struct v05__rule {
 	uint32_t (*more)(const struct v05__rule_env *env,
 			 const struct v05_eb_fit *fit, double prior,
 			 const double *r, uint32_t k, float *gap);
+	/* A prompt taken at submit (first_wave gave it samples), under
+	 * the running fit (warm: not NULL), into the running state before
+	 * the next prompt's first wave: v05-pg's sums. NULL: none kept. */
+	void (*fold_prompt)(const struct v05__rule_env *env,
+			    const struct v05_eb_fit *fit, double prior);
 	/* The samples a final group is trained on, bit i for sample i.
 	 * NULL: all k. */
 	uint64_t (*keep)(const struct v05_params *p, const double *r,

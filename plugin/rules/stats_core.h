@@ -190,6 +190,12 @@ void v05__eb_estimate_u(const struct v05_params *p,
 uint32_t v05__eb_choose_u(const struct v05_params *p,
 			  const struct v05_eb_fit *fit, double prior,
 			  uint32_t k, double s);
+/* E[Var(mu) after m more binary rewards] (mu's scale: 4 Var(p)). */
+double v05__eb_ev_u(const struct v05_eb_fit *fit, double prior, uint32_t k,
+		    double s, uint32_t m);
+/* The prior predictive of t successes in n rewards, before any. */
+double v05__eb_pred_u(const struct v05_eb_fit *fit, double prior, uint32_t n,
+		      uint32_t t);
 /* Before any reward, the probability the first wave of k_init is given
  * more. */
 double v05__eb_p_more_u(const struct v05_params *p,

@@ -19,7 +19,8 @@
 	X(V05_MODE_KNAPSACK, knapsack)            \
 	X(V05_MODE_GRESO, greso)                  \
 	X(V05_MODE_EBPO, ebpo)                    \
-	X(V05_MODE_PILOT_COMMIT, pc)
+	X(V05_MODE_PILOT_COMMIT, pc)              \
+	X(V05_MODE_PG, pg)
 
 #define DECLARE(mode, row) extern const struct v05__rule v05__rule_##row;
 V05__RULES(DECLARE)

@@ -52,7 +52,8 @@ struct sim_out {
 	uint32_t max_k, max_waves;
 	uint64_t dropped, groups, nonzero; /* nonzero: a trained advantage
 					    * that is not 0 */
-	uint64_t skipped; /* greso, pilot-commit: candidates not rolled out */
+	uint64_t skipped; /* greso, pilot-commit: candidates not rolled out;
+			   * v05-pg: prompts it took no sample of */
 	uint64_t first_k, first_n; /* first waves' samples (early start
 				    * included) and count, at submit */
 	struct adv_acc adv, grpo;

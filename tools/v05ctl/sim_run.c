@@ -154,6 +154,15 @@ static int apply_decision(struct v05_plugin *pl, struct v05_producer *w,
 	}
 	if (v05_group(pl, d->slot, &g))
 		return sim_fail("group");
+	/* A prompt the rule took no sample of (v05-pg's skip): no group
+	 * to score, counted as not rolled out. */
+	if (g.k == 0) {
+		out->skipped++;
+		if (v05_release(pl, d->slot, d->gen, d->key))
+			return sim_fail("release");
+		(*finals)++;
+		return 0;
+	}
 	mu = 2.0 * p[i] - 1.0;
 	out->sq_err += (g.baseline - mu) * (g.baseline - mu);
 	out->k_sum += g.k;
@@ -214,8 +223,10 @@ static int run_batch(struct v05_plugin *pl, struct v05_producer *w,
 			in[i].prior = got ? 2.0 * q - 1.0 : NAN;
 		}
 	}
+	/* Every prompt is accepted; a prompt the rule skips gets no SAMPLE
+	 * (its DROP comes from the poll). */
 	m = v05_submit(pl, in, n, d, NULL);
-	if (m != (int)n) {
+	if (m < 0) {
 		ret = sim_fail("submit");
 		goto out;
 	}

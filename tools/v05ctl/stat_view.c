@@ -182,10 +182,10 @@ void stat_print(FILE *f, const struct stat_view *v, const struct stat_view *prev
 	}
 	fprintf(f, "%s\n", any ? "" : "(no group final yet)");
 	fprintf(f, "decisions sample %" PRIu64 ", final %" PRIu64 ", drop %" PRIu64
-		"; rounds %" PRIu64 ", halts %" PRIu64 "; batches %" PRIu64
-		" submitted, %" PRIu64 " done\n",
+		" (skipped %" PRIu64 "); rounds %" PRIu64 ", halts %" PRIu64
+		"; batches %" PRIu64 " submitted, %" PRIu64 " done\n",
 		c[V05_C_DEC_SAMPLE], c[V05_C_DEC_FINAL], c[V05_C_DEC_DROP],
-		c[V05_C_ROUNDS], c[V05_C_HALTS], c[V05_C_BATCHES_SUBMITTED],
+		c[V05_C_PROMPTS_SKIPPED], c[V05_C_ROUNDS], c[V05_C_HALTS], c[V05_C_BATCHES_SUBMITTED],
 		c[V05_C_BATCHES_DONE]);
 	fprintf(f, "rewards   applied %" PRIu64 ", rejected %" PRIu64
 		" (nonfinite %" PRIu64 ", range %" PRIu64 ", unknown %" PRIu64

@@ -66,7 +66,9 @@ class Config(ctypes.Structure):
                 ("eb_early", ctypes.c_uint32), ("eb_first", ctypes.c_uint32),
                 ("pc_lower", ctypes.c_double), ("pc_upper", ctypes.c_double),
                 ("ebpo_window", ctypes.c_uint32),
-                ("reserved_rules", ctypes.c_uint32)]
+                ("reserved_rules", ctypes.c_uint32),
+                ("pg_between", ctypes.c_double),
+                ("pg_first", ctypes.c_uint32), ("pg_skip", ctypes.c_uint32)]
 
 
 class PromptIn(ctypes.Structure):

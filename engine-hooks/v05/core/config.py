@@ -102,6 +102,32 @@ def _broker_lists(name: str, producer_broker: bool, allow_uids, allow_gids,
     return uids, gids
 
 
+def _set_pg_params(c, pg: Optional[dict]) -> None:
+    """Mode v05-pg's parameters into config c (make_config's text)."""
+    if not pg:
+        return
+    unknown = set(pg) - {"between", "first", "skip"}
+    if unknown:
+        raise ValueError(f"pg: unknown keys {sorted(unknown)}; it takes "
+                         "between, first, skip")
+    if "between" in pg:
+        f = float(pg["between"])
+        if not 0.0 <= f <= 1000.0:
+            raise ValueError(f"pg between {pg['between']!r} is not in "
+                             "[0, 1000]")
+        c.pg_between = f
+    if "first" in pg:
+        sizes = [_checks.u32("pg first", n, 1, 31) for n in pg["first"]]
+        if not sizes:
+            raise ValueError("pg first: give at least one first-wave size")
+        c.pg_first = sum(1 << n for n in set(sizes))
+    if "skip" in pg:
+        f = float(pg["skip"])
+        if not 0.0 <= f <= 1.0:
+            raise ValueError(f"pg skip {pg['skip']!r} is not a share in [0, 1]")
+        c.pg_skip = round(f * 1000)
+
+
 def _first_waves(eb_first) -> int:
     """eb_first (sizes of v05-eb's first wave, e.g. (2, 4); () for k_init
     always) as the config's mask, bit k for k samples."""
@@ -166,7 +192,8 @@ def make_config(name: str, *, cost: Optional[float] = None,
                 eb_first: Optional[Sequence[int]] = None,
                 pc_lower: Optional[float] = None,
                 pc_upper: Optional[float] = None,
-                ebpo_window: Optional[int] = None) -> _lib.Config:
+                ebpo_window: Optional[int] = None,
+                pg: Optional[dict] = None) -> _lib.Config:
     """The v05_config for Plugin.create(name, ...). Parameters as in
     include/v05/plugin.h (struct v05_config); every one is checked.
     A parameter left at None keeps the library's default
@@ -209,7 +236,12 @@ def make_config(name: str, *, cost: Optional[float] = None,
     earns the commit (defaults 0.125 and 0.25, its authors'); k_init is
     the pilot, k_step the commit, k_max their sum. ebpo_window (ebpo):
     its running statistics forget with a window of that many groups
-    (default 0: never, the paper's Welford)."""
+    (default 0: never, the paper's Welford). pg (mode "v05-pg"): a dict
+    of between (the between-prompt variance relative to a sample's,
+    default 0.13), first (the first-wave sizes it may choose, default
+    (1, 2, 4)), skip (a prompt whose expected signal sqrt(4 p (1 - p))
+    is below this share of the mean over the rule's groups is skipped:
+    it comes back as a "drop" with k = 0; default 0.25, 0 never skips)."""
     c = _lib.Config()
     _lib.check(lib.v05_config_init(ctypes.byref(c), ctypes.sizeof(c),
                               _lib.const("V05_CONFIG_INIT_PAPER") if paper
@@ -280,6 +312,7 @@ def make_config(name: str, *, cost: Optional[float] = None,
         c.lane_cut_permille = max(1, round(f * 1000))
     _set_rule_params(c, eb_window, eb_cold, eb_early, eb_first, pc_lower,
                      pc_upper, ebpo_window)
+    _set_pg_params(c, pg)
     c.flags |= ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
                 (CONFIG_EXTERNAL_HALT if external_halt else 0) |
                 (CONFIG_PRODUCER_BROKER if producer_broker else 0) |

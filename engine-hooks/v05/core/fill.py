@@ -19,8 +19,8 @@ baseline is the group's own mean:
   dapo, greso                dropped (a "drop" decision)       no          no
   reinforce-ada(-pos)        final, kept advantages 0 (the      no          no
                              baseline is the mean of all k)
-  v05, v05-fixed, v05-eb     final, A = (r - mu) / sigma with   no          yes when some
-                             the fused baseline mu: non-zero              kept |A| > 1e-6
+  v05, v05-fixed, v05-eb,    final, A = (r - mu) / sigma with   no          yes when some
+  v05-pg                     the fused baseline mu: non-zero              kept |A| > 1e-6
                              when the prior disagrees
 
 A mixed group (rewards not all equal) has a non-zero advantage on every
@@ -73,7 +73,7 @@ COUNTS = ("contrast", "signal")
 # live as float32 in the arena; an exact 0 is what the group modes write).
 SIGNAL_EPS = 1e-6
 # Modes whose baseline fuses a prior: an all-same group gets advantages.
-FUSED_MODES = frozenset({"v05", "v05-fixed", "v05-eb"})
+FUSED_MODES = frozenset({"v05", "v05-fixed", "v05-eb", "v05-pg"})
 # Modes whose plugin drops an all-same group (a "drop" decision).
 DROPPING_MODES = frozenset({"dapo", "greso"})
 
@@ -130,6 +130,8 @@ def informative(mode: str, rewards: Sequence[float], *,
     _mode(mode)
     _count(count)
     k = len(rewards)
+    if dropped and k == 0:  # skipped at submit (v05-pg): no sample
+        return False
     if not 1 <= k <= _K_MAX:
         raise ValueError(f"a group has 1 to {_K_MAX} rewards, not {k}")
     r = [_checks.unit_interval(f"reward {i}", x) for i, x in

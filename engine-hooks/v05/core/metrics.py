@@ -81,6 +81,8 @@ _COUNTERS = [
      "Temporaries of killed replaces removed by the next owner."),
     ("v05_eb_parts_refused", "eb_parts_refused",
      "Other engines' parts of v05-eb's fit refused: no fold makes them."),
+    ("v05_prompts_skipped", "prompts_skipped",
+     "Prompts the rule took no sample of (v05-pg's skip: a DROP, k = 0)."),
     ("v05_waits", "waits", "Doorbell waits armed."),
     ("v05_wakeups", "wakeups", "Waits that woke to work."),
     ("v05_journal_records", "journal_records", "Groups written to the journal."),

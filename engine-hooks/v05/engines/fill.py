@@ -315,11 +315,14 @@ class StreamFill:
             if e.errno != errno.EBUSY:  # EBUSY: every batch record in use
                 raise
             first, refused = [], {u: errno.EBUSY for u, _, _ in new}
-        runner.start(self._flight, first, {u: p for u, p, _ in new})
+        runner.start(self._flight, first, {u: p for u, p, _ in new},
+                     refused)
         for d in first:
             self._open.setdefault(d.batch, set()).add(d.uid)
             self._batch_of[d.uid] = d.batch
-        res.admitted += len(first)
+        # A prompt skipped at submit (v05-pg) is admitted too: its drop
+        # of k = 0 comes at a poll.
+        res.admitted += sum(1 for u, _, _ in new if u not in refused)
         back = []
         for uid, prompt, prior in new:
             code = refused.get(uid)

@@ -120,11 +120,15 @@ class DecisionRunner:
         return first
 
     def start(self, flight: Flight, first: List[Decision],
-              prompts: Dict[Uid, Any]) -> None:
+              prompts: Dict[Uid, Any], refused=()) -> None:
         """The first decisions of submitted prompts (prompts: uid ->
-        prompt): in flight, their samples started."""
-        for d in first:
-            flight.prompts[d.uid] = prompts[d.uid]
+        prompt, refused: the uids the plugin refused): every accepted
+        prompt in flight, the first samples started. An accepted prompt
+        without a first decision was skipped at submit (mode v05-pg): its
+        drop of k = 0 comes at a poll, for a prompt in flight."""
+        for u, x in prompts.items():
+            if u not in refused:
+                flight.prompts[u] = x
         for d in first:
             self.spawn(flight, d)
 
