@@ -162,3 +162,34 @@ def test_pg_under_the_streamed_fill(segname):
         assert res.dropped >= skipped
         st = p.stats()
         assert st["prompts_open"] == 0 and st["prompts_final"] == 0
+
+
+def test_pg_in_the_simulator(v05ctl):
+    """v05ctl sim --mode v05-pg: its own cold first wave (k 2), then
+    first waves of the sizes it may choose; a population of hopeless
+    prompts with sure priors is skipped, counted, and costs nothing."""
+    import json
+    import subprocess
+
+    def sim(*args):
+        return json.loads(subprocess.run(
+            [v05ctl, "sim", "--prompts", "2048", "--mode", "v05-pg",
+             "--seed", "3", *args],
+            capture_output=True, text=True, check=True).stdout)
+
+    d = sim("--prior-noise", "0.1")
+    assert d["k"] == 2 and d["k_max"] == 16 and d["max_waves"] <= 2
+    # Batches of 512: the first is cold (2 each), then 1, 2 or 4 each.
+    assert 1.0 <= d["first_wave_mean"] < 2.0
+    # Uniform success rates: only the few prompts at the very ends, with
+    # a prior that says so, carry next to no gradient.
+    assert d["skipped"] < 2048 // 10
+    # The skip is relative to the signal of the prompts taken: when every
+    # prompt is as hopeless as the others, they are the gradient, and
+    # none is skipped.
+    d = sim("--p", "0.0005", "--prior-noise", "0")
+    assert d["skipped"] == 0
+    # Success rates piled at 0 (Beta(0.2, 0.6)) and exact priors: much
+    # of the pile is skipped, several times the uniform rates' share.
+    d = sim("--p-beta", "0.2:0.6", "--prior-noise", "0")
+    assert d["skipped"] > 2048 // 8

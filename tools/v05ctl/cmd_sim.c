@@ -38,7 +38,7 @@ void help_sim(FILE *f)
 		"rounds, waves_per_batch (dispatches per batch, the first one\n"
 		"included), max_waves, dropped, nonzero_share (the share of groups\n"
 		"with a trained advantage that is not 0), skipped (greso,\n"
-		"pilot-commit: prompts not rolled out), saving_vs_g16 (1 -\n"
+		"pilot-commit, v05-pg: prompts not rolled out), saving_vs_g16 (1 -\n"
 		"rollouts per prompt / 16), and the advantages' distribution: adv (this mode's\n"
 		"|A| p99, p99.9, max and mean A^2 over every sample) and adv_grpo\n"
 		"(the same for verl's (r - mean) / (std + 1e-6) on the same groups).\n"
@@ -58,7 +58,10 @@ void help_sim(FILE *f)
 		"                      that need none are compared on)\n"
 		"  --mode MODE         v05-eb (empirical Bayes, two waves; the\n"
 		"                      default), v05 (the paper's OSLA), v05-fixed,\n"
-		"                      grpo, dapo; the published rules\n"
+		"                      grpo, dapo, v05-pg (first waves of 1, 2\n"
+		"                      or 4 and the skip by the gradient's error\n"
+		"                      per rollout; --k 2 while its fit is cold,\n"
+		"                      up to --k-max 16); the published rules\n"
 		"                      (docs/RULES.md), each with its own defaults:\n"
 		"                      reinforce-ada, reinforce-ada-pos (rounds of\n"
 		"                      --k 8 up to --k-max 32, pad 1, no halt),\n"
@@ -467,6 +470,7 @@ int cmd_sim(int argc, char **argv)
 		return false_rejection(prior, have_kmax ? o.k_max : 8);
 	if (!o.have_k)
 		o.k = o.mode == V05_MODE_GRPO || o.mode == V05_MODE_DAPO ? 16 :
+		      o.mode == V05_MODE_PG ? 2 :
 		      o.mode >= V05_MODE_ADA ? 8 : 4;
 	if (o.have_p && o.have_beta)
 		return v05ctl_usage_error("sim", "--p and --p-beta: give one");
