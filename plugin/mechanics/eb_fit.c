@@ -104,8 +104,15 @@ void v05__eb_barrier_fitted(struct v05_plugin *p,
 {
 	if (groups < p->cfg.eb_cold)
 		return;
-	p->fit->barrier_groups = 0; /* not whole while it is written */
+	/* A takeover trusts the stored fit once barrier_groups is non-zero:
+	 * 0 while the fit is written, the count after. The barriers keep
+	 * the compiler from dropping the first store (overwritten below) or
+	 * moving the fit's stores across either: an owner killed in between
+	 * leaves 0, never a count over a half-written fit. */
+	p->fit->barrier_groups = 0;
+	v05_compiler_barrier();
 	p->fit->barrier = *fit;
+	v05_compiler_barrier();
 	p->fit->barrier_groups = groups;
 }
 

@@ -39,6 +39,7 @@ static void fit_batch(struct v05_plugin *p, uint32_t b, const uint64_t *keys,
 	/* n0 >= 1 on the grid: a non-zero n0 marks the record fitted, so it
 	 * is written last. */
 	rec->eb_h = fit.h;
+	v05_compiler_barrier(); /* the same order for a killed owner */
 	rec->eb_n0 = fit.n0;
 	v05__eb_barrier_fitted(p, &fit, m);
 }
