@@ -165,10 +165,11 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 	bl = &p->batches[b];
 	id = ++p->st->next_batch_id;
 	/* The first waves see the running fit as it stands at submit; only
-	 * a rule's first_wave can skip a prompt (0). */
+	 * a rule that says so skips a prompt (first_wave 0), and only its
+	 * submit allocates for them. */
 	if (p->rule->first_wave && v05__eb_warm_fit(p, &fit))
 		warm = &fit;
-	if (p->rule->first_wave) {
+	if (p->rule->flags & V05__RULE_SKIPS) {
 		skip = malloc((size_t)n * sizeof(*skip));
 		if (!skip) {
 			free(plan);
@@ -182,6 +183,8 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 		uint32_t early, k0;
 
 		k0 = first_wave(p, plan, i, warm, in[i].prior, &early);
+		if (k0 == 0 && !skip)
+			k0 = p->params.k_init; /* not a rule that skips */
 		ret = add_prompt(p, &in[i], k0, early, b, id, now, &e);
 		if (status)
 			status[i] = ret;

@@ -125,6 +125,9 @@ enum v05__rule_flag {
 	/* Takes eb_first, the first wave's sizes first_wave chooses from
 	 * (checked against k_max; other rules ignore it). */
 	V05__RULE_FIRST = 1u << 6,
+	/* Its first_wave may answer 0: the prompt is skipped at submit
+	 * (only such a rule's submit holds the skipped prompts). */
+	V05__RULE_SKIPS = 1u << 7,
 };
 
 struct v05__rule {

@@ -318,7 +318,7 @@ static int check_config(const struct v05__rule *r, const struct v05_config *c)
 const struct v05__rule v05__rule_pg = {
 	.name = "v05-pg",
 	.waves = V05__WAVES_FIT,
-	.flags = V05__RULE_MERGES,
+	.flags = V05__RULE_MERGES | V05__RULE_SKIPS,
 	.needs_plugin = "mode v05-pg needs its running fit and prices: run it in a plugin (v05_plugin_create)",
 	.preset = { 2, 2, 16 },
 	.check_config = check_config,
