@@ -105,9 +105,10 @@ def load(paths):
 def add_rules(regime, have, R):
     """R's rules into the checkpoints of `have` ((seed, at) -> checkpoint).
     A batch is a function of its checkpoint, replicate and rule (probe.py),
-    so a rule probed later joins the others; the checkpoint must be the
-    same state: its reference statistics equal (to the summaries'
-    rounding)."""
+    so a rule probed later joins the others, and a rule probed again (a
+    later build of the library) replaces its earlier data; the checkpoint
+    must be the same state: its reference statistics equal (to the
+    summaries' rounding)."""
     for c in R["results"]:
         q = have.get((c["seed"], c["at"]))
         if q is None:
@@ -119,8 +120,7 @@ def add_rules(regime, have, R):
             raise SystemExit(f"probe_report: checkpoint seed {c['seed']} at "
                              f"{c['at']} of {regime} is another state in the "
                              f"runs merged (reference norm {a} vs {b})")
-        for rule, v in c["rules"].items():
-            q["rules"].setdefault(rule, v)
+        q["rules"].update(c["rules"])
 
 
 def summaries(runs):
