@@ -71,6 +71,16 @@ def metric(url, name):
     return sum(float(v) for v in vals)
 
 
+def finished(url, reason):
+    """Requests the engine finished for `reason` ("length", "stop")
+    since it started (vllm:request_success_total)."""
+    text = httpx.get(url + "/metrics", timeout=10).text
+    vals = re.findall(r'^vllm:request_success_total\{[^}]*finished_reason="'
+                      + reason + r'"[^}]*\} ([0-9.eE+-]+)$', text, re.M)
+    assert vals, f"no vllm:request_success_total for {reason}"
+    return sum(float(v) for v in vals)
+
+
 def running(url):
     return metric(url, "vllm:num_requests_running") + \
         metric(url, "vllm:num_requests_waiting")
@@ -168,19 +178,19 @@ def test_abort_empties_the_engine(server):
                     sampling=LONG)]
             t = asyncio.ensure_future(drain())
             await asyncio.to_thread(wait_running, server.url, 4)
-            gen0 = metric(server.url, "vllm:generation_tokens_total")
+            lengths = finished(server.url, "length")
             res = await c.abort("ab1")
             # The engine's own count of running and waiting requests: 0.
             await asyncio.to_thread(poll, lambda: running(server.url) == 0,
                                     30, "the engine to have no request")
-            return res, await t, gen0
-    res, recs, gen0 = run(main())
+            return res, await t, lengths
+    res, recs, lengths = run(main())
     assert res == {"aborted": True, "uid": "ab1", "requests": 4}
     assert recs[-1]["type"] == "aborted"
     assert [r for r in recs if r["type"] == "sample"] == []
-    # Stopped, not finished: far fewer tokens than 4 full requests.
-    assert metric(server.url, "vllm:generation_tokens_total") < \
-        gen0 + 4 * LONG["max_tokens"] / 2
+    # The engine's own account: none of them ran to its length (vLLM
+    # counts the requests it finishes by reason; aborted ones not at all).
+    assert finished(server.url, "length") == lengths
     s = stats(server.url)
     assert s["plugin"]["prompts_open"] == 0
     assert s["plugin"]["prompts_cancelled"] == before["prompts_cancelled"] + 1
@@ -194,9 +204,12 @@ def test_client_going_away_aborts_its_group(server):
         with c.stream("POST", "/v05/group", json=body) as r:
             assert r.status_code == 200
             wait_running(server.url, 4)
+            lengths = finished(server.url, "length")
         # The response is closed unread: the connection is gone.
-    poll(lambda: running(server.url) == 0, 30, "the engine to have no "
+    poll(lambda: running(server.url) == 0, 60, "the engine to have no "
          "request after the client left")
+    # Stopped, not run to their length.
+    assert finished(server.url, "length") == lengths
     poll(lambda: stats(server.url)["server"]["aborted"] == aborted + 1, 30,
          "the server to count the group aborted")
     assert stats(server.url)["plugin"]["prompts_open"] == 0
