@@ -32,12 +32,7 @@ import multiprocessing
 import multiprocessing.util
 import os
 
-from ..core.plugin import Plugin
 from ..engines.driver import sample_seed
-from ..trainers.verl.run import start_reaper
-from .config import from_env
-from .routes import make_router
-from .service import GroupService, segment_name
 
 __all__ = ["load", "SGLangEngine", "install"]
 
@@ -128,10 +123,18 @@ class SGLangEngine:
                 "cached_tokens": meta.get("cached_tokens", 0)}
 
 
-def install(owner: int) -> GroupService:
-    """The routes on sglang's app and this process's service (once)."""
+def install(owner: int):
+    """The routes on sglang's app and this process's GroupService (once).
+    Imported here: sglang imports this module in every process it starts,
+    and only the server's main process gets this far."""
     global _service, _installed
     from sglang.srt.entrypoints import http_server
+
+    from ..core.plugin import Plugin
+    from ..trainers.verl.run import start_reaper
+    from .config import from_env
+    from .routes import make_router
+    from .service import GroupService, segment_name
     if _service is None:
         cfg = from_env()
         plugin = Plugin.create(segment_name(cfg.segment, owner), **cfg.plugin)
