@@ -67,6 +67,10 @@ enum v05_counter {
 	V05_C_REPLACES_CLEANED, /* temporaries of killed replaces removed */
 	V05_C_EB_PARTS_REFUSED, /* other engines' fit parts refused: a
 				 * state no fold could have made         */
+	V05_C_ABORTS_APPLIED,  /* abort records applied: prompts cancelled
+				* (V05_CONFIG_ABORT_RECORDS)             */
+	V05_C_REJ_KIND,        /* a record of a kind the segment does not
+				* take (an abort without the flag)       */
 	V05_C_NAMED_END,
 	V05_C_K_HIST = 64,     /* 65 entries: finals by k = 0..64        */
 	V05_C_LAT_HIST = 160,  /* 48 entries: [2^b, 2^(b+1)) ns          */
