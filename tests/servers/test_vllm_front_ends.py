@@ -3,7 +3,8 @@
 loads v05's plugin with its own segment by its index; a reward posted to
 the other front end reaches the owner's segment and is applied once, its
 duplicate refused by the plugin; vLLM's own /abort_requests reaches only
-the requests of the front end it lands on. vLLM force-kills its front ends
+the requests of the front end it lands on, v05's /v05/abort reaches the
+group's owner from either front end (an abort record in its segment). vLLM force-kills its front ends
 when it stops (--shutdown-timeout 0): the fixture's check that no segment
 is left is the reapers' work."""
 import asyncio
@@ -19,7 +20,8 @@ pytest.importorskip("vllm", reason="the engine environment "
 from v05.demos import tiny  # noqa: E402
 
 from server_proc import poll, segments  # noqa: E402
-from test_vllm_server import LONG, running, vllm_server  # noqa: E402
+from test_vllm_server import (LONG, finished, running,  # noqa: E402
+                              vllm_server)
 
 PREFIX = f"tfe{os.getpid()}"
 
@@ -114,35 +116,114 @@ def test_rewards_through_the_other_front_end_apply_once(server):
     assert after1["plugin"]["rewards_applied"] == 0
 
 
-def test_an_abort_reaches_only_its_own_front_end(server):
+def test_an_abort_on_the_other_front_end_reaches_the_owner(server):
+    """vLLM's own /abort_requests on front end 1 aborts none of front end
+    0's requests; v05's /v05/abort on front end 1 (no owner named) finds
+    the group in front end 0's segment and aborts it there with an abort
+    record: the engine ends up idle, the group's stream ends "aborted",
+    and front end 0's plugin freed the prompt (aborts_applied)."""
     async def main():
         c0, ctl0, c1 = (await pinned(server.url, 0),
                         await pinned(server.url, 0),
                         await pinned(server.url, 1))
+        before0 = (await ctl0.get("/v05/stats")).json()
         body = {"uid": "far", "prompt_ids": tiny.make_prompts(8)[7],
                 "sampling": LONG}
 
         async def drain():
             async with c0.stream("POST", "/v05/group", json=body) as r:
                 return [json.loads(x) async for x in r.aiter_lines()]
-        t = asyncio.ensure_future(drain())
-        await asyncio.to_thread(poll, lambda: running(server.url) >= 4, 120,
-                                "4 requests running")
-        # vLLM's own abort-everything, on the other front end: it knows
-        # none of front end 0's requests.
-        other = (await c1.post("/abort_requests", json={})).json()
-        v05_other = await c1.post("/v05/abort", json={"uid": "far"})
-        still = (await ctl0.get("/v05/stats")).json()["running"]
-        mine = (await ctl0.post("/v05/abort", json={"uid": "far"})).json()
+        # The engine holds every new request queued until resumed, so
+        # the abort finds them there however fast the model is.
+        paused = await c1.post("/pause", params={"mode": "keep"})
+        assert paused.status_code == 200, paused.text
+        try:
+            t = asyncio.ensure_future(drain())
+            while (await ctl0.get("/v05/stats")).json()["requests"] < 4:
+                assert not t.done(), t.result()
+                await asyncio.sleep(0.05)
+            lengths = finished(server.url, "length")
+            # vLLM's own abort-everything, on the other front end: it
+            # knows none of front end 0's requests.
+            other = (await c1.post("/abort_requests", json={})).json()
+            still = (await ctl0.get("/v05/stats")).json()["requests"]
+            v05_other = await c1.post("/v05/abort", json={"uid": "far"})
+            # A guard against a hang (the engine is paused), not a timing.
+            recs = await asyncio.wait_for(t, 120)
+        finally:
+            await c1.post("/resume")
+        # A group of its own after the resume: had any aborted request
+        # stayed queued, it would run now, to its length.
+        body = dict(body, uid="after", sampling={"max_tokens": 2})
+        async with c0.stream("POST", "/v05/group", json=body) as r:
+            async for line in r.aiter_lines():
+                x = json.loads(line)
+                if x["type"] == "sample":
+                    # With owner: this connection may land on either.
+                    a = await c1.post("/v05/reward", json=dict(
+                        {k: x[k] for k in ("uid", "sample", "gen", "owner")},
+                        reward=1.0))
+                    assert a.status_code == 200, a.text
+        assert x["type"] == "final", x
         await asyncio.to_thread(poll, lambda: running(server.url) == 0, 30,
                                 "the engine to have no request")
-        recs = await t
+        ran = (finished(server.url, "length") - lengths, x["k"])
+        after0 = (await ctl0.get("/v05/stats")).json()
+        after1 = (await c1.get("/v05/stats")).json()
+        again = await c1.post("/v05/abort", json={"uid": "far"})
         for c in (c0, ctl0, c1):
             await c.aclose()
-        return other, v05_other, still, mine, recs
-    other, v05_other, still, mine, recs = asyncio.run(main())
+        return (other, still, v05_other, recs, before0, after0, after1,
+                again, ran)
+    other, still, v05_other, recs, before0, after0, after1, again, ran = \
+        asyncio.run(main())
     assert other == {"status": "aborted", "aborted": 0}
-    assert v05_other.status_code == 404      # the owner is front end 0
-    assert still == 1                        # the group went on there
-    assert mine == {"aborted": True, "uid": "far", "requests": 4}
+    assert still == 4                        # the group went on there
+    assert v05_other.status_code == 200, v05_other.text
+    assert v05_other.json() == {"aborted": True, "uid": "far", "owner": 0,
+                                "forwarded": True, "requests": 4}
+    assert recs[-1]["type"] == "aborted"
+    assert "another front end" in recs[-1]["error"]
+    assert not [r for r in recs if r["type"] == "sample"]
+    assert after0["plugin"]["aborts_applied"] == \
+        before0["plugin"]["aborts_applied"] + 1
+    assert after0["server"]["aborted"] == before0["server"]["aborted"] + 1
+    assert after0["running"] == 0 and after0["requests"] == 0
+    # The "after" group's k samples ran to their length; none of "far"'s.
+    assert ran[0] == ran[1], ran
+    assert after1["server"]["aborts_forwarded"] == 1
+    # Gone everywhere now: a second abort finds no such group.
+    assert again.status_code == 404 and again.json()["field"] == "uid"
+
+
+def test_an_abort_on_the_owner_stops_its_requests(server):
+    async def main():
+        c0, ctl0 = await pinned(server.url, 0), await pinned(server.url, 0)
+        body = {"uid": "near", "prompt_ids": tiny.make_prompts(8)[7],
+                "sampling": LONG}
+
+        async def drain():
+            async with c0.stream("POST", "/v05/group", json=body) as r:
+                return [json.loads(x) async for x in r.aiter_lines()]
+        paused = await ctl0.post("/pause", params={"mode": "keep"})
+        assert paused.status_code == 200, paused.text
+        try:
+            t = asyncio.ensure_future(drain())
+            while (await ctl0.get("/v05/stats")).json()["requests"] < 4:
+                assert not t.done(), t.result()
+                await asyncio.sleep(0.05)
+            mine = (await ctl0.post("/v05/abort",
+                                    json={"uid": "near"})).json()
+            # A guard against a hang (the engine is paused), not a timing.
+            recs = await asyncio.wait_for(t, 120)
+        finally:
+            await ctl0.post("/resume")
+        await asyncio.to_thread(poll, lambda: running(server.url) == 0, 30,
+                                "the engine to have no request")
+        for c in (c0, ctl0):
+            await c.aclose()
+        return mine, recs
+    mine, recs = asyncio.run(main())
+    assert mine == {"aborted": True, "uid": "near", "owner": 0,
+                    "requests": 4}
     assert recs[-1]["type"] == "aborted"

@@ -185,7 +185,7 @@ def test_abort_empties_the_engine(server):
                                     30, "the engine to have no request")
             return res, await t, lengths
     res, recs, lengths = run(main())
-    assert res == {"aborted": True, "uid": "ab1", "requests": 4}
+    assert res == {"aborted": True, "uid": "ab1", "owner": 0, "requests": 4}
     assert recs[-1]["type"] == "aborted"
     assert [r for r in recs if r["type"] == "sample"] == []
     # The engine's own account: none of them ran to its length (vLLM
@@ -285,3 +285,21 @@ def test_bad_rewards_name_the_field_and_change_nothing(server):
     assert rest[-1]["type"] == "final" and rest[-1]["rewards"] == [1.0] * 4
     # The server still serves groups.
     test_group_raw_http_ndjson(server)
+
+
+ABORT_BAD = [
+    (b"[1", 400, "body"),
+    (b'{}', 422, "uid"),
+    (b'{"uid": 7}', 422, "uid"),
+    (b'{"uid": "x", "owner": -1}', 422, "owner"),
+    (b'{"uid": "x", "all": true}', 422, "all"),
+    (b'{"uid": "nobody"}', 404, "uid"),
+]
+
+
+@pytest.mark.parametrize("body,status,field", ABORT_BAD)
+def test_bad_abort_names_the_field(server, body, status, field):
+    r = httpx.post(server.url + "/v05/abort", content=body, timeout=30,
+                   headers={"content-type": "application/json"})
+    assert r.status_code == status, r.text
+    assert r.json()["field"] == field

@@ -102,7 +102,10 @@ def test_rewards_refused_by_field(body, field):
 
 
 def test_abort_and_fit():
-    assert wire.abort_request({"uid": "u"}) == "u"
+    assert wire.abort_request({"uid": "u"}) == ("u", None)
+    assert wire.abort_request({"uid": "u", "owner": 1}) == ("u", 1)
+    refused(wire.abort_request, {"uid": "u", "owner": -1}, "owner")
+    refused(wire.abort_request, {"uid": "u", "owner": "1"}, "owner")
     refused(wire.abort_request, {"uid": "u", "all": True}, "all")
     assert wire.fit_post({"others": [0, 1.5], "policy_version": 3}) == \
         {"others": [0.0, 1.5], "policy_version": 3}

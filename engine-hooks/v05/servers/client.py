@@ -142,8 +142,11 @@ class V05Client:
                 if not p.done():
                     p.cancel()
 
-    async def abort(self, uid: str) -> Any:
-        return await self._json("POST", "/v05/abort", {"uid": uid},
+    async def abort(self, uid: str, owner: Optional[int] = None) -> Any:
+        """Abort the group `uid` on whichever front end runs it (owner:
+        the one its sample records name, when known: saves the lookup)."""
+        body = {"uid": uid} if owner is None else {"uid": uid, "owner": owner}
+        return await self._json("POST", "/v05/abort", body,
                                 headers=_routing(uid))
 
     async def stats(self) -> Any:

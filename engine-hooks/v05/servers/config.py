@@ -31,6 +31,12 @@ class ServerConfig:
     reward_timeout_s: float = 300.0
     report: Optional[str] = None
 
+    def plugin_args(self) -> Dict[str, Any]:
+        """Plugin.create's keyword arguments: `plugin`, with abort records
+        on unless it says otherwise (an abort posted to another front end
+        reaches the group's owner as one, docs/SERVERS.md)."""
+        return {"abort_records": True, **self.plugin}
+
 
 def _plugin_keys():
     """Plugin.create's keyword arguments: make_config's and on_stale."""

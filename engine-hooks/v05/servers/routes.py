@@ -4,7 +4,8 @@
 
   POST /v05/group    a group; streams NDJSON records (wire.py)
   POST /v05/reward   one reward or {"rewards": [...]}
-  POST /v05/abort    {"uid"}: the group and its requests in the engine
+  POST /v05/abort    {"uid", "owner"?}: the group and its requests in
+                     the engine, on whichever front end runs it
   GET  /v05/fit      this front end's part of v05-eb's running fit
   POST /v05/fit      {"others", "policy_version"}: the other engines' sum
   GET  /v05/stats    the plugin's counters and the service's
@@ -79,15 +80,11 @@ def make_router(service_of: Callable[[Request], GroupService]) -> APIRouter:
         if svc is None:
             return _unavailable()
         try:
-            uid = wire.abort_request(wire.parse_json(await request.body()))
+            uid, owner = wire.abort_request(
+                wire.parse_json(await request.body()))
+            return JSONResponse(await svc.abort(uid, owner))
         except wire.WireError as e:
             return _refused(e)
-        n = await svc.abort(uid)
-        if n is None:
-            return _refused(wire.WireError(
-                "uid", f"{uid!r} is no group running on this front end",
-                status=404))
-        return JSONResponse({"aborted": True, "uid": uid, "requests": n})
 
     @router.get("/fit")
     async def fit(request: Request):

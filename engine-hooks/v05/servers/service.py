@@ -26,6 +26,7 @@ What this spike does and what it leaves to the decision runner (issue 46):
 import asyncio
 import concurrent.futures
 import dataclasses
+import errno
 from typing import Any, AsyncIterator, Dict, List, Optional
 
 from ..core.eb_state import EbState
@@ -65,9 +66,10 @@ class GroupService:
     and ``describe(output) -> dict`` (v05.servers.vllm, .sglang)."""
 
     def __init__(self, plugin: Plugin, engine, *, owner: int, prefix: str,
-                 reward_timeout: float = 300.0):
+                 reward_timeout: float = 300.0, front_ends: int = 1):
         self.plugin, self.engine = plugin, engine
         self.owner, self.prefix = owner, prefix
+        self.front_ends = max(1, front_ends)
         self.reward_timeout = reward_timeout
         with Observer(plugin.name) as o:
             self.k_init = o.info()["k_init"]
@@ -81,7 +83,7 @@ class GroupService:
         self._policy_version = -1
         self.counts = {"groups": 0, "final": 0, "aborted": 0, "failed": 0,
                        "reward_timeouts": 0, "rewards": 0,
-                       "rewards_forwarded": 0}
+                       "rewards_forwarded": 0, "aborts_forwarded": 0}
 
     # ---- a group ----------------------------------------------------------
 
@@ -158,6 +160,8 @@ class GroupService:
                 self.counts["aborted"] += 1
         elif task.exception() is not None:
             self.counts["failed"] += 1
+        elif task.result()[live.req.uid].cancelled:
+            self.counts["aborted"] += 1  # through another front end
         else:
             self.counts["final"] += 1
         self._live.pop(live.req.uid, None)
@@ -174,6 +178,10 @@ class GroupService:
             return wire.error_record(uid, "error", f"{type(exc).__name__}: "
                                      f"{exc}")
         res = task.result()[uid]
+        if res.cancelled:
+            return wire.error_record(uid, "aborted", "the group was aborted "
+                                     "through another front end; its "
+                                     "requests were aborted in the engine")
         return wire.final_record(uid, res.group, res.dropped, res.halted)
 
     async def _generate(self, prompt, uid, sample: int, batch: int):
@@ -196,17 +204,70 @@ class GroupService:
 
     # ---- abort ------------------------------------------------------------
 
-    async def abort(self, uid: str) -> Optional[int]:
-        """Abort a group this front end runs: its requests in the engine
-        and its batch in the plugin. Returns how many requests were running
-        or queued, None when no such group runs here."""
+    async def abort(self, uid: str, owner: Optional[int] = None
+                    ) -> Dict[str, Any]:
+        """Abort group `uid`: its requests in the engine and its prompt in
+        the plugin. Run here: at once, answering how many requests were
+        running or queued. Run by another front end (`owner`, or the one
+        whose segment holds the uid): an abort record into that segment,
+        which its plugin turns into a "cancel" decision for the group's
+        run there (docs/SERVERS.md, "Abort across front ends"); answers
+        how many samples were out without a reward. WireError 404 when no
+        front end runs it, 409 when its group is decided already."""
         live = self._live.get(uid)
-        if live is None or live.task is None:
-            return None
-        n = live.inflight
-        live.task.cancel()
-        await asyncio.wait([live.task])
-        return n
+        if live is not None and live.task is not None and \
+                owner in (None, self.owner):
+            n = live.inflight
+            live.task.cancel()
+            await asyncio.wait([live.task])
+            return {"aborted": True, "uid": uid, "owner": self.owner,
+                    "requests": n}
+        others = [owner] if owner is not None else \
+            [i for i in range(self.front_ends) if i != self.owner]
+        if owner == self.owner:
+            others = []
+        found = await asyncio.get_running_loop().run_in_executor(
+            self._pusher, self._abort_elsewhere, uid, others)
+        if found is None:
+            raise wire.WireError("uid", f"{uid!r} is no group running on "
+                                 "any front end of this server", status=404)
+        i, view = found
+        if view["state"] == "final":
+            raise wire.WireError("uid", f"the group of {uid!r} is decided "
+                                 f"already (front end {i})", status=409)
+        self.counts["aborts_forwarded"] += 1
+        return {"aborted": True, "uid": uid, "owner": i, "forwarded": True,
+                "requests": len(set(view["issued"]) - set(view["received"]))}
+
+    def _abort_elsewhere(self, uid: str, owners: List[int]):
+        """In the pusher thread: (front end, its view of uid) for the first
+        of `owners` whose segment holds uid, an abort record pushed there
+        unless the group is final; None when none holds it."""
+        for i in owners:
+            seg = segment_name(self.prefix, i)
+            try:
+                with Observer(seg) as o:
+                    view = self._look(o, uid)
+            except FileNotFoundError:
+                continue  # no such front end (or not started yet)
+            if view is None:
+                continue
+            if view["state"] != "final":
+                self._writer(seg).abort(uid, gen=view["gen"])
+            return i, view
+        return None
+
+    @staticmethod
+    def _look(o: Observer, uid: str, tries: int = 8):
+        """The owner's view of uid; an attempt that overlapped its moving
+        entries (EAGAIN, rare: a move is a few copies) is made again."""
+        for n in range(tries):
+            try:
+                return o.prompt(uid)
+            except OSError as e:
+                if e.errno != errno.EAGAIN or n == tries - 1:
+                    raise
+        return None
 
     # ---- rewards ----------------------------------------------------------
 
@@ -249,13 +310,17 @@ class GroupService:
                                  f"{r.uid!r} has its reward already",
                                  status=409)
 
+    def _writer(self, seg: str) -> RewardWriter:
+        """In the pusher thread: this process's lane of segment seg."""
+        w = self._writers.get(seg)
+        if w is None:
+            w = self._writers[seg] = RewardWriter.attach(seg)
+        return w
+
     def _push_all(self, jobs) -> None:
         """In the pusher thread."""
         for seg, r in jobs:
-            w = self._writers.get(seg)
-            if w is None:
-                w = self._writers[seg] = RewardWriter.attach(seg)
-            w.push(r.uid, r.sample, r.reward, gen=r.gen)
+            self._writer(seg).push(r.uid, r.sample, r.reward, gen=r.gen)
 
     # ---- fit state and counters -------------------------------------------
 
@@ -281,7 +346,8 @@ class GroupService:
              if isinstance(v, (int, float))}
         return {"segment": self.plugin.name, "owner": self.owner,
                 "plugin": s, "server": dict(self.counts),
-                "running": len(self._live)}
+                "running": len(self._live),
+                "requests": sum(x.inflight for x in self._live.values())}
 
     def close(self) -> None:
         """At the process's exit (also after concurrent.futures' own exit

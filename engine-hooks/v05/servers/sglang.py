@@ -137,7 +137,8 @@ def install(owner: int):
     from .service import GroupService, segment_name
     if _service is None:
         cfg = from_env()
-        plugin = Plugin.create(segment_name(cfg.segment, owner), **cfg.plugin)
+        plugin = Plugin.create(segment_name(cfg.segment, owner),
+                               **cfg.plugin_args())
         start_reaper(plugin.name, cfg.report, {"owner": owner})
         _service = GroupService(plugin, SGLangEngine(), owner=owner,
                                 prefix=cfg.segment,

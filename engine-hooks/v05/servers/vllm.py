@@ -125,14 +125,17 @@ class V05EndpointPlugin:
         cfg = from_env()
         core = getattr(engine_client, "engine_core", None)
         owner = int(getattr(core, "client_index", 0) or 0)
-        plugin = Plugin.create(segment_name(cfg.segment, owner), **cfg.plugin)
+        plugin = Plugin.create(segment_name(cfg.segment, owner),
+                               **cfg.plugin_args())
         # vLLM force-kills its API servers at once on shutdown (its
         # --shutdown-timeout is 0 by default): the reaper removes the
         # segment then, and counts the groups it had in flight.
         start_reaper(plugin.name, cfg.report, {"owner": owner})
         svc = GroupService(plugin, VLLMEngine(engine_client), owner=owner,
                            prefix=cfg.segment,
-                           reward_timeout=cfg.reward_timeout_s)
+                           reward_timeout=cfg.reward_timeout_s,
+                           front_ends=int(getattr(args, "api_server_count",
+                                                  1) or 1))
         state.v05 = svc
         # Run at this process's exit, also in the API-server processes that
         # multiprocessing started (they leave through os._exit, which skips

@@ -14,7 +14,7 @@ same on vLLM's and sglang's pydantic versions.
 import dataclasses
 import json
 import math
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..core.decision import uid_bytes
 from ..core.names import UID_MAX
@@ -207,12 +207,16 @@ def rewards(body: Any) -> List[Reward]:
     return [_reward(r, f"rewards[{i}]") for i, r in enumerate(items)]
 
 
-def abort_request(body: Any) -> str:
+def abort_request(body: Any) -> Tuple[str, Optional[int]]:
+    """POST /v05/abort: {"uid", "owner"?}; owner (a sample record's) names
+    the front end that runs the group, else every front end is asked."""
     body = _obj(body, "body")
-    _unknown(body, ("uid",))
+    _unknown(body, ("uid", "owner"))
     if "uid" not in body:
         raise WireError("uid", "missing")
-    return _uid(body["uid"])
+    owner = body.get("owner")
+    return (_uid(body["uid"]),
+            None if owner is None else _int(owner, "owner", 0, 1023))
 
 
 def fit_post(body: Any) -> Dict[str, Any]:
