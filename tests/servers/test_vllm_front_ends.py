@@ -154,7 +154,8 @@ def test_an_abort_on_the_other_front_end_reaches_the_owner(server):
             await c1.post("/resume")
         # A group of its own after the resume: had any aborted request
         # stayed queued, it would run now, to its length.
-        body = dict(body, uid="after", sampling={"max_tokens": 2})
+        body = dict(body, uid="after", sampling={"max_tokens": 2,
+                                                  "ignore_eos": True})
         async with c0.stream("POST", "/v05/group", json=body) as r:
             async for line in r.aiter_lines():
                 x = json.loads(line)

@@ -6,6 +6,7 @@ empties the engine (its own metrics), a client that goes away, a reward
 that never comes, and bad input refused by field with the server
 unaffected."""
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -53,7 +54,10 @@ def vllm_server(model_dir, tmp_path, prefix, *extra, env=None):
 
 @pytest.fixture(scope="module")
 def server(model_dir, tmp_path_factory):
-    s = vllm_server(model_dir, tmp_path_factory.mktemp("srv"), PREFIX)
+    # Dev mode for /pause and /resume (the abort tests hold requests
+    # queued with them); stock routes are checked unchanged all the same.
+    s = vllm_server(model_dir, tmp_path_factory.mktemp("srv"), PREFIX,
+                    env={"VLLM_SERVER_DEV_MODE": "1"})
     try:
         s.wait_ready()
         print(f"vLLM server with v05 ready after {s.ready_after:.1f} s")
@@ -167,6 +171,44 @@ def wait_running(url, n):
                 f"{n} requests running in the engine")
 
 
+@contextlib.contextmanager
+def paused(url):
+    """The engine schedules nothing new until resumed (dev mode's
+    /pause, mode keep): the requests a test aborts are still queued
+    when the abort lands, however fast the model runs."""
+    r = httpx.post(url + "/pause", params={"mode": "keep"}, timeout=30)
+    assert r.status_code == 200, r.text
+    try:
+        yield
+    finally:
+        httpx.post(url + "/resume", timeout=30)
+
+
+def wait_requests(url, n):
+    return poll(lambda: stats(url)["requests"] >= n, 120,
+                f"{n} requests of v05's group in the engine")
+
+
+def only_a_new_group_runs(url, lengths, uid):
+    """After a resume: a short group of its own to its end, then the
+    engine idle. Returns (requests finished at their length since
+    `lengths`, that group's k): equal when no aborted request was left
+    to run."""
+    body = {"uid": uid, "prompt_ids": tiny.make_prompts(9)[8],
+            "sampling": {"max_tokens": 2, "ignore_eos": True}}
+    with httpx.Client(base_url=url, timeout=60) as c, \
+            c.stream("POST", "/v05/group", json=body) as r:
+        for line in r.iter_lines():
+            x = json.loads(line)
+            if x["type"] == "sample":
+                httpx.post(url + "/v05/reward", timeout=30, json={
+                    "uid": uid, "sample": x["sample"], "gen": x["gen"],
+                    "reward": 1.0})
+    assert x["type"] == "final", x
+    poll(lambda: running(url) == 0, 60, "the engine to have no request")
+    return finished(url, "length") - lengths, x["k"]
+
+
 def test_abort_empties_the_engine(server):
     before = stats(server.url)["plugin"]
 
@@ -176,21 +218,23 @@ def test_abort_empties_the_engine(server):
                 return [rec async for rec in c.group(
                     "ab1", prompt_ids=tiny.make_prompts(3)[2],
                     sampling=LONG)]
-            t = asyncio.ensure_future(drain())
-            await asyncio.to_thread(wait_running, server.url, 4)
-            lengths = finished(server.url, "length")
-            res = await c.abort("ab1")
-            # The engine's own count of running and waiting requests: 0.
-            await asyncio.to_thread(poll, lambda: running(server.url) == 0,
-                                    30, "the engine to have no request")
-            return res, await t, lengths
+            with paused(server.url):
+                t = asyncio.ensure_future(drain())
+                await asyncio.to_thread(wait_requests, server.url, 4)
+                lengths = finished(server.url, "length")
+                res = await c.abort("ab1")
+                # A guard against a hang (the engine is paused).
+                recs = await asyncio.wait_for(t, 120)
+            return res, recs, lengths
     res, recs, lengths = run(main())
     assert res == {"aborted": True, "uid": "ab1", "owner": 0, "requests": 4}
     assert recs[-1]["type"] == "aborted"
     assert [r for r in recs if r["type"] == "sample"] == []
-    # The engine's own account: none of them ran to its length (vLLM
-    # counts the requests it finishes by reason; aborted ones not at all).
-    assert finished(server.url, "length") == lengths
+    # The engine's own account: after the resume only the new group's
+    # requests ran to their length (vLLM counts the requests it finishes
+    # by reason; aborted ones not at all), and it ends idle.
+    ran, k = only_a_new_group_runs(server.url, lengths, "ab1-after")
+    assert ran == k
     s = stats(server.url)
     assert s["plugin"]["prompts_open"] == 0
     assert s["plugin"]["prompts_cancelled"] == before["prompts_cancelled"] + 1
@@ -200,18 +244,19 @@ def test_client_going_away_aborts_its_group(server):
     aborted = stats(server.url)["server"]["aborted"]
     body = {"uid": "gone", "prompt_ids": tiny.make_prompts(4)[3],
             "sampling": LONG}
-    with httpx.Client(base_url=server.url, timeout=60) as c:
-        with c.stream("POST", "/v05/group", json=body) as r:
-            assert r.status_code == 200
-            wait_running(server.url, 4)
-            lengths = finished(server.url, "length")
-        # The response is closed unread: the connection is gone.
-    poll(lambda: running(server.url) == 0, 60, "the engine to have no "
-         "request after the client left")
-    # Stopped, not run to their length.
-    assert finished(server.url, "length") == lengths
-    poll(lambda: stats(server.url)["server"]["aborted"] == aborted + 1, 30,
-         "the server to count the group aborted")
+    with paused(server.url):
+        with httpx.Client(base_url=server.url, timeout=60) as c:
+            with c.stream("POST", "/v05/group", json=body) as r:
+                assert r.status_code == 200
+                wait_requests(server.url, 4)
+                lengths = finished(server.url, "length")
+            # The response is closed unread: the connection is gone.
+        poll(lambda: stats(server.url)["server"]["aborted"] == aborted + 1,
+             60, "the server to count the group aborted")
+        assert stats(server.url)["requests"] == 0
+    # Stopped, not run to their length once the engine resumed.
+    ran, k = only_a_new_group_runs(server.url, lengths, "gone-after")
+    assert ran == k
     assert stats(server.url)["plugin"]["prompts_open"] == 0
 
 

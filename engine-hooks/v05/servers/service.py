@@ -253,7 +253,15 @@ class GroupService:
             if view is None:
                 continue
             if view["state"] != "final":
-                self._writer(seg).abort(uid, gen=view["gen"])
+                try:
+                    self._writer(seg).abort(uid, gen=view["gen"])
+                except OSError as e:
+                    if e.errno != errno.EAGAIN:
+                        raise
+                    raise wire.WireError(
+                        "uid", f"front end {i}'s lane from this one is "
+                        "full (it has not drained its rewards yet): ask "
+                        "again", status=503) from None
             return i, view
         return None
 
