@@ -208,6 +208,14 @@ static const struct field fields[] = {
 	F(v05_lane_stat, cut_rejected, "uint32_t"),
 	F(v05_lane_stat, reserved, "uint32_t[5]"),
 
+	S(v05_prompt_view),
+	F(v05_prompt_view, key, "uint64_t"),
+	F(v05_prompt_view, issued, "uint64_t"),
+	F(v05_prompt_view, received, "uint64_t"),
+	F(v05_prompt_view, gen, "uint32_t"),
+	F(v05_prompt_view, state, "uint32_t"),
+	F(v05_prompt_view, reserved, "uint64_t[2]"),
+
 	S(v05_knapsack_hist),
 	F(v05_knapsack_hist, epoch, "uint64_t"),
 	F(v05_knapsack_hist, window, "uint32_t"),

@@ -362,7 +362,8 @@ V05_API int v05_config_check(const struct v05_config *in)
 				 c->file_mode);
 	if (c->flags & ~(V05_CONFIG_WAIT_THREAD | V05_CONFIG_EXTERNAL_HALT |
 			 V05_CONFIG_PRODUCER_BROKER |
-			 V05_CONFIG_BROKER_OVERFLOW_IDS))
+			 V05_CONFIG_BROKER_OVERFLOW_IDS |
+			 V05_CONFIG_ABORT_RECORDS))
 		return v05__fail(-EINVAL, "unknown config flags 0x%x", c->flags);
 	if ((c->flags & V05_CONFIG_EXTERNAL_HALT) &&
 	    c->schedule != V05_SCHEDULE_ROUNDS)

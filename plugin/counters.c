@@ -58,6 +58,8 @@ static const char *const named[V05_C_NAMED_END] = {
 	[V05_C_REPLACES_CLEANED] = "replaces_cleaned",
 	[V05_C_EB_PARTS_REFUSED] = "eb_parts_refused",
 	[V05_C_PROMPTS_SKIPPED] = "prompts_skipped",
+	[V05_C_ABORTS_APPLIED] = "aborts_applied",
+	[V05_C_REJ_KIND] = "rejected_kind",
 };
 
 static char hist_names[65 + V05_C_LAT_BUCKETS][24];

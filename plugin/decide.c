@@ -63,6 +63,12 @@ static void apply_one(struct v05_plugin *p, const struct v05_record *rec,
 	uint64_t bit;
 	float r = rec->reward;
 
+	/* The lanes passed only the record kinds (V05_RECORD_KINDS): any
+	 * flag is an abort, off the reward path. */
+	if (__builtin_expect(rec->flags != 0, 0)) {
+		v05__apply_abort(p, rec);
+		return;
+	}
 	if (!isfinite(r)) {
 		reject(p, rec, V05_C_REJ_NONFINITE);
 		v05__reject_notice(p, rec, V05_DF_NONFINITE);

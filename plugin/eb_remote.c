@@ -86,6 +86,7 @@ V05_API int v05_eb_state_set_own(struct v05_plugin *p,
 				 const struct v05_eb_state *own)
 {
 	V05_ONE_THREAD(p, "eb_state_set_own");
+	uint32_t s;
 	int ret;
 
 	v05__clear_error();
@@ -94,7 +95,10 @@ V05_API int v05_eb_state_set_own(struct v05_plugin *p,
 		ret = check_state(own, "eb_state_set_own");
 	if (ret)
 		return ret;
+	/* Observers copy own under its sequence word (observer_reads.c). */
+	s = v05_seq_begin(&p->fit->own_seq);
 	memcpy(&p->fit->own, own, sizeof(*own));
+	v05_seq_end(&p->fit->own_seq, s);
 	fit_changed(p);
 	return 0;
 }

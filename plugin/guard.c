@@ -209,19 +209,25 @@ static void account(struct v05_plugin *p, uint32_t lane, uint32_t n,
 
 /*
  * The lanes' v05_record_fn: v05__apply_records, then the batch's count.
- * Each record is either applied (rewards_applied + 1) or rejected under
- * exactly one reason (decide.c's apply_one; the lane fuzzer checks it), so
- * the rejected ones are the records that did not move rewards_applied.
+ * Each record is either applied (a reward: rewards_applied + 1; an abort:
+ * aborts_applied + 1) or rejected under exactly one reason (decide.c's
+ * apply_one, cancel.c's apply_abort; the lane fuzzer checks it), so the
+ * rejected ones are the records that moved neither.
  */
+static uint64_t applied_now(struct v05_plugin *p)
+{
+	return v05_load_relaxed(v05__ctr(p, V05_C_REWARDS_APPLIED)) +
+	       v05_load_relaxed(v05__ctr(p, V05_C_ABORTS_APPLIED));
+}
+
 void v05__apply_lane(void *ctx, const struct v05_record *recs, uint32_t n,
 		     uint32_t lane)
 {
 	struct v05_plugin *p = ctx;
-	uint64_t *applied = v05__ctr(p, V05_C_REWARDS_APPLIED);
-	uint64_t before = v05_load_relaxed(applied);
+	uint64_t before = applied_now(p);
 
 	v05__apply_records(ctx, recs, n, lane);
-	account(p, lane, n, n - (uint32_t)(v05_load_relaxed(applied) - before));
+	account(p, lane, n, n - (uint32_t)(applied_now(p) - before));
 }
 
 /* The lanes report, the plugin counts (its counters, its names); records

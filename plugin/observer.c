@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "mechanics/internal.h"
+#include "rules/stats_core.h"
 #include "../shm/error.h"
 #include "../shm/proc.h"
 #include "../shm/segment.h"
@@ -20,6 +21,10 @@ static_assert(V05_JOURNAL_STATE_OFF == (int)V05_JOURNAL_OFF &&
 	      V05_JOURNAL_STATE_OK == (int)V05_JOURNAL_OK &&
 	      V05_JOURNAL_STATE_FAILED == (int)V05_JOURNAL_FAILED,
 	      "public journal states mirror the plugin's");
+static_assert(V05_PROMPT_COLLECTING == (int)V05_P_COLLECTING &&
+	      V05_PROMPT_HELD == (int)V05_P_HELD &&
+	      V05_PROMPT_FINAL == (int)V05_P_FINAL,
+	      "public prompt states mirror the plugin's");
 
 struct v05_observer {
 	struct v05_segment seg;
@@ -205,6 +210,77 @@ V05_API int v05_observer_lanes(struct v05_observer *o,
 		memset(out[i].reserved, 0, sizeof(out[i].reserved));
 	}
 	return (int)n;
+}
+
+/* ---- what the owner moves, copied under its sequence words ---------- */
+
+V05_API int v05_observer_prompt(struct v05_observer *o, uint64_t key,
+				struct v05_prompt_view *out)
+{
+	struct v05_prompt e;
+	int ret;
+
+	if (!o || !out)
+		return v05__fail(-EINVAL, "observer_prompt: NULL argument");
+	memset(out, 0, sizeof(*out));
+	/* The table and the control block are the inspector's, read-only
+	 * (segment_map.c); the owner bumps table_seq around every move. */
+	ret = v05__table_peek(V05_AT(const struct v05_prompt,
+				     o->seg.region[V05_REGION_TABLE], 0),
+			      o->seg.hdr.geo.table_capacity - 1,
+			      &o->seg.ctl->table_seq, key, &e);
+	if (ret < 0)
+		return v05__fail(ret, "observer_prompt: segment %s: its owner kept moving table entries; ask again",
+				 o->seg.name);
+	if (ret == 0)
+		return 0;
+	out->key = e.key;
+	out->issued = e.issued;
+	out->received = e.received;
+	out->gen = e.gen;
+	/* The owner's states (vocab.h) are the public ones. */
+	out->state = e.state;
+	return 1;
+}
+
+/* How many times a copy of own starts again before -EAGAIN: a fold
+ * takes microseconds, so only an owner folding without a pause fails. */
+#define EB_COPY_ATTEMPTS 64
+
+V05_API int v05_observer_eb_state(struct v05_observer *o,
+				  struct v05_eb_state *own)
+{
+	const struct v05_fit_store *fit;
+	const struct v05__rule *rule;
+	struct v05_shm_config cfg;
+
+	if (!o || !own)
+		return v05__fail(-EINVAL, "observer_eb_state: NULL argument");
+	memcpy(&cfg, o->seg.hdr.config, sizeof(cfg));
+	rule = v05__rule_of(cfg.mode);
+	if (!rule || !(rule->flags & V05__RULE_MERGES) ||
+	    cfg.schedule != V05_SCHEDULE_STREAM)
+		return v05__fail(-EINVAL,
+				 "observer_eb_state: the running fit is v05-eb's under the stream schedule; segment %s runs mode %s, schedule %s",
+				 o->seg.name, rule ? rule->name : "?",
+				 v05_schedule_name(cfg.schedule));
+	fit = V05_AT(const struct v05_fit_store, o->seg.state->fit, 0);
+	for (int a = 0; a < EB_COPY_ATTEMPTS; a++) {
+		uint32_t s = v05_seq_read(&fit->own_seq);
+
+		if (s & 1) {
+			v05_cpu_relax();
+			continue;
+		}
+		memcpy(own, &fit->own, sizeof(*own));
+		if (v05_seq_retry(&fit->own_seq, s))
+			continue;
+		/* Whole: what the owner folded. Checked all the same, as
+		 * every state that crosses a process is. */
+		return v05__eb_state_check(own, "observer_eb_state");
+	}
+	return v05__fail(-EAGAIN, "observer_eb_state: segment %s: its owner kept folding; ask again",
+			 o->seg.name);
 }
 
 V05_API const char *v05_wait_path_name(uint32_t path)

@@ -92,7 +92,7 @@ int v05__plugin_init_local(struct v05_plugin *p)
 	};	p->batch_recs = V05_AT(struct v05_batch_rec,
 			       p->seg.region[V05_REGION_BATCHES], 0);
 	v05__table_init(&p->table, p->seg.region[V05_REGION_TABLE],
-			g->table_capacity);
+			g->table_capacity, &p->seg.ctl->table_seq);
 	v05__completions_init(&p->compl, &p->seg);
 	p->batches = calloc(g->batch_count, sizeof(*p->batches));
 	/* A prompt has at most one undelivered decision (its next samples

@@ -17,6 +17,10 @@ void v05__schedule_deadlines(struct v05_plugin *p);
 int64_t v05__schedule_next_deadline_ns(struct v05_plugin *p, uint64_t now);
 void v05__schedule_resume(struct v05_plugin *p, uint32_t b);
 
+/* cancel.c: an abort record (V05_RECORD_ABORT) applied or rejected,
+ * counted either way. */
+void v05__apply_abort(struct v05_plugin *p, const struct v05_record *rec);
+
 /* decide.c: once a group's issued samples are in, decide it. */
 void v05__decide(struct v05_plugin *p, struct v05_prompt *e);
 /* After a reward: decide if the prompt's issued samples are all in, or

@@ -58,6 +58,62 @@
  * race to report on them either way. */
 #define v05_fence_seq_cst() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 
+/*
+ * Release and acquire fences: the two sides of a sequence word (a
+ * seqlock) that lets a reader in another process copy what the owner
+ * moves with plain stores (the prompt table's moves, the running fit's
+ * folds). The writer stores the word odd, then the release fence, then
+ * its changes, then the word even with release; the reader loads the
+ * word with acquire, copies, then the acquire fence, then loads the word
+ * again: a copy that saw any of the changes sees the odd word or a later
+ * one (the fences pair), so equal even words mean a whole copy. The
+ * owner's plain stores and the reader's copy race in the C memory
+ * model's terms; across processes, with these fences, each word read is
+ * one the owner wrote and the sequence word decides what is kept. TSan
+ * does not model fences: no test runs such a reader in a thread of the
+ * writer's process.
+ */
+#define v05_fence_release() __atomic_thread_fence(__ATOMIC_RELEASE)
+#define v05_fence_acquire() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+
+/*
+ * The writer's side (its only writer): odd before the first store of a
+ * change, even after the last. A word left odd by a writer killed inside
+ * a change stays odd through the next one and changes value, so a reader
+ * never takes a copy across either. NULL: no reader to tell.
+ */
+static inline uint32_t v05_seq_begin(uint32_t *seq)
+{
+	uint32_t s;
+
+	if (!seq)
+		return 0;
+	s = (v05_load_relaxed(seq) + 1) | 1;
+	v05_store_relaxed(seq, s);
+	v05_fence_release(); /* pairs with v05_seq_retry's acquire fence */
+	return s;
+}
+
+static inline void v05_seq_end(uint32_t *seq, uint32_t s)
+{
+	if (seq) /* pairs with v05_seq_read's acquire load */
+		v05_store_release(seq, s + 1);
+}
+
+/* The reader's side: v05_seq_read before the copy (odd: a change is
+ * under way, try again), v05_seq_retry after it (true: the copy may be
+ * torn, try again). */
+static inline uint32_t v05_seq_read(const uint32_t *seq)
+{
+	return v05_load_acquire(seq);
+}
+
+static inline bool v05_seq_retry(const uint32_t *seq, uint32_t s)
+{
+	v05_fence_acquire(); /* pairs with v05_seq_begin's release fence */
+	return (s & 1) || v05_load_relaxed(seq) != s;
+}
+
 /* Orders nothing at run time; keeps the compiler from moving accesses
  * across it (the light side of the asymmetric doorbell, doorbell.h). */
 #define v05_compiler_barrier() __asm__ __volatile__("" ::: "memory")

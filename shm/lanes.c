@@ -230,11 +230,11 @@ static inline void record_copy(struct v05_record *dst,
 
 /* Nonzero if the copy r, read at lane index seq, holds bytes the producer
  * library did not write: its seq is the index the library wrote it at, its
- * flags and zero word 0. One test for all three (they share the record's
- * line). */
+ * flags one of the record kinds (layout.h) and its zero word 0. One test
+ * for all three (they share the record's line). */
 static inline uint32_t record_bad(const struct v05_record *r, uint32_t seq)
 {
-	return (r->seq ^ seq) | r->flags | r->zero;
+	return (r->seq ^ seq) | (r->flags & ~V05_RECORD_KINDS) | r->zero;
 }
 
 /*

@@ -175,10 +175,18 @@ struct v05_shm_control {
 	 * owns it, replaces it, removes it. For messages only; the owner
 	 * word alone decides. */
 	uint32_t claim;
-	uint8_t pad0[V05_LINE - 52];
+	/* The prompt table's sequence word (shm/table.c): odd while the
+	 * owner moves entries (a delete's shift, a repair), so that a reader
+	 * in another process (v05_observer_prompt) can tell a lookup that
+	 * raced with a move from one that found nothing. Took padding that
+	 * was 0 (segment ABI still 8): a segment of an older owner never
+	 * changes it, and lookups in it go unchecked. */
+	uint32_t table_seq;
+	uint8_t pad0[V05_LINE - 56];
 };
 static_assert(sizeof(struct v05_shm_control) == V05_LINE, "ctl");
 static_assert(offsetof(struct v05_shm_control, side_ino) == 40, "ctl");
+static_assert(offsetof(struct v05_shm_control, table_seq) == 52, "ctl");
 
 enum v05_claim_why {
 	V05_CLAIM_OWNER = 0,   /* a plugin owns it                        */
@@ -344,17 +352,25 @@ static_assert(offsetof(struct v05_lane_own, applied) == 64 &&
 	      "lane statistics ABI");
 
 /*
- * A reward record in a producer lane: 32 bytes, two per 64-byte line. gen
+ * A record in a producer lane: 32 bytes, two per 64-byte line. gen
  * names the instance of the prompt (the decision's gen): a uid released
  * and submitted again is another instance, so a late reward for the first
  * one is never credited to the second, whenever it was pushed.
+ *
+ * Two kinds, told apart by flags: a reward (0) and an abort of the
+ * instance (V05_RECORD_ABORT, sample and reward 0; v05_producer_abort).
+ * The lanes pass any kind of V05_RECORD_KINDS on; what a kind means, and
+ * whether a segment takes it, is the plugin's (docs/SHM.md, "Abort
+ * records"). Any other flag is bytes the library did not write: corrupt.
  */
+#define V05_RECORD_ABORT (1u << 0)
+#define V05_RECORD_KINDS V05_RECORD_ABORT
 struct v05_record {
 	uint64_t key;          /* v05_key(uid)                             */
 	uint32_t gen;          /* the decision's gen: the prompt instance  */
 	uint32_t sample;       /* sample index within the prompt's group   */
 	float reward;          /* in [-1, 1]                               */
-	uint32_t flags;        /* 0; anything else is rejected as corrupt  */
+	uint32_t flags;        /* 0 or V05_RECORD_ABORT; else corrupt      */
 	uint32_t seq;          /* the lane index it was written at         */
 	uint32_t zero;         /* 0, checked with flags                    */
 };

@@ -87,7 +87,8 @@ static_assert(offsetof(struct v05_record, gen) == 8 &&
  * sees both sides of the ring.
  */
 static void write_record(struct v05_producer *p, uint32_t i, uint64_t key,
-			 uint32_t gen, uint32_t sample, float reward)
+			 uint32_t gen, uint32_t sample, float reward,
+			 uint32_t flags)
 {
 	struct v05_record *lane = (struct v05_record *)(void *)p->ring.slots;
 	uint32_t seq = p->ring.tail + i;
@@ -97,16 +98,16 @@ static void write_record(struct v05_producer *p, uint32_t i, uint64_t key,
 	v05_u64x2 *w = (v05_u64x2 *)(void *)rec;
 
 	memcpy(&rbits, &reward, sizeof(rbits));
-	/* Little-endian: gen then sample, reward then flags (0), seq then
-	 * the zero word. */
+	/* Little-endian: gen then sample, reward then flags (the record's
+	 * kind: 0 for a reward), seq then the zero word. */
 	w[0] = (v05_u64x2){ key, (uint64_t)gen | (uint64_t)sample << 32 };
-	w[1] = (v05_u64x2){ rbits, seq };
+	w[1] = (v05_u64x2){ rbits | (uint64_t)flags << 32, seq };
 #else
 	rec->key = key;
 	rec->gen = gen;
 	rec->sample = sample;
 	rec->reward = reward;
-	rec->flags = 0;
+	rec->flags = flags;
 	rec->seq = seq;
 	rec->zero = 0;
 #endif
@@ -135,10 +136,27 @@ V05_API int v05_producer_push(struct v05_producer *p, uint64_t key,
 		return ret;
 	if (v05__ring_prod_reserve(&p->ring, 1))
 		return v05__fail_str(-EAGAIN, "push: the lane is full");
-	write_record(p, 0, key, gen, sample, reward);
+	write_record(p, 0, key, gen, sample, reward, 0);
 	v05__ring_prod_commit(&p->ring, 1);
 	if (!(p->flags & V05_PRODUCER_DEFER))
 		publish(p);
+	return 0;
+}
+
+V05_API int v05_producer_abort(struct v05_producer *p, uint64_t key,
+			       uint32_t gen)
+{
+	int ret = check_handle(p);
+
+	if (ret)
+		return ret;
+	if (v05__ring_prod_reserve(&p->ring, 1))
+		return v05__fail_str(-EAGAIN, "abort: the lane is full");
+	write_record(p, 0, key, gen, 0, 0.0f, V05_RECORD_ABORT);
+	v05__ring_prod_commit(&p->ring, 1);
+	/* Published at once whatever V05_PRODUCER_DEFER says: an abort
+	 * held back keeps the engine generating for nothing. */
+	publish(p);
 	return 0;
 }
 
@@ -158,7 +176,7 @@ V05_API int v05_producer_push_batch(struct v05_producer *p,
 		return v05__fail_str(-EAGAIN, "push_batch: the lane is full");
 	for (uint32_t i = 0; i < n; i++)
 		write_record(p, i, r[i].key, r[i].gen, r[i].sample,
-			     r[i].reward);
+			     r[i].reward, 0);
 	v05__ring_prod_commit(&p->ring, n);
 	publish(p);
 	return (int)n;

@@ -240,7 +240,9 @@ static __attribute__((noinline, cold)) void rebroker(struct v05_producer *p)
 		rec->gen = src->gen;
 		rec->sample = src->sample;
 		rec->reward = src->reward;
-		rec->flags = 0;
+		/* An abort goes on as an abort; bits the library never
+		 * writes are not carried over (they were refused anyway). */
+		rec->flags = src->flags & V05_RECORD_KINDS;
 		rec->seq = ring.tail + k;
 		rec->zero = 0;
 	}

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "atomics.h"
+#include "testpoint.h"
 
 /*
  * The table lives in shared memory and its owner may be killed at any
@@ -33,6 +34,9 @@ static void entry_move(struct v05_prompt *dst, const struct v05_prompt *src)
 
 	dst->key = 0;
 	v05_compiler_barrier();
+	/* Where a lookup from another process finds a hole on the moved
+	 * entry's path: tests/test_observer_reads.c stops the owner here. */
+	v05__test_point("table_move");
 	memcpy((uint8_t *)dst + sizeof(dst->key),
 	       (const uint8_t *)src + sizeof(src->key),
 	       sizeof(*dst) - sizeof(dst->key));
@@ -40,11 +44,24 @@ static void entry_move(struct v05_prompt *dst, const struct v05_prompt *src)
 	dst->key = key;
 }
 
-void v05__table_init(struct v05_table *t, void *mem, uint32_t capacity)
+/* The sequence word around a move (atomics.h, the seqlock). */
+static uint32_t seq_begin(struct v05_table *t)
+{
+	return v05_seq_begin(t->seq);
+}
+
+static void seq_end(struct v05_table *t, uint32_t s)
+{
+	v05_seq_end(t->seq, s);
+}
+
+void v05__table_init(struct v05_table *t, void *mem, uint32_t capacity,
+		     uint32_t *seq)
 {
 	t->e = mem;
 	t->mask = capacity - 1;
 	t->count = 0;
+	t->seq = seq;
 	for (uint32_t i = 0; i < capacity; i++)
 		t->count += t->e[i].key != 0;
 }
@@ -76,6 +93,7 @@ void v05__table_delete(struct v05_table *t, struct v05_prompt *e)
 {
 	uint32_t hole = (uint32_t)(e - t->e);
 	uint32_t j = hole;
+	uint32_t s = seq_begin(t);
 
 	for (;;) {
 		uint32_t home;
@@ -93,6 +111,59 @@ void v05__table_delete(struct v05_table *t, struct v05_prompt *e)
 	}
 	entry_clear(&t->e[hole]);
 	t->count--;
+	seq_end(t, s);
+}
+
+/* How many times a peek starts again before it says -EAGAIN: a move is
+ * a few entries' copies, so this only gives up on an owner that moves
+ * entries without a pause (or one killed inside a move, until the next
+ * owner's repair). */
+#define PEEK_ATTEMPTS 256
+
+/* One probe for key, each word a relaxed load: 1 (out filled), 0. */
+static int peek_once(const struct v05_prompt *e, uint32_t mask, uint64_t key,
+		     struct v05_prompt *out)
+{
+	uint32_t i = (uint32_t)key & mask;
+
+	for (uint32_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
+		uint64_t k = v05_load_relaxed(&e[i].key);
+
+		if (k == 0)
+			return 0;
+		if (k != key)
+			continue;
+		memset(out, 0, sizeof(*out));
+		out->key = k;
+		out->issued = v05_load_relaxed(&e[i].issued);
+		out->received = v05_load_relaxed(&e[i].received);
+		out->gen = v05_load_relaxed(&e[i].gen);
+		out->slot = v05_load_relaxed(&e[i].slot);
+		out->batch = v05_load_relaxed(&e[i].batch);
+		out->state = v05_load_relaxed(&e[i].state);
+		return 1;
+	}
+	return 0; /* a full lap: the owner never lets one happen */
+}
+
+int v05__table_peek(const struct v05_prompt *e, uint32_t mask,
+		    const uint32_t *seq, uint64_t key, struct v05_prompt *out)
+{
+	if (key == 0)
+		return 0;
+	for (int a = 0; a < PEEK_ATTEMPTS; a++) {
+		uint32_t s = v05_seq_read(seq);
+		int found;
+
+		if (s & 1) {
+			v05_cpu_relax();
+			continue;
+		}
+		found = peek_once(e, mask, key, out);
+		if (!v05_seq_retry(seq, s))
+			return found;
+	}
+	return -EAGAIN;
 }
 
 static int entry_residue(const struct v05_prompt *e)
@@ -105,6 +176,7 @@ static int entry_residue(const struct v05_prompt *e)
 uint32_t v05__table_repair(struct v05_table *t)
 {
 	uint32_t fixed = 0, changed;
+	uint32_t s = seq_begin(t);
 
 	/* Keyless residue first: nothing may read it as a prompt later. */
 	for (uint32_t i = 0; i <= t->mask; i++) {
@@ -147,5 +219,6 @@ uint32_t v05__table_repair(struct v05_table *t)
 	t->count = 0;
 	for (uint32_t i = 0; i <= t->mask; i++)
 		t->count += t->e[i].key != 0;
+	seq_end(t, s);
 	return fixed;
 }

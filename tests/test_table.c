@@ -62,7 +62,7 @@ static void run_model(uint64_t (*keygen)(uint32_t))
 	struct v05_table t;
 
 	assert_non_null(mem);
-	v05__table_init(&t, mem, CAP);
+	v05__table_init(&t, mem, CAP, NULL);
 	for (int step = 0; step < 20000; step++) {
 		uint32_t i = (uint32_t)(rnd() % (CAP / 2));
 		uint64_t key = keygen(i);
@@ -124,13 +124,13 @@ static void test_load_limit(void **state)
 	struct v05_table t;
 
 	(void)state;
-	v05__table_init(&t, mem, 16);
+	v05__table_init(&t, mem, 16, NULL);
 	for (uint32_t i = 0; i < 8; i++)
 		assert_int_equal(v05__table_insert(&t, colliding_key(i), &e), 0);
 	assert_int_equal(v05__table_insert(&t, colliding_key(8), &e), -ENOSPC);
 	assert_int_equal(v05__table_insert(&t, 0, &e), -EINVAL);
 	/* Recount from memory, as a takeover does. */
-	v05__table_init(&t, mem, 16);
+	v05__table_init(&t, mem, 16, NULL);
 	assert_int_equal(t.count, 8);
 	free(mem);
 }
@@ -197,7 +197,7 @@ static void fill_run(struct v05_table *t, struct v05_prompt *mem, uint32_t n)
 	struct v05_prompt *e;
 
 	memset(mem, 0, 16 * sizeof(*mem));
-	v05__table_init(t, mem, 16);
+	v05__table_init(t, mem, 16, NULL);
 	for (uint32_t i = 0; i < n; i++) {
 		assert_int_equal(v05__table_insert(t, colliding_key(i), &e), 0);
 		e->issued = 100 + i;
@@ -284,7 +284,7 @@ static void test_key_zero_never_matches(void **state)
 		struct v05_table e;
 
 		memset(empty, 0, sizeof(empty));
-		v05__table_init(&e, empty, 4);
+		v05__table_init(&e, empty, 4, NULL);
 		assert_null(v05__table_find(&e, 0));
 	}
 	v05__table_repair(&t);

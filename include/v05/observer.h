@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "plugin.h"
+#include "stats.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -96,6 +97,48 @@ struct v05_lane_stat {
  * at most). */
 V05_API int v05_observer_lanes(struct v05_observer *o,
 			       struct v05_lane_stat *out, uint32_t n);
+
+/*
+ * A prompt as the owner's table holds it at the moment of the lookup:
+ * its instance (gen) and progress (issued, received).
+ */
+enum v05_prompt_view_state {
+	V05_PROMPT_COLLECTING = 1, /* samples out, waiting for rewards   */
+	V05_PROMPT_HELD = 2,       /* decided "more", waiting for its wave */
+	V05_PROMPT_FINAL = 3,      /* final, its slot not released yet   */
+};
+
+struct v05_prompt_view {
+	uint64_t key;
+	uint64_t issued;   /* bit s: sample s handed out                */
+	uint64_t received; /* bit s: its reward applied                 */
+	uint32_t gen;      /* the instance (a decision's gen)           */
+	uint32_t state;    /* enum v05_prompt_view_state                */
+	uint64_t reserved[2]; /* 0 */
+};
+
+/*
+ * Look key (v05_key of a uid) up in the segment's prompt table while its
+ * owner runs (another process: a server's front end answering for the
+ * owner of a group, docs/SERVERS.md): 1 and *out, 0 (no such prompt now),
+ * -EAGAIN (every attempt overlapped the owner moving entries: ask again).
+ * Each word of *out is one the owner wrote, at most one change old: a
+ * hint for an early answer, never the decision (the owner checks every
+ * record itself).
+ */
+V05_API int v05_observer_prompt(struct v05_observer *o, uint64_t key,
+				struct v05_prompt_view *out);
+
+/*
+ * v05-eb under the stream schedule: the owner's own part of the running
+ * fit, what v05_eb_state_get returns to the owner, copied whole while it
+ * runs (the front ends of one server each read the others' parts and hand
+ * their sum in with v05_eb_state_set_remote). -EINVAL for a segment of
+ * another mode or schedule; -EAGAIN when the owner kept folding; -EDOM
+ * for a state no folds make (checked as v05_eb_state_add checks).
+ */
+V05_API int v05_observer_eb_state(struct v05_observer *o,
+				  struct v05_eb_state *own);
 
 /* Name helpers for display. */
 V05_API const char *v05_wait_path_name(uint32_t path);

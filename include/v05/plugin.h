@@ -78,6 +78,14 @@ enum v05_journal_sync {
  * like any other (a listed overflow uid admits every unmapped user).
  */
 #define V05_CONFIG_BROKER_OVERFLOW_IDS (1u << 3)
+/*
+ * Take abort records (v05_producer_abort): a producer may end a prompt
+ * instance it names by key and gen, and the plugin hands its caller a
+ * V05_DECISION_CANCEL for it (docs/SHM.md, "Abort records"). Without it
+ * an abort record is rejected and counted (rejected_kind), so a caller
+ * that does not know that decision kind never gets one.
+ */
+#define V05_CONFIG_ABORT_RECORDS (1u << 4)
 
 /* Most uids, and most gids, a broker's allow-list holds. */
 #define V05_BROKER_ALLOW_MAX 16u
@@ -314,6 +322,13 @@ enum v05_decision_kind {
 				  * `samples` (k of them) are not needed after
 				  * all; stop generating them, push no reward
 				  * for them (one pushed is refused) */
+	V05_DECISION_CANCEL = 7, /* V05_CONFIG_ABORT_RECORDS: a producer
+				  * aborted the prompt (v05_producer_abort):
+				  * it is out of the table and its slot freed,
+				  * as v05_cancel does; stop generating the
+				  * samples in `samples` (issued, not
+				  * rewarded; k of them). No final follows;
+				  * nothing to release */
 };
 
 /* Decision flags. */

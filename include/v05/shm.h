@@ -81,6 +81,19 @@ V05_API int v05_producer_open(const char *name, unsigned flags,
 V05_API int v05_producer_push(struct v05_producer *p, uint64_t key,
 			      uint32_t gen, uint32_t sample, float reward);
 
+/*
+ * Abort the prompt instance (key, gen) (the gen of a decision that issued
+ * one of its samples): one record, published at once (also with
+ * V05_PRODUCER_DEFER), after the rewards pushed before it. The plugin,
+ * if its config has V05_CONFIG_ABORT_RECORDS, takes the prompt out as
+ * v05_cancel does and hands its caller a V05_DECISION_CANCEL naming the
+ * samples to stop; an unknown key, another instance or a final group is
+ * rejected and counted, as a reward would be (docs/SHM.md, "Abort
+ * records"). -EAGAIN when the lane is full (nothing written).
+ */
+V05_API int v05_producer_abort(struct v05_producer *p, uint64_t key,
+			       uint32_t gen);
+
 /* Append n records and publish them with one release store, all or none:
  * -EAGAIN when fewer than n fit. Returns n. */
 V05_API int v05_producer_push_batch(struct v05_producer *p,

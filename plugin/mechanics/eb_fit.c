@@ -37,10 +37,13 @@ static void fold(struct v05_plugin *p, const struct v05_prompt *e, uint32_t k,
 			    const double *, uint32_t))
 {
 	double r[V05_K_LIMIT];
+	uint32_t s;
 
 	v05__prompt_rewards(p, e, k, r);
 	p->fit_memo_ok = false;
+	s = v05_seq_begin(&p->fit->own_seq);
 	fn(&p->env, e->prior, r, k);
+	v05_seq_end(&p->fit->own_seq, s);
 }
 
 void v05__fold_group(struct v05_plugin *p, const struct v05_prompt *e)

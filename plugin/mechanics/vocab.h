@@ -69,6 +69,10 @@ enum v05_counter {
 				 * state no fold could have made         */
 	V05_C_PROMPTS_SKIPPED, /* prompts the rule took no sample of (its
 				* DROP with k = 0 queued at submit)       */
+	V05_C_ABORTS_APPLIED,  /* abort records applied: prompts cancelled
+				* (V05_CONFIG_ABORT_RECORDS)             */
+	V05_C_REJ_KIND,        /* a record of a kind the segment does not
+				* take (an abort without the flag)       */
 	V05_C_NAMED_END,
 	V05_C_K_HIST = 64,     /* 65 entries: finals by k = 0..64        */
 	V05_C_LAT_HIST = 160,  /* 48 entries: [2^b, 2^(b+1)) ns          */

@@ -22,6 +22,7 @@
 
 #include <assert.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "v05/plugin.h"
@@ -60,7 +61,11 @@ struct v05_fit_store {
 	struct v05_eb_state own;
 	struct v05_eb_state remote;
 	uint64_t remote_sets; /* v05_eb_state_set_remote calls */
-	uint64_t pad;
+	/* own's sequence word (shm/atomics.h, the seqlock): odd while the
+	 * owner changes own, so another process can copy it whole
+	 * (v05_observer_eb_state). Took padding that was 0. */
+	uint32_t own_seq;
+	uint32_t pad;
 	/* Segment ABI 8: EBPO's running statistics (mode ebpo). */
 	struct v05_ebpo ebpo;
 	/* Segment ABI 9: v05-pg's running sums. */
@@ -72,7 +77,11 @@ struct v05_fit_store {
 	uint64_t barrier_groups;
 	uint64_t pad2;
 };
-
+/* own_seq's place is what another process reads (v05_observer_eb_state);
+ * the store's size is checked against the segment's state region
+ * (mechanics/internal.h). */
+static_assert(offsetof(struct v05_fit_store, own_seq) ==
+	      2 * sizeof(struct v05_eb_state) + 8, "fit store ABI");
 
 /* What a rule reads besides a group: the parameters, the configuration
  * (a rule's own fields: pc_lower, eb_window, ...), its running state. The

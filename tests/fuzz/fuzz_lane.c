@@ -15,13 +15,17 @@
  *               the doorbell word and the sleeping flag
  *               bit 2 set = the plugin is taken over after its polls (a
  *               new owner resumes from what it trusts) and polls again
+ *               bit 3 set = the segment takes abort records
+ *               (V05_CONFIG_ABORT_RECORDS), and shaped records keep bit 0
+ *               of their flags (an abort, its sample and reward as they
+ *               came: mostly corrupt ones)
  *   bytes 1-4   the tail's advance past the head (little endian, any u32:
  *               more than the lane holds is an overrun)
  *   the rest    record bytes, copied into the lane from its head on
  * Each input gets a fresh plugin (4 prompts, k_init 2, k_max 4). Whatever
  * the bytes, afterwards: no prompt holds a reward for a sample it was not
- * issued, every record the lane handed over was either applied or counted
- * under exactly one rejection reason (and so in the lane's own applied
+ * issued, every record the lane handed over was either applied (a reward
+ * or an abort) or counted under exactly one rejection reason (and so in the lane's own applied
  * and rejected counts), every final group's baseline and
  * advantages are finite, and the plugin still closes cleanly.
  */
@@ -69,6 +73,12 @@ static void consume(struct v05_plugin *p, const struct v05_decision *d, int n)
 
 		if (d[i].kind == V05_DECISION_SAMPLE)
 			continue;
+		if (d[i].kind == V05_DECISION_CANCEL) {
+			/* Out of the table already: nothing to release. */
+			check(v05_group(p, d[i].slot, &g) != 0 ||
+			      g.key != d[i].key, "a cancelled prompt's slot is free");
+			continue;
+		}
 		if (d[i].kind == V05_DECISION_REJECT) {
 			check(!isfinite(d[i].baseline) || d[i].baseline < -1.0 ||
 			      d[i].baseline > 1.0, "a REJECT names a bad value");
@@ -89,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct v05_decision d[64];
 	struct v05_prompt_in in[PROMPTS];
 	char name[64], uids[PROMPTS][8];
-	uint64_t keys[PROMPTS + 1], c[V05_COUNTER_SLOTS], rejected = 0;
+	uint64_t keys[PROMPTS + 1], c[V05_COUNTER_SLOTS], rejected = 0, applied;
 	uint32_t gens[PROMPTS + 1];
 	struct v05_producer *w = NULL;
 	struct v05_plugin *p = NULL;
@@ -109,6 +119,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cfg.max_prompts = PROMPTS;
 	cfg.max_producers = 1;
 	cfg.lane_capacity = LANE_CAP;
+	if (data[0] & 8)
+		cfg.flags |= V05_CONFIG_ABORT_RECORDS;
 	snprintf(name, sizeof(name), "fuzz-lane-%d-%u", (int)getpid(), serial++);
 	if (v05_plugin_create(name, &cfg, &p))
 		abort();
@@ -137,7 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(&r, data + off, len);
 		if (data[0] & 1) {
 			r.seq = head + (uint32_t)j;
-			r.flags = 0;
+			r.flags = data[0] & 8 ? r.flags & V05_RECORD_ABORT : 0;
 			r.zero = 0;
 			/* Mostly the instance's own gen; an odd raw gen stays
 			 * as it came (another instance's: late). */
@@ -196,17 +208,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check(v05_counters(p, c, V05_COUNTER_SLOTS) > V05_C_REJ_CORRUPT, "counters");
 	for (int r = V05_C_REJ_NONFINITE; r <= V05_C_REJ_CORRUPT; r++)
 		rejected += c[r];
-	check(p->seg.lane_own[0].consumed == c[V05_C_REWARDS_APPLIED] + rejected,
+	rejected += c[V05_C_REJ_KIND];
+	applied = c[V05_C_REWARDS_APPLIED] + c[V05_C_ABORTS_APPLIED];
+	check(p->seg.lane_own[0].consumed == applied + rejected,
 	      "each record handed over applied or rejected once");
 	/* And the lane's own accounting (plugin/guard.c) agrees. */
-	check(p->seg.lane_own[0].applied == c[V05_C_REWARDS_APPLIED] &&
+	check(p->seg.lane_own[0].applied == applied &&
 	      p->seg.lane_own[0].rejected == rejected,
 	      "the lane's applied and rejected counts");
 	if (getenv("V05_FUZZ_VERBOSE"))
-		fprintf(stderr, "fuzz_lane: consumed %llu applied %llu rejected "
-			"%llu (corrupt %llu) overruns %llu finals %llu\n",
+		fprintf(stderr, "fuzz_lane: consumed %llu applied %llu (aborts "
+			"%llu) rejected %llu (corrupt %llu) overruns %llu "
+			"finals %llu\n",
 			(unsigned long long)p->seg.lane_own[0].consumed,
-			(unsigned long long)c[V05_C_REWARDS_APPLIED],
+			(unsigned long long)applied,
+			(unsigned long long)c[V05_C_ABORTS_APPLIED],
 			(unsigned long long)rejected,
 			(unsigned long long)c[V05_C_REJ_CORRUPT],
 			(unsigned long long)c[V05_C_LANE_OVERRUNS],

@@ -100,6 +100,29 @@ static int lane_seeds(const char *dir)
 	bad |= lane_seed(dir, "raw-records", 0, 8, r, 8);
 	bad |= lane_seed(dir, "raw-overrun", 0, 1000, r, 8);
 	bad |= lane_seed(dir, "raw-overrun-page-takeover", 2 | 4, 1000, r, 8);
+	/* Abort records (mode bit 3: the segment takes them): prompt 0
+	 * rewarded once, aborted, rewarded after it; prompt 1 aborted with
+	 * another instance's gen (odd: late); the key nobody submitted; an
+	 * abort with a sample (corrupt); prompt 2 aborted. */
+	memset(r, 0, sizeof(r));
+	r[0] = (struct v05_record){ .key = 0, .sample = 0, .reward = 1.0f };
+	r[1] = (struct v05_record){ .key = 0, .flags = V05_RECORD_ABORT };
+	r[2] = (struct v05_record){ .key = 0, .sample = 1, .reward = 1.0f };
+	r[3] = (struct v05_record){ .key = 1, .gen = 3,
+				    .flags = V05_RECORD_ABORT };
+	r[4] = (struct v05_record){ .key = 4, .flags = V05_RECORD_ABORT };
+	r[5] = (struct v05_record){ .key = 3, .sample = 1,
+				    .flags = V05_RECORD_ABORT };
+	r[6] = (struct v05_record){ .key = 2, .flags = V05_RECORD_ABORT };
+	r[7] = (struct v05_record){ .key = 3, .sample = 0, .reward = -1.0f };
+	bad |= lane_seed(dir, "shaped-aborts", 1 | 8, 8, r, 8);
+	bad |= lane_seed(dir, "shaped-aborts-takeover", 1 | 4 | 8, 8, r, 8);
+	/* Raw aborts at the right seq: in a segment that does not take
+	 * them (rejected for their kind), and in one that does. */
+	for (uint32_t i = 0; i < 8; i++)
+		r[i].seq = i;
+	bad |= lane_seed(dir, "raw-aborts-off", 0, 8, r, 8);
+	bad |= lane_seed(dir, "raw-aborts-on", 8, 8, r, 8);
 	return bad;
 }
 

@@ -396,16 +396,31 @@ def test_seeds_differ_per_step(segname):
     assert v05.engines.vllm.single_sample_params(SamplingParams(), "u", 1, 0).seed is None
 
 
-def test_no_engine_plugin_entry_points():
-    """v05 is a library imported where the engine client lives; it
-    registers no vLLM/sglang plugin that would load in every process."""
+def test_engine_plugin_entry_points_act_only_when_asked(monkeypatch):
+    """v05 is a library imported where the engine client lives; the only
+    engine plugins it registers are the servers' (docs/SERVERS.md): vLLM's
+    endpoint plugin, which vLLM loads only when VLLM_PLUGINS names it, and
+    sglang's, which sglang runs in every process it starts and which does
+    nothing unless SGLANG_PLUGINS names it (and then only in the main
+    process). No vllm.general_plugins: that group loads everywhere."""
+    import sys
     import tomllib
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         project = tomllib.load(f)["project"]
     groups = project.get("entry-points", {})
     assert "vllm.general_plugins" not in groups
-    assert "sglang.srt.plugins" not in groups
+    assert groups["vllm.endpoint_plugins"] == {
+        "v05": "v05.servers.vllm:V05EndpointPlugin"}
+    assert groups["sglang.srt.plugins"] == {"v05": "v05.servers.sglang:load"}
     assert groups["verl.plugins"] == {"v05": "v05.trainers.verl"}  # that one acts
+    from v05.servers import sglang as plug
+    for value in (None, "", "other,v05x"):
+        if value is None:
+            monkeypatch.delenv("SGLANG_PLUGINS", raising=False)
+        else:
+            monkeypatch.setenv("SGLANG_PLUGINS", value)
+        # Would import sglang (absent here) if it acted.
+        assert plug.load() is None and "sglang" not in sys.modules
 
 
 # ---- verl -----------------------------------------------------------------------

@@ -107,7 +107,8 @@ def test_decision_rows_read_what_ctypes_reads(segname):
             assert d.k == c.k and d.gen == c.gen
             assert d.uid == (None if name == "barrier" else "u")
             bits = [i for i in range(64) if c.samples >> i & 1]
-            assert d.samples == (bits if name in ("sample", "abort", "reject")
+            assert d.samples == (bits if name in ("sample", "abort", "reject",
+                                                  "cancel")
                                  else [])
             assert d.batch_size == (c.samples if name == "barrier" else 0)
             if name == "reject":

@@ -17,8 +17,8 @@ PKG_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "engine-hooks",
 # face of the core; v05.verl and v05.verl_rollout are the names verl
 # configurations already use for the trainers' modules.
 LAYERS = {"core": 0, "__init__": 0, "ctl": 0, "_version": 0,
-          "engines": 1, "trainers": 2, "verl": 2, "verl_rollout": 2,
-          "demos": 3}
+          "engines": 1, "trainers": 2, "servers": 2, "verl": 2,
+          "verl_rollout": 2, "demos": 3}
 
 
 def modules(pkg_dir):

@@ -50,8 +50,8 @@ def test_names_and_numbers_are_the_librarys():
     assert set(MODES) >= {"v05", "v05-eb", "v05-fixed", "grpo", "dapo"}
     assert set(SIGMAS) == {"rms", "paper"}
     assert set(SCHEDULES) == {"rounds", "stream"}
-    assert sorted(KINDS.values()) == ["abort", "barrier", "drop", "final", "reject",
-                                      "sample"]
+    assert sorted(KINDS.values()) == ["abort", "barrier", "cancel", "drop",
+                                      "final", "reject", "sample"]
     assert FLAG_HALTED == _lib.const("V05_DF_HALTED")
     with pytest.raises(v05.V05Error) as e:
         _lib.const("V05_NO_SUCH_CONSTANT")

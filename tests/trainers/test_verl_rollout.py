@@ -16,6 +16,7 @@ import asyncio
 import collections
 import os
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -122,6 +123,42 @@ def test_worker_error_cancels_batch(env):
             await env["server"].set_fail_after.remote(None)
             w.v05_close()
     assert asyncio.run(run()) > 0
+
+
+def test_cancelled_samples_are_cancelled_in_the_server(env):
+    """A batch given up (one request fails) cancels its other samples, and
+    each of their calls is cancelled in verl's server actor too (Ray
+    cancels the actor's task: a real server's engine aborts the request
+    there, tiny.EngineServer and vLLM's AsyncLLM alike), not left to run
+    to its end."""
+    from verl.workers.rollout.llm_server import LLMServerClient
+    from verl.workers.rollout.router import get_router_handle
+
+    cfg = env["config"]
+    server = ray.remote(tiny.HangServer).remote(fail_at=6)
+    balancer = get_router_handle(servers={"hang:0": server})
+
+    async def run():
+        w = vverl.V05AgentLoopWorker(
+            cfg, LLMServerClient(config=cfg, load_balancer_handle=balancer),
+            None, [env["reward"]])
+        try:
+            with pytest.raises(RuntimeError, match="injected failure"):
+                await w.generate_sequences(prompts(3, "h"))
+            st = w.v05_stats()
+            assert st["prompts_open"] == st["prompts_final"] == 0
+        finally:
+            w.v05_close()
+    asyncio.run(run())
+    calls = ray.get(server.num_calls.remote())
+    assert calls >= 6
+    # Ray's cancellation reaches the actor after the worker gave up: wait
+    # for it (a guard, not a timing: without it nothing ever arrives).
+    deadline = time.monotonic() + 60
+    while ray.get(server.num_cancelled.remote()) < calls - 1 and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ray.get(server.num_cancelled.remote()) == calls - 1
 
 
 def test_worker_without_streamed_scores_fails_clearly(env):

@@ -113,6 +113,36 @@ class TinyServer:
                            stop_reason="completed")
 
 
+class HangServer:
+    """verl's rollout server interface (as TinyServer) whose requests never
+    finish on their own: each waits until its call is cancelled (counted),
+    but call number `fail_at`, which fails at once (an injected failure):
+    what a server sees of a batch v05 gives up on."""
+
+    def __init__(self, fail_at):
+        self.fail_at, self.calls, self.cancelled = fail_at, 0, 0
+
+    def num_calls(self):
+        return self.calls
+
+    def num_cancelled(self):
+        return self.cancelled
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params,
+                       image_data=None, video_data=None, **kwargs):
+        import asyncio
+
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError(f"hang server: request {self.calls} refused "
+                               "(injected failure)")
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+
 BRIDGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "engine_bridge.py")
 
 

@@ -22,12 +22,13 @@ from ._structs import (DECISION_ROW, EB_H_GRID, EB_N0_GRID,  # noqa: F401
                        GROUP_ROW, MIRRORS as _MIRRORS, REWARD_ROW, Config,
                        Decision_, EbFit, EbState, Ebpo, Estimate, Greso,
                        GresoPrompt, Group_, KnapsackHist, LaneStat,
-                       ObserverInfo, Params, PcPrompt, PromptIn, Reward,
-                       Support)
+                       ObserverInfo, Params, PcPrompt, PromptIn, PromptView,
+                       Reward, Support)
 
 __all__ = ["lib", "path_loaded", "V05Error", "check", "Params", "Estimate",
            "Config", "PromptIn", "Decision_", "Group_", "Support", "Reward",
-           "ObserverInfo", "LaneStat", "DECISION_ROW", "GROUP_ROW",
+           "ObserverInfo", "LaneStat", "PromptView", "DECISION_ROW",
+           "GROUP_ROW",
            "REWARD_ROW",
            "KnapsackHist", "GresoPrompt", "Greso", "Ebpo", "PcPrompt"]
 
@@ -295,6 +296,7 @@ _sig("v05_producer_open", _int, ctypes.c_char_p, ctypes.c_uint,
 _sig("v05_producer_push", _int, _P, _u64, _u32, _u32, ctypes.c_float)
 _sig("v05_producer_push_batch", _int, _P, ctypes.POINTER(Reward), _u32)
 _sig("v05_producer_push_wait", _int, _P, ctypes.POINTER(Reward), _u32, _int)
+_sig("v05_producer_abort", _int, _P, _u64, _u32)
 _sig("v05_producer_flush", _int, _P)
 _sig("v05_producer_close", _int, _P)
 _sig("v05_producer_lane", _int, _P)
@@ -311,6 +313,8 @@ _sig("v05_observer_close", _int, _P)
 _sig("v05_observer_counters", _int, _P, ctypes.POINTER(_u64), _u32)
 _sig("v05_observer_info", _int, _P, ctypes.POINTER(ObserverInfo))
 _sig("v05_observer_lanes", _int, _P, ctypes.POINTER(LaneStat), _u32)
+_sig("v05_observer_prompt", _int, _P, _u64, ctypes.POINTER(PromptView))
+_sig("v05_observer_eb_state", _int, _P, ctypes.POINTER(EbState))
 _sig("v05_wait_path_name", ctypes.c_char_p, _u32)
 _sig("v05_journal_state_name", ctypes.c_char_p, _u32)
 _sig("v05_schedule_name", ctypes.c_char_p, _u32)

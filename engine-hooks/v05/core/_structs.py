@@ -10,7 +10,8 @@ import struct
 
 __all__ = ["Params", "Estimate", "EbFit", "EbState", "EB_SHAPES",
            "EB_N0_GRID", "EB_H_GRID", "Config", "PromptIn", "Decision_", "Group_",
-           "Support", "Reward", "ObserverInfo", "LaneStat", "KnapsackHist",
+           "Support", "Reward", "ObserverInfo", "LaneStat", "PromptView",
+           "KnapsackHist",
            "GresoPrompt", "Greso", "Ebpo", "PcPrompt", "DECISION_ROW",
            "GROUP_ROW", "REWARD_ROW", "MIRRORS"]
 
@@ -169,6 +170,13 @@ class ObserverInfo(ctypes.Structure):
                 ("reserved2", ctypes.c_uint32 * 23)]
 
 
+class PromptView(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_uint64), ("issued", ctypes.c_uint64),
+                ("received", ctypes.c_uint64), ("gen", ctypes.c_uint32),
+                ("state", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint64 * 2)]
+
+
 class LaneStat(ctypes.Structure):
     _fields_ = [("owner_pid", ctypes.c_uint32), ("owner_alive", ctypes.c_uint32),
                 ("fill", ctypes.c_uint32), ("high_water", ctypes.c_uint32),
@@ -235,6 +243,7 @@ MIRRORS = {"v05_params": Params, "v05_estimate": Estimate,
            "v05_decision": Decision_, "v05_group": Group_,
            "v05_support": Support, "v05_reward": Reward,
            "v05_observer_info": ObserverInfo, "v05_lane_stat": LaneStat,
+           "v05_prompt_view": PromptView,
            "v05_knapsack_hist": KnapsackHist,
            "v05_greso_prompt": GresoPrompt, "v05_greso": Greso,
            "v05_ebpo": Ebpo, "v05_pc_prompt": PcPrompt}

@@ -7,7 +7,8 @@ from typing import List, Optional, Sequence, Union
 
 from . import _checks, _lib
 from ._lib import lib
-from .names import (BROKER_ALLOW_MAX, CONFIG_BROKER_OVERFLOW_IDS,
+from .names import (BROKER_ALLOW_MAX, CONFIG_ABORT_RECORDS,
+                    CONFIG_BROKER_OVERFLOW_IDS,
                     CONFIG_EXTERNAL_HALT, CONFIG_PRODUCER_BROKER,
                     CONFIG_WAIT_THREAD, MODES, SCHEDULES, SIGMAS)
 
@@ -193,7 +194,8 @@ def make_config(name: str, *, cost: Optional[float] = None,
                 pc_lower: Optional[float] = None,
                 pc_upper: Optional[float] = None,
                 ebpo_window: Optional[int] = None,
-                pg: Optional[dict] = None) -> _lib.Config:
+                pg: Optional[dict] = None,
+                abort_records: bool = False) -> _lib.Config:
     """The v05_config for Plugin.create(name, ...). Parameters as in
     include/v05/plugin.h (struct v05_config); every one is checked.
     A parameter left at None keeps the library's default
@@ -241,7 +243,11 @@ def make_config(name: str, *, cost: Optional[float] = None,
     default 0.13), first (the first-wave sizes it may choose, default
     (1, 2, 4)), skip (a prompt whose expected signal sqrt(4 p (1 - p))
     is below this share of the mean over the rule's groups is skipped:
-    it comes back as a "drop" with k = 0; default 0.25, 0 never skips)."""
+    it comes back as a "drop" with k = 0; default 0.25, 0 never skips).
+    abort_records=True: a
+    producer may abort a prompt it names (RewardWriter.abort), which
+    comes back from poll() as a "cancel" decision (docs/SHM.md, "Abort
+    records"); off by default, when such a record is refused."""
     c = _lib.Config()
     _lib.check(lib.v05_config_init(ctypes.byref(c), ctypes.sizeof(c),
                               _lib.const("V05_CONFIG_INIT_PAPER") if paper
@@ -316,7 +322,8 @@ def make_config(name: str, *, cost: Optional[float] = None,
     c.flags |= ((CONFIG_WAIT_THREAD if wait == "thread" else 0) |
                 (CONFIG_EXTERNAL_HALT if external_halt else 0) |
                 (CONFIG_PRODUCER_BROKER if producer_broker else 0) |
-                (CONFIG_BROKER_OVERFLOW_IDS if broker_overflow_ids else 0))
+                (CONFIG_BROKER_OVERFLOW_IDS if broker_overflow_ids else 0) |
+                (CONFIG_ABORT_RECORDS if abort_records else 0))
     if journal_sync:
         c.journal_sync = _lib.const("V05_JOURNAL_SYNC_BATCH")
     c.journal_path = _checks.cstr("journal", journal) if journal else None

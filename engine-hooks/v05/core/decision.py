@@ -58,7 +58,10 @@ class Decision:
     "reject" (the reward pushed for sample `samples[0]` was refused for its
     value, `value`, because it is `reason`: unless a valid one is pushed,
     the group cannot finish), or "abort" (v05-eb's early start: `samples`
-    are not needed after all; stop generating them, push no reward).
+    are not needed after all; stop generating them, push no reward), or
+    "cancel" (a segment made with abort_records=True: a producer aborted
+    the prompt, RewardWriter.abort; it is gone from the plugin, its slot
+    free: stop generating `samples`, push nothing, release nothing).
     """
     kind: str
     uid: Optional[Uid]
@@ -99,11 +102,13 @@ _MASKS = {}
 
 
 def decisions_of(buf, n: int, uids: dict, finals: set,
-             uid_of: Callable[[int, int], Optional[Uid]]) -> List[Decision]:
+             uid_of: Callable[[int, int], Optional[Uid]],
+             cancelled: Optional[list] = None) -> List[Decision]:
     """The first n decisions of a Decision_ array (a poll's, a submit's),
     as Decisions. uids: key -> uid of the prompts a Plugin knows;
     uid_of(key, slot): the uid of a key not there (read from its slot);
-    finals: the keys of final and drop decisions handed out, added to.
+    finals: the keys of final and drop decisions handed out, added to;
+    cancelled: the "cancel" decisions, appended to.
     Read as struct rows, not through ctypes fields: this runs for every
     decision on the engine's event loop (tests/python/test_api.py,
     test_polled_decisions_are_whole, checks the fields against a
@@ -113,13 +118,18 @@ def decisions_of(buf, n: int, uids: dict, finals: set,
     for (key, mask, batch, latency, baseline, kind, slot, k, flags,
          gen) in DECISION_ROW.iter_unpack(rows):
         kind = KINDS.get(kind, "?")
-        uid = None if kind == "barrier" else \
-            uids.get(key) or uid_of(key, slot)
+        if kind == "barrier":
+            uid = None
+        elif kind == "cancel":
+            # Its slot is free already: the uid is the one submitted.
+            uid = uids.get(key)
+        else:
+            uid = uids.get(key) or uid_of(key, slot)
         # Without Decision's __init__: a frozen dataclass sets each of
         # its 16 fields through object.__setattr__, a quarter of this
         # loop's cost. Equal to Decision(**fields) (the test above).
         d = object.__new__(Decision)
-        if kind == "sample" or kind == "abort":
+        if kind == "sample" or kind == "abort" or kind == "cancel":
             d.__dict__.update(
                 kind=kind, uid=uid, key=key, slot=slot, gen=gen,
                 samples=_samples(mask), k=k, baseline=baseline,
@@ -144,6 +154,8 @@ def decisions_of(buf, n: int, uids: dict, finals: set,
                 reason=REJECT_REASONS.get(flags, "?") if reject else "",
                 value=baseline if reject else 0.0)
         out.append(d)
+        if kind == "cancel" and cancelled is not None:
+            cancelled.append(d)
     return out
 
 

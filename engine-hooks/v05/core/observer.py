@@ -4,12 +4,24 @@
 
 import ctypes
 import errno
+from typing import Optional
 
 from . import _checks, _lib
 from ._lib import check, lib
 from .counters import counters_dict
+from .decision import key_of
+from .eb_state import EbState
 
 __all__ = ["Observer", "cut_lanes"]
+
+
+_VIEW_STATES = {_lib.const("V05_PROMPT_COLLECTING"): "collecting",
+                _lib.const("V05_PROMPT_HELD"): "held",
+                _lib.const("V05_PROMPT_FINAL"): "final"}
+
+
+def _bits(mask: int) -> list:
+    return [i for i in range(64) if mask >> i & 1]
 
 
 def cut_lanes(lanes: list) -> list:
@@ -100,6 +112,33 @@ class Observer:
                  "cut_records": arr[i].cut_records,
                  "cut_rejected": arr[i].cut_rejected,
                  "discarded": arr[i].discarded} for i in range(m)]
+
+    def prompt(self, uid) -> Optional[dict]:
+        """Prompt `uid` as the owner's table holds it now, or None when it
+        holds no such prompt: {"gen", "issued", "received" (sample index
+        lists), "state": "collecting" | "held" | "final"}. A hint for an
+        early answer (the owner checks every record itself); V05Error
+        EAGAIN when every attempt overlapped the owner moving entries
+        (ask again)."""
+        v = _lib.PromptView()
+        r = check(lib.v05_observer_prompt(self._handle(), key_of(uid),
+                                          ctypes.byref(v)),
+                  f"look uid {uid!r} up in segment {self.name}")
+        if r == 0:
+            return None
+        return {"gen": v.gen, "issued": _bits(v.issued),
+                "received": _bits(v.received),
+                "state": _VIEW_STATES.get(v.state, "?")}
+
+    def eb_state(self) -> EbState:
+        """v05-eb under the stream schedule: the owner's own part of the
+        running fit, copied whole while it runs (what a front end hands
+        the others, docs/SERVERS.md). V05Error EINVAL for a segment of
+        another mode or schedule, EAGAIN when the owner kept folding."""
+        st = _lib.EbState()
+        check(lib.v05_observer_eb_state(self._handle(), ctypes.byref(st)),
+              f"read the fit of segment {self.name}")
+        return EbState._of(st)
 
     def close(self):
         if self._h is not None:

@@ -233,9 +233,20 @@ class Plugin(PluginWaiting):
         return uid
 
     def _decisions(self, buf, n: int) -> List[Decision]:
-        """The first n decisions of a Decision_ array (decisions_of)."""
-        return decisions_of(buf, n, self._uids, self._final_keys,
-                            self._uid_of)
+        """The first n decisions of a Decision_ array (decisions_of). A
+        "cancel" decision's prompt is gone from the plugin: its name is
+        forgotten here as a cancelled batch's are."""
+        cancelled = []
+        out = decisions_of(buf, n, self._uids, self._final_keys,
+                           self._uid_of, cancelled)
+        for d in cancelled:
+            self._uids.pop(d.key, None)
+            keys = self._batch_keys.get(d.batch)
+            if keys is not None:
+                keys.discard(d.key)
+                if not keys:
+                    del self._batch_keys[d.batch]
+        return out
 
     def submit(self, prompts: Iterable[Tuple[Uid, Optional[float]]],
                on_error: str = "raise") -> List[Decision]:

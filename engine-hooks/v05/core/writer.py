@@ -128,6 +128,27 @@ class RewardWriter:
             check(r, f"push the reward of uid {uid!r} sample {sample} to "
                   f"segment {self.name}")
 
+    def abort(self, uid, *, gen: Optional[int] = None) -> None:
+        """Abort the instance `gen` of prompt `uid` (or a Decision of it)
+        in the segment's plugin, published at once: a segment made with
+        abort_records=True takes the prompt out and its owner's poll()
+        returns a "cancel" decision naming the samples to stop; any other
+        segment, an unknown uid, another instance or a decided group
+        refuses the record and counts it (rejected_kind, rejected_unknown,
+        rejected_late). A full lane raises V05Error EAGAIN at once
+        (nothing written): an abort is not worth waiting behind rewards
+        the owner has not drained; ask again."""
+        if type(uid) is Decision and uid.uid is not None:
+            key = uid.key
+            uid, gen = _uid_gen(uid, gen)
+        else:
+            uid, gen = _uid_gen(uid, gen)
+            key = self._key(uid)
+        p = self._handle()
+        r = lib.v05_producer_abort(p, key, gen)
+        if r < 0:
+            check(r, f"abort uid {uid!r} gen {gen} in segment {self.name}")
+
     def stage(self, d: Decision, sample: int, reward: float) -> None:
         """Hold the reward of sample `sample` of the prompt decision `d`
         issued, checked as push() checks it (ValueError naming the uid,

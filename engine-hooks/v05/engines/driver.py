@@ -422,7 +422,8 @@ class GroupRollout:
     async def run(self, items: Sequence[Tuple[Uid, Any, float]]
                   ) -> Dict[Uid, GroupResult]:
         """items: (uid, prompt, prior). Returns uid -> GroupResult once every
-        group is final (or dropped)."""
+        group is final (or dropped, or aborted by a producer's abort
+        record: .cancelled, no group)."""
         self._bind_loop()
         items = list(items)
         for i, item in enumerate(items):
@@ -446,6 +447,13 @@ class GroupRollout:
         def keep(d: Decision):
             finals[d.uid] = d
 
+        # Groups a producer aborted (abort records): out of the plugin,
+        # their requests aborted; their results say so.
+        gone: Dict[Uid, Decision] = {}
+
+        def cancelled(d: Decision):
+            gone[d.uid] = d
+
         runner = self.runner
         try:
             try:
@@ -455,17 +463,18 @@ class GroupRollout:
                 raise
             if first:
                 batch = first[0].batch
-            while len(finals) < len(items):
+            while len(finals) + len(gone) < len(items):
                 if errors:
                     raise errors[0]
                 # Cleared before the poll: a reward staged after it sets
                 # it again, so none is left unpolled; one still held (a
                 # full lane) sets it too.
                 self._kicked = self.wait_on == "scores" and self._publish()
-                fault = await runner.take(flight, self.plugin.poll(), keep)
+                fault = await runner.take(flight, self.plugin.poll(), keep,
+                                          cancelled)
                 if fault is not None:
                     raise fault
-                if len(finals) < len(items):
+                if len(finals) + len(gone) < len(items):
                     await self._wait()
             # Every group is final: its samples' tasks have finished too
             # (the reward is pushed last); wait for the bookkeeping.
@@ -474,6 +483,13 @@ class GroupRollout:
                 raise errors[0]
             for uid, d in finals.items():
                 results[uid] = runner.result(d, flight.outputs)
+            for uid, d in gone.items():
+                outs = flight.outputs.get(uid, {})
+                results[uid] = GroupResult(uid, [outs.get(s) for s in
+                                                 range(max(outs, default=-1)
+                                                       + 1)],
+                                           None, d, True, False,
+                                           cancelled=True)
             return results
         except BaseException as e:
             await runner.abandon(flight.tasks, [batch], finals.items(),

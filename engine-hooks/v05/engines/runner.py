@@ -61,6 +61,10 @@ class GroupResult:
     decision: Decision          # the final/drop decision (release(decision))
     dropped: bool
     halted: bool
+    # A producer aborted the group (a "cancel" decision, a segment made
+    # with abort_records=True): no group, no slot to release; decision is
+    # the cancel, outputs the samples that had finished.
+    cancelled: bool = False
 
 
 class Flight:
@@ -173,14 +177,26 @@ class DecisionRunner:
         if self.on_abort is not None:
             self.on_abort(d)
 
+    def _cancel_prompt(self, flight: Flight, d: Decision) -> None:
+        """A "cancel" decision: the plugin took the prompt out (a
+        producer's abort record); every request of it still running is
+        aborted in the engine (its task cancelled)."""
+        for t in flight.by_uid.get(d.uid, {}).values():
+            if not t.done():
+                t.cancel()
+                self.aborted += 1
+        if self.on_abort is not None:
+            self.on_abort(d)
+
     async def take(self, flight: Flight, decisions: List[Decision],
-                   keep: Callable[[Decision], None]
+                   keep: Callable[[Decision], None],
+                   cancelled: Optional[Callable[[Decision], None]] = None
                    ) -> Optional[BaseException]:
         """One poll's decisions: samples started, aborts done, each final
-        or drop of a prompt in flight handed to keep(); returns the fault
-        a decision brings (the caller raises it), after every decision
-        was taken in: a final handed out and not kept would hold its slot
-        for good."""
+        or drop of a prompt in flight handed to keep(), each cancel (its
+        requests aborted) to cancelled(); returns the fault a decision
+        brings (the caller raises it), after every decision was taken in:
+        a final handed out and not kept would hold its slot for good."""
         fault = None
         self.taken += len(decisions)
         for d in decisions:
@@ -189,6 +205,16 @@ class DecisionRunner:
                     self.spawn(flight, d)
             elif d.kind == "abort":
                 self._abort_samples(flight, d)
+            elif d.kind == "cancel" and d.uid in flight.prompts:
+                self._cancel_prompt(flight, d)
+                if cancelled is None:
+                    fault = fault or RuntimeError(
+                        f"v05 rollout: uid {d.uid!r} was aborted by a "
+                        f"producer of segment {self.plugin.name} "
+                        "(abort_records=True), which this host does not "
+                        "take: the batch is cancelled")
+                else:
+                    cancelled(d)
             elif d.kind == "reject":
                 fault = fault or RewardRejected(
                     f"v05: segment {self.plugin.name} refused the "

@@ -39,8 +39,9 @@ its rows carry the group's numbers (``v05.verl.tag_rows``: the uid is a
 without the segment. On any error GroupRollout cancels the outstanding
 agent-loop tasks and the batch in the plugin; the worker then raises the
 error (legacy) or tags the chunk's uids ``failure`` (TransferQueue).
-Requests already sent run to their end in the server: ``LLMServerClient``
-awaits a Ray call, and cancelling that await does not cancel the call.
+Every sample cancelled (that, an early start's abort) is cancelled in the
+server too: the worker's ``LLMServerClient`` is wrapped so that its Ray
+call is ``ray.cancel``-ed with the task awaiting it (server_abort.py).
 Validation chunks keep verl's own fixed-n path.
 
 Configuration (added with ``+``; verl's dataclasses refuse unknown keys
@@ -81,6 +82,7 @@ from ..report import report
 from .config import cfg_get, score_range, score_to_reward
 from .history import RuleHistory, history_config, prompt_id
 from .run import reclaim_run, segment_name, start_reaper
+from .server_abort import cancel_on_abort
 
 __all__ = ["V05Core", "row_multiple", "plugin_params", "PLUGIN_KEYS",
            "fill_config",
@@ -333,6 +335,9 @@ class V05Core:
             self._v05_reaper = start_reaper(
                 name, self._v05_report, {"worker": self._v05_index})
             atexit.register(_close_quietly, weakref.ref(self))
+            client = getattr(self, "llm_client", None)
+            if client is not None:
+                cancel_on_abort(client)
             self._v05_driver = GroupRollout(
                 self.v05_plugin, self._v05_generate_one,
                 score=lambda uid, s, out: _score_of(out, uid, s,

@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: MIT
+"""The async Python client of the v05 routes, on httpx (in both engines'
+environments, and what slime and ROLL already use for their HTTP calls).
+
+    async with V05Client("http://host:8000") as c:
+        final = await c.run_group("p17", prompt_ids=ids, prior=0.2,
+                                  sampling={"max_tokens": 512},
+                                  score=my_verifier)   # sample record -> reward
+        final["advantages"]
+
+``group()`` yields the raw records (docs/SERVERS.md, "Routes") for callers
+that score elsewhere and push with ``reward()``. Every request of a group
+carries its uid as a routing key (sglang-router's ``X-SMG-Routing-Key``,
+vllm-router's ``x-session-id``), so a router sends them to one server.
+Leaving ``group()``'s iterator early closes the stream, and the server
+aborts the group.
+"""
+
+import asyncio
+import inspect
+import json
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional
+
+import httpx
+
+__all__ = ["V05Client", "V05HTTPError", "GroupFailed", "ROUTING_HEADERS"]
+
+ROUTING_HEADERS = ("X-SMG-Routing-Key", "x-session-id")
+
+
+class V05HTTPError(RuntimeError):
+    """A route refused a request: `status`, and `field` when the server
+    named one."""
+
+    def __init__(self, status: int, body: Any):
+        self.status = status
+        self.field = body.get("field") if isinstance(body, dict) else None
+        msg = body.get("error") if isinstance(body, dict) else body
+        super().__init__(f"HTTP {status}: {msg}")
+
+
+class GroupFailed(RuntimeError):
+    """A group's stream ended "aborted" or "error" (`record`)."""
+
+    def __init__(self, record: Dict[str, Any]):
+        self.record = record
+        super().__init__(f"group {record.get('uid')!r} {record.get('type')}:"
+                         f" {record.get('error')}")
+
+
+def _routing(uid: str) -> Dict[str, str]:
+    return {h: uid for h in ROUTING_HEADERS}
+
+
+class V05Client:
+    def __init__(self, base_url: str, *, timeout: Optional[float] = None,
+                 headers: Optional[Dict[str, str]] = None,
+                 client: Optional[httpx.AsyncClient] = None):
+        self._own = client is None
+        self.http = client or httpx.AsyncClient(
+            base_url=base_url, headers=headers,
+            timeout=httpx.Timeout(timeout, connect=30.0))
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.aclose()
+
+    async def aclose(self):
+        if self._own:
+            await self.http.aclose()
+
+    async def _json(self, method: str, path: str, body=None,
+                    headers=None) -> Any:
+        r = await self.http.request(method, path, json=body, headers=headers)
+        data = r.json() if r.content else None
+        if r.status_code >= 400:
+            raise V05HTTPError(r.status_code, data)
+        return data
+
+    async def group(self, uid: str, *, prompt: Optional[str] = None,
+                    prompt_ids: Optional[List[int]] = None,
+                    prior: Optional[float] = 0.0,
+                    sampling: Optional[Dict[str, Any]] = None
+                    ) -> AsyncIterator[Dict[str, Any]]:
+        body: Dict[str, Any] = {"uid": uid, "prior": prior}
+        if prompt is not None:
+            body["prompt"] = prompt
+        if prompt_ids is not None:
+            body["prompt_ids"] = list(prompt_ids)
+        if sampling:
+            body["sampling"] = dict(sampling)
+        async with self.http.stream("POST", "/v05/group", json=body,
+                                    headers=_routing(uid)) as r:
+            if r.status_code >= 400:
+                raw = await r.aread()
+                raise V05HTTPError(r.status_code, json.loads(raw or b"null"))
+            async for line in r.aiter_lines():
+                if line:
+                    yield json.loads(line)
+
+    async def reward(self, record: Dict[str, Any], reward: float) -> Any:
+        """The reward of a sample record (its uid, sample, gen, owner)."""
+        return await self.rewards([(record, reward)])
+
+    async def rewards(self, pairs) -> Any:
+        """Several (sample record, reward) pairs in one request."""
+        items = [{"uid": rec["uid"], "sample": rec["sample"],
+                  "gen": rec["gen"], "owner": rec["owner"], "reward": r}
+                 for rec, r in pairs]
+        uid = items[0]["uid"] if items else ""
+        return await self._json("POST", "/v05/reward", {"rewards": items},
+                                headers=_routing(uid))
+
+    async def run_group(self, uid: str, *,
+                        score: Callable[[Dict[str, Any]], Any],
+                        **kw) -> Dict[str, Any]:
+        """One group to its final record: each sample is scored as it
+        arrives (`score(record)`, a function or an async def) and its
+        reward pushed. Raises GroupFailed when the group ended otherwise;
+        a cancellation closes the stream, which aborts the group."""
+        pushes = []
+        try:
+            async for rec in self.group(uid, **kw):
+                if rec["type"] == "sample":
+                    r = score(rec)
+                    if inspect.isawaitable(r):
+                        r = await r
+                    pushes.append(asyncio.ensure_future(
+                        self.reward(rec, r)))
+                elif rec["type"] == "final":
+                    await asyncio.gather(*pushes)
+                    return rec
+                else:
+                    raise GroupFailed(rec)
+            raise GroupFailed({"uid": uid, "type": "error",
+                               "error": "the stream ended without a final "
+                                        "record"})
+        finally:
+            for p in pushes:
+                if not p.done():
+                    p.cancel()
+
+    async def abort(self, uid: str, owner: Optional[int] = None) -> Any:
+        """Abort the group `uid` on whichever front end runs it (owner:
+        the one its sample records name, when known: saves the lookup)."""
+        body = {"uid": uid} if owner is None else {"uid": uid, "owner": owner}
+        return await self._json("POST", "/v05/abort", body,
+                                headers=_routing(uid))
+
+    async def stats(self) -> Any:
+        return await self._json("GET", "/v05/stats")
+
+    async def fit(self) -> Any:
+        return await self._json("GET", "/v05/fit")
+
+    async def post_fit(self, others: List[float], policy_version: int) -> Any:
+        return await self._json("POST", "/v05/fit",
+                                {"others": list(others),
+                                 "policy_version": policy_version})

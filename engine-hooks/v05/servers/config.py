@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: MIT
+"""The server plugin's configuration, from the environment: ``V05_SERVER``
+(a JSON object) or ``V05_SERVER_CONFIG`` (the path of a file holding one),
+read when the server starts; a bad one stops the server with an error
+naming the key (docs/SERVERS.md, "Configuration").
+
+    {"segment": "serve",          segment <prefix>-fe<i> (/dev/shm/v05-...)
+     "plugin": {"mode": ...},     Plugin.create's keyword arguments
+     "reward_timeout_s": 300,     a group waiting this long for a reward
+                                  with nothing generating is dropped
+     "report": PATH}              the reapers' report (JSON lines)
+"""
+
+import dataclasses
+import inspect
+import json
+import os
+from typing import Any, Dict, Optional
+
+from ..core.config import make_config
+
+__all__ = ["ServerConfig", "from_env", "parse"]
+
+DEFAULT_SEGMENT = "serve"
+
+
+@dataclasses.dataclass
+class ServerConfig:
+    segment: str = DEFAULT_SEGMENT
+    plugin: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    reward_timeout_s: float = 300.0
+    report: Optional[str] = None
+
+    def plugin_args(self) -> Dict[str, Any]:
+        """Plugin.create's keyword arguments: `plugin`, with abort records
+        on unless it says otherwise (an abort posted to another front end
+        reaches the group's owner as one, docs/SERVERS.md)."""
+        return {"abort_records": True, **self.plugin}
+
+
+def _plugin_keys():
+    """Plugin.create's keyword arguments: make_config's and on_stale."""
+    return [p for p in inspect.signature(make_config).parameters
+            if p != "name"] + ["on_stale"]
+
+
+def parse(raw: Any, where: str) -> ServerConfig:
+    if not isinstance(raw, dict):
+        raise ValueError(f"v05 server: {where} must be a JSON object")
+    known = ("segment", "plugin", "reward_timeout_s", "report")
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise ValueError(f"v05 server: {where} has unknown key "
+                         f"{unknown[0]!r} (known: {', '.join(known)})")
+    timeout = raw.get("reward_timeout_s", 300.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not 0 < timeout <= 86400:
+        raise ValueError(f"v05 server: {where} reward_timeout_s must be a "
+                         f"number of seconds in (0, 86400], not {timeout!r}")
+    report = raw.get("report")
+    if report is not None and not isinstance(report, str):
+        raise ValueError(f"v05 server: {where} report must be a path")
+    seg = raw.get("segment", DEFAULT_SEGMENT)
+    if not isinstance(seg, str) or not seg or "/" in seg:
+        raise ValueError(f"v05 server: {where} segment must be a name "
+                         f"without '/', not {seg!r}")
+    plugin = raw.get("plugin", {})
+    if not isinstance(plugin, dict):
+        raise ValueError(f"v05 server: {where} plugin must be an object of "
+                         "Plugin.create's keyword arguments")
+    bad = sorted(set(plugin) - set(_plugin_keys()))
+    if bad:
+        raise ValueError(f"v05 server: {where} plugin.{bad[0]} is not a "
+                         "Plugin.create argument")
+    return ServerConfig(seg, dict(plugin), float(timeout), report)
+
+
+def from_env(environ=os.environ) -> ServerConfig:
+    text, path = environ.get("V05_SERVER"), environ.get("V05_SERVER_CONFIG")
+    if text and path:
+        raise ValueError("v05 server: set V05_SERVER or V05_SERVER_CONFIG, "
+                         "not both")
+    if path:
+        with open(path) as f:
+            text, where = f.read(), path
+    else:
+        where = "V05_SERVER"
+    if not text:
+        return ServerConfig()
+    try:
+        raw = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"v05 server: {where} is not JSON: {e}") from None
+    return parse(raw, where)

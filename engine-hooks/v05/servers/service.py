@@ -1,0 +1,372 @@
+# SPDX-License-Identifier: MIT
+"""The group service of one front-end process: its segment, the groups it
+runs on its engine client, and the rewards, aborts and fit states the
+routes hand it (docs/SERVERS.md).
+
+What this spike does and what it leaves to the decision runner (issue 46):
+- Groups run through today's ``GroupRollout`` with ``on_output``: each
+  finished sample goes to the group's stream, and its reward comes back
+  through the reward route into the segment's lanes (the driver waits on
+  the doorbell). ``GroupRollout.run`` takes one batch at a time, so groups
+  take turns here (``_turn``); concurrent groups need the decision runner
+  that issue 46 splits out of the driver (one poller, many groups).
+- A group ends with its final record, or "aborted" (the abort route, or
+  the client went away: the stream's generator is closed and the run is
+  cancelled, which aborts the engine's requests and cancels the batch in
+  the plugin), or "error".
+- Rewards: a reward for a group this process runs is checked against what
+  it issued (sample, gen) and what it received (a duplicate is a 409) and
+  pushed into this process's segment; one naming another front end
+  (``owner``) is pushed into that front end's segment as a lane producer,
+  where the plugin's received-sample mask applies it exactly once.
+- Pushes run in one thread of their own (a RewardWriter is a
+  single-producer lane, and a full lane waits): never on the event loop.
+"""
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import errno
+from typing import Any, AsyncIterator, Dict, List, Optional
+
+from ..core.eb_state import EbState
+from ..core.observer import Observer
+from ..core.plugin import Plugin
+from ..core.writer import RewardWriter
+from ..engines.driver import GroupRollout
+from . import wire
+
+__all__ = ["GroupService", "segment_name"]
+
+
+def segment_name(prefix: str, owner: int) -> str:
+    """Front end `owner`'s segment: a restarted front end of the same
+    index takes it over (Plugin.create's on_stale="takeover")."""
+    return f"{prefix}-fe{owner}"
+
+
+@dataclasses.dataclass
+class _Live:
+    req: wire.GroupRequest
+    queue: asyncio.Queue
+    task: Optional[asyncio.Future] = None
+    inflight: int = 0
+    issued: Dict[int, int] = dataclasses.field(default_factory=dict)
+    rewarded: set = dataclasses.field(default_factory=set)
+    timed_out: bool = False
+
+
+_END = object()
+_TIMEOUT = object()
+
+
+class GroupService:
+    """engine: the adapter of the front end's engine client, with
+    ``async generate(prompt, sampling, uid, sample, batch, second_wave)``
+    and ``describe(output) -> dict`` (v05.servers.vllm, .sglang)."""
+
+    def __init__(self, plugin: Plugin, engine, *, owner: int, prefix: str,
+                 reward_timeout: float = 300.0, front_ends: int = 1):
+        self.plugin, self.engine = plugin, engine
+        self.owner, self.prefix = owner, prefix
+        self.front_ends = max(1, front_ends)
+        self.reward_timeout = reward_timeout
+        with Observer(plugin.name) as o:
+            self.k_init = o.info()["k_init"]
+        self.rollout = GroupRollout(plugin, self._generate,
+                                    on_output=self._on_output, release=True)
+        self._turn: Optional[asyncio.Lock] = None
+        self._live: Dict[str, _Live] = {}
+        self._pusher = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="v05-reward")
+        self._writers: Dict[str, RewardWriter] = {}  # the pusher's only
+        self._policy_version = -1
+        self.counts = {"groups": 0, "final": 0, "aborted": 0, "failed": 0,
+                       "reward_timeouts": 0, "rewards": 0,
+                       "rewards_forwarded": 0, "aborts_forwarded": 0}
+
+    # ---- a group ----------------------------------------------------------
+
+    def check_new(self, req: wire.GroupRequest) -> None:
+        if req.uid in self._live:
+            raise wire.WireError("uid", f"{req.uid!r} is running on this "
+                                 "front end already", status=409)
+
+    async def group(self, req: wire.GroupRequest
+                    ) -> AsyncIterator[Dict[str, Any]]:
+        """The group's records: each sample as it finishes, then the final
+        record (or "aborted" / "error"). Closing the iterator before its
+        end aborts the group."""
+        self.check_new(req)
+        prompt = self.engine.prompt(req.prompt)
+        live = _Live(req, asyncio.Queue())
+        self._live[req.uid] = live
+        task = None
+        try:
+            if self._turn is None:
+                self._turn = asyncio.Lock()
+            await self._turn.acquire()
+            self.counts["groups"] += 1
+            task = live.task = asyncio.ensure_future(self.rollout.run(
+                [(req.uid, prompt, req.prior)]))
+            task.add_done_callback(lambda t: self._ended(live, t))
+            while True:
+                rec = await self._next(live)
+                if rec is _END:
+                    break
+                if rec is _TIMEOUT:
+                    live.timed_out = True
+                    task.cancel()
+                    await asyncio.wait([task])
+                    self.counts["reward_timeouts"] += 1
+                    yield wire.error_record(
+                        req.uid, "error", f"no reward came for "
+                        f"{self.reward_timeout:g} s while nothing was "
+                        "generating: the group was dropped")
+                    return
+                yield rec
+            yield self._last(live, task)
+        finally:
+            if task is None:  # cancelled while waiting for its turn
+                self._live.pop(req.uid, None)
+            elif not task.done():
+                # The client went away (the generator is closed): the run
+                # is cancelled, which aborts its requests in the engine;
+                # _ended frees the turn when its clean-up is over.
+                task.cancel()
+
+    async def _next(self, live: _Live):
+        """The group's next record, or _TIMEOUT when it has waited
+        reward_timeout for rewards with nothing generating (the clock
+        restarts whenever a request runs; waiting for the turn is not
+        waiting for rewards)."""
+        loop = asyncio.get_running_loop()
+        tick = min(1.0, self.reward_timeout / 4)
+        idle_since = loop.time()
+        while True:
+            try:
+                return await asyncio.wait_for(live.queue.get(), tick)
+            except asyncio.TimeoutError:
+                now = loop.time()
+                if live.inflight or live.task is None or live.task.done():
+                    idle_since = now
+                elif now - idle_since >= self.reward_timeout:
+                    return _TIMEOUT
+
+    def _ended(self, live: _Live, task) -> None:
+        """The run is over, however it ended (the stream may be gone)."""
+        if task.cancelled():
+            if not live.timed_out:
+                self.counts["aborted"] += 1
+        elif task.exception() is not None:
+            self.counts["failed"] += 1
+        elif task.result()[live.req.uid].cancelled:
+            self.counts["aborted"] += 1  # through another front end
+        else:
+            self.counts["final"] += 1
+        self._live.pop(live.req.uid, None)
+        self._turn.release()
+        live.queue.put_nowait(_END)
+
+    def _last(self, live: _Live, task) -> Dict[str, Any]:
+        uid = live.req.uid
+        if task.cancelled():
+            return wire.error_record(uid, "aborted", "the group was aborted; "
+                                     "its requests were aborted in the engine")
+        exc = task.exception()
+        if exc is not None:
+            return wire.error_record(uid, "error", f"{type(exc).__name__}: "
+                                     f"{exc}")
+        res = task.result()[uid]
+        if res.cancelled:
+            return wire.error_record(uid, "aborted", "the group was aborted "
+                                     "through another front end; its "
+                                     "requests were aborted in the engine")
+        return wire.final_record(uid, res.group, res.dropped, res.halted)
+
+    async def _generate(self, prompt, uid, sample: int, batch: int):
+        live = self._live[uid]
+        live.inflight += 1
+        try:
+            return await self.engine.generate(
+                prompt, live.req.sampling, uid, sample, batch,
+                second_wave=sample >= self.k_init)
+        finally:
+            live.inflight -= 1
+
+    def _on_output(self, uid, sample: int, gen: int, output) -> None:
+        live = self._live.get(uid)
+        if live is None:
+            return
+        live.issued[sample] = gen
+        live.queue.put_nowait(wire.sample_record(
+            uid, sample, gen, self.owner, self.engine.describe(output)))
+
+    # ---- abort ------------------------------------------------------------
+
+    async def abort(self, uid: str, owner: Optional[int] = None
+                    ) -> Dict[str, Any]:
+        """Abort group `uid`: its requests in the engine and its prompt in
+        the plugin. Run here: at once, answering how many requests were
+        running or queued. Run by another front end (`owner`, or the one
+        whose segment holds the uid): an abort record into that segment,
+        which its plugin turns into a "cancel" decision for the group's
+        run there (docs/SERVERS.md, "Abort across front ends"); answers
+        how many samples were out without a reward. WireError 404 when no
+        front end runs it, 409 when its group is decided already."""
+        live = self._live.get(uid)
+        if live is not None and live.task is not None and \
+                owner in (None, self.owner):
+            n = live.inflight
+            live.task.cancel()
+            await asyncio.wait([live.task])
+            return {"aborted": True, "uid": uid, "owner": self.owner,
+                    "requests": n}
+        others = [owner] if owner is not None else \
+            [i for i in range(self.front_ends) if i != self.owner]
+        if owner == self.owner:
+            others = []
+        found = await asyncio.get_running_loop().run_in_executor(
+            self._pusher, self._abort_elsewhere, uid, others)
+        if found is None:
+            raise wire.WireError("uid", f"{uid!r} is no group running on "
+                                 "any front end of this server", status=404)
+        i, view = found
+        if view["state"] == "final":
+            raise wire.WireError("uid", f"the group of {uid!r} is decided "
+                                 f"already (front end {i})", status=409)
+        self.counts["aborts_forwarded"] += 1
+        return {"aborted": True, "uid": uid, "owner": i, "forwarded": True,
+                "requests": len(set(view["issued"]) - set(view["received"]))}
+
+    def _abort_elsewhere(self, uid: str, owners: List[int]):
+        """In the pusher thread: (front end, its view of uid) for the first
+        of `owners` whose segment holds uid, an abort record pushed there
+        unless the group is final; None when none holds it."""
+        for i in owners:
+            seg = segment_name(self.prefix, i)
+            try:
+                with Observer(seg) as o:
+                    view = self._look(o, uid)
+            except FileNotFoundError:
+                continue  # no such front end (or not started yet)
+            if view is None:
+                continue
+            if view["state"] != "final":
+                try:
+                    self._writer(seg).abort(uid, gen=view["gen"])
+                except OSError as e:
+                    if e.errno != errno.EAGAIN:
+                        raise
+                    raise wire.WireError(
+                        "uid", f"front end {i}'s lane from this one is "
+                        "full (it has not drained its rewards yet): ask "
+                        "again", status=503) from None
+            return i, view
+        return None
+
+    @staticmethod
+    def _look(o: Observer, uid: str, tries: int = 8):
+        """The owner's view of uid; an attempt that overlapped its moving
+        entries (EAGAIN, rare: a move is a few copies) is made again."""
+        for n in range(tries):
+            try:
+                return o.prompt(uid)
+            except OSError as e:
+                if e.errno != errno.EAGAIN or n == tries - 1:
+                    raise
+        return None
+
+    # ---- rewards ----------------------------------------------------------
+
+    async def push(self, rewards: List[wire.Reward]) -> Dict[str, int]:
+        """Check each reward against this front end's groups, then push
+        them all (one thread hop for the whole request)."""
+        jobs = []
+        for i, r in enumerate(rewards):
+            owner = self.owner if r.owner is None else r.owner
+            where = f"rewards[{i}]" if len(rewards) > 1 else "body"
+            if owner == self.owner:
+                self._check_own(r, where)
+            jobs.append((segment_name(self.prefix, owner), r))
+        for seg, r in jobs:
+            if seg == self.plugin.name:
+                self._live[r.uid].rewarded.add(r.sample)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._pusher, self._push_all, jobs)
+        forwarded = sum(seg != self.plugin.name for seg, _ in jobs)
+        self.counts["rewards"] += len(jobs) - forwarded
+        self.counts["rewards_forwarded"] += forwarded
+        return {"accepted": len(jobs), "forwarded": forwarded}
+
+    def _check_own(self, r: wire.Reward, where: str) -> None:
+        live = self._live.get(r.uid)
+        if live is None:
+            raise wire.WireError(f"{where}.uid", f"{r.uid!r} is no group "
+                                 "running on this front end", status=404)
+        gen = live.issued.get(r.sample)
+        if gen is None:
+            raise wire.WireError(f"{where}.sample", f"sample {r.sample} of "
+                                 f"{r.uid!r} has not been handed out",
+                                 status=404)
+        if gen != r.gen:
+            raise wire.WireError(f"{where}.gen", f"{r.gen} is not the gen "
+                                 f"sample {r.sample} was handed out with "
+                                 f"({gen})", status=409)
+        if r.sample in live.rewarded:
+            raise wire.WireError(f"{where}.sample", f"sample {r.sample} of "
+                                 f"{r.uid!r} has its reward already",
+                                 status=409)
+
+    def _writer(self, seg: str) -> RewardWriter:
+        """In the pusher thread: this process's lane of segment seg."""
+        w = self._writers.get(seg)
+        if w is None:
+            w = self._writers[seg] = RewardWriter.attach(seg)
+        return w
+
+    def _push_all(self, jobs) -> None:
+        """In the pusher thread."""
+        for seg, r in jobs:
+            self._writer(seg).push(r.uid, r.sample, r.reward, gen=r.gen)
+
+    # ---- fit state and counters -------------------------------------------
+
+    def fit(self) -> Dict[str, Any]:
+        return {"segment": self.plugin.name, "owner": self.owner,
+                "policy_version": self._policy_version,
+                "own": self.plugin.eb_state_shared().to_list()}
+
+    def post_fit(self, body: Dict[str, Any]) -> None:
+        if body["policy_version"] < self._policy_version:
+            raise wire.WireError("policy_version", f"{body['policy_version']}"
+                                 f" is older than the last one posted "
+                                 f"({self._policy_version})", status=409)
+        try:
+            state = EbState.from_list(body["others"])
+        except ValueError as e:
+            raise wire.WireError("others", str(e)) from None
+        self.plugin.post_eb_remote(state)
+        self._policy_version = body["policy_version"]
+
+    def stats(self) -> Dict[str, Any]:
+        s = {k: v for k, v in self.plugin.stats().items()
+             if isinstance(v, (int, float))}
+        return {"segment": self.plugin.name, "owner": self.owner,
+                "plugin": s, "server": dict(self.counts),
+                "running": len(self._live),
+                "requests": sum(x.inflight for x in self._live.values())}
+
+    def close(self) -> None:
+        """At the process's exit (also after concurrent.futures' own exit
+        hook, which refuses new jobs): the pusher thread is joined first,
+        so its writers are closed here with no one else using them; the
+        segment is removed whatever failed before."""
+        try:
+            self.rollout.close()
+            self._pusher.shutdown(wait=True)
+            for w in self._writers.values():
+                w.close()
+            self._writers.clear()
+        finally:
+            self.plugin.close(unlink=True, force=True)

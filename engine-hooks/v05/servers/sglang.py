@@ -1,0 +1,155 @@
+# SPDX-License-Identifier: MIT
+"""v05 as sglang's plugin (entry point group ``sglang.srt.plugins``, name
+``v05``): the /v05 routes on sglang's HTTP server, over its
+TokenizerManager.
+
+    SGLANG_PLUGINS=v05 python -m sglang.launch_server --model-path M ...
+
+sglang 0.5.23 runs every plugin of the group in every process it starts
+(``load_plugins()``: the server's main process, each scheduler, the
+detokenizer; sglang/srt/plugins/__init__.py) unless ``SGLANG_PLUGINS``
+names the ones to run. v05 acts only where it is asked to: when
+``SGLANG_PLUGINS`` names it, and in the main process, where the HTTP app
+(``sglang.srt.entrypoints.http_server.app``) and the TokenizerManager live;
+anywhere else ``load`` returns having done nothing. There it registers a
+hook run before ``http_server.launch_server`` (HookRegistry, BEFORE),
+which adds the routes to the app and creates the segment; the
+TokenizerManager is looked up per request (``get_global_state()``), as
+sglang's own routes do. Tensor parallelism changes nothing here: the
+ranks are scheduler processes behind the TokenizerManager.
+
+With ``--tokenizer-worker-num N > 1`` uvicorn's worker processes import
+the app by path (``SGLANG_HTTP_SERVER_APP_PATH``) and never run the
+plugins: not supported by this spike (docs/SERVERS.md says what it
+takes).
+"""
+
+import asyncio
+import copy
+import itertools
+import logging
+import multiprocessing
+import multiprocessing.util
+import os
+
+from ..engines.driver import sample_seed
+
+__all__ = ["load", "SGLangEngine", "install"]
+
+log = logging.getLogger("v05.servers")
+_ids = itertools.count()
+_service = None
+_installed = False
+
+
+def _asked() -> bool:
+    names = os.environ.get("SGLANG_PLUGINS", "")
+    return "v05" in {x.strip() for x in names.split(",")}
+
+
+def load() -> None:
+    """The entry point: sglang calls it in each of its processes."""
+    if not _asked() or multiprocessing.parent_process() is not None:
+        return
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    HookRegistry.register("sglang.srt.entrypoints.http_server.launch_server",
+                          _before_launch, HookType.BEFORE)
+
+
+def _before_launch(*args, **kwargs):
+    install(owner=0)
+
+
+def _tokenizer_manager():
+    from sglang.srt.entrypoints.http_server import get_global_state
+    st = get_global_state()
+    if st is None:
+        raise RuntimeError("sglang's tokenizer manager is not up yet")
+    return st.tokenizer_manager
+
+
+class SGLangEngine:
+    """The group service's view of sglang's TokenizerManager."""
+
+    @staticmethod
+    def prompt(p):
+        return p if isinstance(p, str) else [int(t) for t in p]
+
+    @staticmethod
+    def params(sampling: dict, uid, batch: int, sample: int) -> dict:
+        out = {"n": 1}
+        for ours, theirs in (("max_tokens", "max_new_tokens"),
+                             ("temperature", "temperature"),
+                             ("top_p", "top_p"), ("top_k", "top_k"),
+                             ("ignore_eos", "ignore_eos"),
+                             ("stop_token_ids", "stop_token_ids")):
+            if ours in sampling:
+                out[theirs] = copy.copy(sampling[ours])
+        if sampling.get("seed") is not None:
+            out["sampling_seed"] = sample_seed(sampling["seed"], uid, batch,
+                                               sample)
+        return out
+
+    async def generate(self, prompt, sampling, uid, sample: int, batch: int,
+                       *, second_wave: bool):
+        from sglang.srt.managers.io_struct import GenerateReqInput
+        tm = _tokenizer_manager()
+        rid = f"v05-{uid}-{batch}-{sample}-{next(_ids)}"
+        kw = {"text": prompt} if isinstance(prompt, str) else \
+            {"input_ids": prompt}
+        obj = GenerateReqInput(
+            sampling_params=self.params(sampling, uid, batch, sample),
+            rid=rid, stream=False, **kw)
+        try:
+            out = await tm.generate_request(obj, None).__anext__()
+        except asyncio.CancelledError:
+            tm.abort_request(rid)  # a second abort of a rid is ignored
+            raise
+        reason = (out.get("meta_info") or {}).get("finish_reason")
+        if isinstance(reason, dict) and reason.get("type") == "abort":
+            raise RuntimeError(f"sglang aborted request {rid}: "
+                               f"{reason.get('message')}")
+        return out
+
+    @staticmethod
+    def describe(out) -> dict:
+        meta = out.get("meta_info") or {}
+        reason = meta.get("finish_reason")
+        return {"token_ids": list(out.get("output_ids") or ()),
+                "text": out.get("text", ""),
+                "finish_reason": reason.get("type")
+                if isinstance(reason, dict) else reason,
+                "prompt_tokens": meta.get("prompt_tokens"),
+                "cached_tokens": meta.get("cached_tokens", 0)}
+
+
+def install(owner: int):
+    """The routes on sglang's app and this process's GroupService (once).
+    Imported here: sglang imports this module in every process it starts,
+    and only the server's main process gets this far."""
+    global _service, _installed
+    from sglang.srt.entrypoints import http_server
+
+    from ..core.plugin import Plugin
+    from ..trainers.verl.run import start_reaper
+    from .config import from_env
+    from .routes import make_router
+    from .service import GroupService, segment_name
+    if _service is None:
+        cfg = from_env()
+        plugin = Plugin.create(segment_name(cfg.segment, owner),
+                               **cfg.plugin_args())
+        start_reaper(plugin.name, cfg.report, {"owner": owner})
+        _service = GroupService(plugin, SGLangEngine(), owner=owner,
+                                prefix=cfg.segment,
+                                reward_timeout=cfg.reward_timeout_s)
+        multiprocessing.util.Finalize(_service, _service.close,
+                                      exitpriority=10)
+        log.info("v05: sglang front end %d serves /v05 with segment %s",
+                 owner, plugin.name)
+    if not _installed:
+        http_server.app.include_router(make_router(lambda request:
+                                                   _service))
+        _installed = True
+    return _service
+

