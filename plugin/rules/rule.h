@@ -95,6 +95,13 @@ struct v05__rule_env {
 	struct v05_fit_store *state; /* NULL: no plugin */
 };
 
+/* v05-eb's running fit, which v05-pg shares (rule_eb.c): what a fold
+ * keeps of the state before it (1 - 1/eb_window; 1 for no window), and
+ * the fold of a first wave into the engine's own state. */
+double v05__eb_keep(const struct v05__rule_env *env);
+void v05__eb_fold_first(const struct v05__rule_env *env, double prior,
+			const double *r, uint32_t k);
+
 /* How a rule's groups go in waves, which picks its schedules (schedule.c:
  * the row's waves and the configured schedule). */
 enum v05__waves {

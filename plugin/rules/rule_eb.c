@@ -47,13 +47,17 @@ static uint32_t more(const struct v05__rule_env *env,
 	return m;
 }
 
-static void fold_first(const struct v05__rule_env *env, double prior,
-		       const double *r, uint32_t k)
+double v05__eb_keep(const struct v05__rule_env *env)
 {
 	uint32_t window = env->config->eb_window;
-	double keep = window ? 1.0 - 1.0 / (double)window : 1.0;
 
-	v05__eb_fold_u(&env->state->own, keep, prior, k,
+	return window ? 1.0 - 1.0 / (double)window : 1.0;
+}
+
+void v05__eb_fold_first(const struct v05__rule_env *env, double prior,
+			const double *r, uint32_t k)
+{
+	v05__eb_fold_u(&env->state->own, v05__eb_keep(env), prior, k,
 		       v05__eb_successes(r, k));
 }
 
@@ -91,7 +95,7 @@ const struct v05__rule v05__rule_eb = {
 	.cost = V05_EB_DEFAULT_COST,
 	.needs_plugin = "mode v05-eb needs its batch's fit: use v05_eb_estimate",
 	.first_wave = first_wave,
-	.fold_first = fold_first,
+	.fold_first = v05__eb_fold_first,
 	.estimate = estimate,
 	.more = more,
 };

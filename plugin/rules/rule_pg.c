@@ -231,8 +231,7 @@ static void fold_prompt(const struct v05__rule_env *env,
 			const struct v05_eb_fit *fit, double prior)
 {
 	struct v05_pg_stats *st = &env->state->pg;
-	uint32_t window = env->config->eb_window;
-	double keep = window ? 1.0 - 1.0 / (double)window : 1.0;
+	double keep = v05__eb_keep(env);
 	double a = env->config->pg_between;
 	struct lookahead la;
 
@@ -287,16 +286,6 @@ static void estimate(const struct v05__rule_env *env,
 	v05__estimate_fused(env->params, prior, r, k, e, adv);
 }
 
-static void fold_first(const struct v05__rule_env *env, double prior,
-		       const double *r, uint32_t k)
-{
-	uint32_t window = env->config->eb_window;
-	double keep = window ? 1.0 - 1.0 / (double)window : 1.0;
-
-	v05__eb_fold_u(&env->state->own, keep, prior, k,
-		       v05__eb_successes(r, k));
-}
-
 /* First waves of at most MAX_FIRST samples, one of them under k_max. */
 static int check_config(const struct v05__rule *r, const struct v05_config *c)
 {
@@ -323,7 +312,7 @@ const struct v05__rule v05__rule_pg = {
 	.preset = { 2, 2, 16 },
 	.check_config = check_config,
 	.first_wave = first_wave,
-	.fold_first = fold_first,
+	.fold_first = v05__eb_fold_first,
 	.fold_prompt = fold_prompt,
 	.estimate = estimate,
 	.more = more,
