@@ -468,10 +468,17 @@ int cmd_sim(int argc, char **argv)
 					  argv[optind]);
 	if (fr)
 		return false_rejection(prior, have_kmax ? o.k_max : 8);
-	if (!o.have_k)
-		o.k = o.mode == V05_MODE_GRPO || o.mode == V05_MODE_DAPO ? 16 :
-		      o.mode == V05_MODE_PG ? 2 :
-		      o.mode >= V05_MODE_ADA ? 8 : 4;
+	if (!o.have_k) {
+		/* The mode's own k_init (its rule's preset, v05_config_mode;
+		 * else the default 4); grpo and dapo: the paper's G = 16. */
+		struct v05_config mc;
+
+		v05_config_default(&mc);
+		if (v05_config_mode(&mc, o.mode))
+			return v05ctl_usage_error("sim", "--mode: %s", v05_errmsg());
+		o.k = o.mode == V05_MODE_GRPO || o.mode == V05_MODE_DAPO ?
+			      16 : mc.params.k_init;
+	}
 	if (o.have_p && o.have_beta)
 		return v05ctl_usage_error("sim", "--p and --p-beta: give one");
 	if ((o.mode == V05_MODE_V05 || o.mode == V05_MODE_V05_EB) && o.k > o.k_max)
