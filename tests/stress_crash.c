@@ -42,7 +42,8 @@ static int produce(uint32_t id, uint64_t count)
 		fprintf(stderr, "producer %u: %s\n", id, v05_errmsg());
 		return 1;
 	}
-	__atomic_store_n(&sh->lane[id], v05_producer_lane(p), __ATOMIC_RELAXED);
+	/* Release: pairs with main's acquire wait for the steady lanes. */
+	__atomic_store_n(&sh->lane[id], v05_producer_lane(p), __ATOMIC_RELEASE);
 	while (n < count) {
 		if (stream_push_batch(p, id, &n, count, &rng))
 			return 1;
@@ -82,10 +83,24 @@ int main(int argc, char **argv)
 	lanes.event = test_lane_count;
 	lanes.event_ctx = &seg;
 	for (uint32_t i = 0; i < STEADY; i++) {
+		__atomic_store_n(&sh->lane[i], -1, __ATOMIC_RELAXED);
 		steady_pid[i] = fork();
 		if (steady_pid[i] == 0)
 			_exit(produce(i, steady));
 	}
+	/* Every steady producer holds its lane before the first victim
+	 * claims one, so the only free lane a victim can get is the one
+	 * reclaimed from the last (a steady producer slow to start took a
+	 * victim's lane once under load: "victim 101 got lane 3, not the
+	 * reclaimed 2"). The lane word is published after the claim. */
+	for (uint32_t i = 0; i < STEADY; i++)
+		while (__atomic_load_n(&sh->lane[i], __ATOMIC_ACQUIRE) < 0) {
+			if (waitpid(steady_pid[i], NULL, WNOHANG) == steady_pid[i]) {
+				fprintf(stderr, "steady %u exited before its claim\n", i);
+				return 1;
+			}
+			sched_yield();
+		}
 	for (unsigned k = 0; k < kills && !check->bad; k++) {
 		uint32_t id = VICTIM_BASE + k;
 		uint64_t threshold, reported;
