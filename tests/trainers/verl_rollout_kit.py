@@ -39,6 +39,8 @@ PLUGIN = {"k_init": 2, "k_step": 2, "k_max": 8, "pad_multiple": 1,
 SCORE_PY = '''
 import zlib
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw):
+    if ground_truth == "always":  # every sample right: an all-same group by construction
+        return 1.0
     # right or wrong by a hash of the sampled text: varied, reproducible
     return 1.0 if zlib.crc32(solution_str.encode()) % 3 else 0.0
 '''
@@ -197,10 +199,12 @@ def advantages_match(out, dp, seed):
     return res
 
 
-def tq_prompts(n, tag, step, with_prior=True, priors=None):
+def tq_prompts(n, tag, step, with_prior=True, priors=None, truths=None):
     """A training chunk as the v1 trainer hands it to the rollout (a
     TensorDict of the prompts' fields at `step`), its uids put into
-    TransferQueue as pending prompts. Returns (uids, batch)."""
+    TransferQueue as pending prompts; `truths` the prompts' ground truths
+    (default "x": scored by the sampled text's hash; "always": every
+    sample right). Returns (uids, batch)."""
     import transfer_queue as tq
     from tensordict import NonTensorData, NonTensorStack, TensorDict
 
@@ -210,7 +214,8 @@ def tq_prompts(n, tag, step, with_prior=True, priors=None):
         "raw_prompt": NonTensorStack(*[NonTensorData(list(m)) for m in src["raw_prompt"]]),
         "uid": NonTensorStack(*[NonTensorData(u) for u in uids]),
         "data_source": NonTensorStack(*[NonTensorData("tiny") for _ in uids]),
-        "reward_model": NonTensorStack(*[NonTensorData({"ground_truth": "x"}) for _ in uids]),
+        "reward_model": NonTensorStack(*[NonTensorData({"ground_truth": t})
+                                         for t in (truths or ["x"] * n)]),
         "index": NonTensorStack(*[NonTensorData(i) for i in range(n)]),
     }
     if with_prior:
