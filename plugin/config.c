@@ -154,6 +154,7 @@ V05_API int v05_config_mode(struct v05_config *c, uint32_t mode)
 		c->params.k_init = r->preset.k_init;
 		c->params.k_step = r->preset.k_step;
 		c->params.k_max = r->preset.k_max;
+		c->params.sigma = r->preset.sigma;
 		if (r->keep)
 			c->params.keep_n = 0;
 		c->pad_multiple = 1;

@@ -381,8 +381,19 @@ static void test_config_checks(void **state)
 
 	(void)state;
 	v05_config_default(&c);
+	assert_int_equal(c.params.sigma, V05_SIGMA_RMS);
 	assert_int_equal(v05_config_mode(&c, V05_MODE_PG), 0);
+	/* Its preset's normaliser: the paper's (a rare success at one
+	 * sample keeps its size); rms stays a valid choice. */
+	assert_int_equal(c.params.sigma, V05_SIGMA_PAPER);
 	assert_int_equal(v05_config_check(&c), 0);
+	c.params.sigma = V05_SIGMA_RMS;
+	assert_int_equal(v05_config_check(&c), 0);
+	/* Another mode's preset puts the default back. */
+	assert_int_equal(v05_config_mode(&c, V05_MODE_PG), 0);
+	assert_int_equal(v05_config_mode(&c, V05_MODE_EBPO), 0);
+	assert_int_equal(c.params.sigma, V05_SIGMA_RMS);
+	assert_int_equal(v05_config_mode(&c, V05_MODE_PG), 0);
 	c.pg_between = -1.0;
 	assert_int_equal(v05_config_check(&c), -EINVAL);
 	assert_non_null(strstr(v05_errmsg(), "pg_between"));

@@ -83,6 +83,7 @@ static void test_presets(void **state)
 			assert_int_equal(c.params.k_init, r->preset.k_init);
 			assert_int_equal(c.params.k_step, r->preset.k_step);
 			assert_int_equal(c.params.k_max, r->preset.k_max);
+			assert_int_equal(c.params.sigma, r->preset.sigma);
 			assert_int_equal(c.pad_multiple, 1);
 			assert_true(c.halt_fraction == 0.0);
 		}

@@ -84,8 +84,9 @@ def main(argv=None):
                     help="the task and prior: " + ", ".join(regimes.REGIMES)
                     + " (bench/train/regimes.py; default today)")
     ap.add_argument("--sigma", choices=("rms", "paper"), default=None,
-                    help="the fused modes' normaliser (default: the "
-                    "library's, rms; paper: sqrt(1 - mu^2), the paper's)")
+                    help="the fused modes' normaliser (default: each mode's "
+                    "own, v05_config_mode's: paper for v05-pg, else rms; "
+                    "paper: sqrt(1 - mu^2), the paper's)")
     ap.add_argument("--report-seeds", action="store_true",
                     help=f"allow seeds {REPORT_SEEDS} and up: the report "
                     "seeds, kept for final pages (never used while designing)")
@@ -176,7 +177,7 @@ def main(argv=None):
                        train_set=args.train_set,
                        eval_rollouts=args.eval_rollouts,
                        eval_every=args.eval_every,
-                       regime=regime.name, sigma=args.sigma or "rms",
+                       regime=regime.name, sigma=args.sigma or "default",
                        default_mode=specs["default"].mode,
                        params=M.n_params(M.TinyLM()),
                        command=" ".join(["bench/train/run"] + (argv or sys.argv[1:]))), f)

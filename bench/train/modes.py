@@ -58,12 +58,17 @@ def mode_specs() -> Dict[str, ModeSpec]:
           ModeSpec("v05-eb", "v05-eb", 4, True)]
     # v05-pg (issue 43): the first wave of 1, 2 or 4 and the skip chosen by
     # the gradient's error per rollout, with the library's own parameters
-    # (its preset's k_init 2 sizes the batch until the running k is known).
+    # (its preset's k_init 2 sizes the batch until the running k is known;
+    # its normaliser the paper's sqrt(1 - mu^2), its preset's).
     s += [ModeSpec("v05-pg", "v05-pg", 2, True, rule=True),
-          # ...with the paper's normaliser sqrt(1 - mu^2): at one sample a
-          # prompt rms clips every rare success to |A| = 1 (PROBE.md).
+          # What LEADERS.md's runs (5780152) called it: the same run.
           ModeSpec("v05-pg-paper", "v05-pg", 2, True, rule=True,
-                   plugin={"sigma": "paper"})]
+                   plugin={"sigma": "paper"}),
+          # ...with rms, which at one sample a prompt clips every rare
+          # success to |A| = 1 (PROBE.md); LEADERS.md's 'v05-pg' (5780152,
+          # before the preset had a normaliser).
+          ModeSpec("v05-pg-rms", "v05-pg", 2, True, rule=True,
+                   plugin={"sigma": "rms"})]
     # The published rules (issue 28): Reinforce-Ada with its authors'
     # defaults (rounds of 8 up to 32, 4 trained on), Knapsack RL's
     # allocation from the value prior at 4 and 8 samples per prompt.

@@ -11,6 +11,10 @@ import analysis
 from summary import FILL, RULES, fmt, to_target
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# A run's "sigma" (main.py --sigma): runs before v05-pg's preset had a
+# normaliser (to 8ef9d71) say rms when no --sigma was given.
+NORMALISERS = {"rms": "rms", "paper": "paper (sqrt(1 - mu^2))",
+               "default": "each mode's own (paper for v05-pg, else rms)"}
 
 
 def verdicts(s):
@@ -276,7 +280,8 @@ def render(ctx, dest):
              f"seeds {R['seeds']}; policy {R['params']} parameters; lr {R['lr']}"
              # runs since issue 43 say their regime and normaliser
              + (f"; regime {R['regime']}; the fused modes' normaliser "
-                f"{R.get('sigma') or 'rms'}" if R.get("regime") else "")
+                + NORMALISERS.get(R.get("sigma") or "rms", R.get("sigma"))
+                if R.get("regime") else "")
              + (f"; held-out evaluation every {R['eval_rollouts']} rollouts"
                 if R.get("eval_rollouts") else "") + ".\n")
     tt, tot = R["times"], R["wall_in_runs"]

@@ -209,7 +209,9 @@ def main(argv=None):
                     help="samples per reference prompt (default 4)")
     ap.add_argument("--lr", type=float, default=2e-3,
                     help="the reference run's learning rate")
-    ap.add_argument("--sigma", choices=("rms", "paper"), default=None)
+    ap.add_argument("--sigma", choices=("rms", "paper"), default=None,
+                    help="the fused modes' normaliser (default each "
+                    "mode's own: paper for v05-pg, else rms)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -246,7 +248,7 @@ def main(argv=None):
         ap.error("--replicates must be at least 2")
     out = args.out or os.path.join(
         OUT, "quick.json" if q else
-        f"probe-{regime.name}{'-paper' if args.sigma == 'paper' else ''}.json")
+        f"probe-{regime.name}{'-' + args.sigma if args.sigma else ''}.json")
     t0 = time.time()
 
     def log(msg):
@@ -259,7 +261,7 @@ def main(argv=None):
     def write(path):
         with open(path, "w") as f:
             json.dump(dict(command=" ".join(["bench/train/probe"] + (argv or sys.argv[1:])),
-                           regime=regime.name, sigma=args.sigma or "rms",
+                           regime=regime.name, sigma=args.sigma or "default",
                            seeds=seeds, checkpoints=ats, rules=args.rules,
                            replicates=args.replicates, burn=args.burn,
                            ref_prompts=args.ref_prompts,

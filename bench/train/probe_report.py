@@ -126,7 +126,10 @@ def add_rules(regime, have, R):
 def summaries(runs):
     os.makedirs(RESULTS, exist_ok=True)
     for R in runs:
-        name = f"PROBE-{R['regime']}{'-paper' if R['sigma'] == 'paper' else ''}"
+        # Runs to 8ef9d71 without --sigma were rms for every rule (no
+        # suffix); later runs say "default" (each rule's own normaliser).
+        name = f"PROBE-{R['regime']}" + {"paper": "-paper", "rms": ""}.get(
+            R["sigma"], f"-{R['sigma']}")
         with open(os.path.join(RESULTS, name + ".json"), "w") as f:
             json.dump(rnd(R), f, separators=(",", ":"))
             f.write("\n")
@@ -301,10 +304,11 @@ def checkpoint_rows(R):
 
 def tables(runs):
     today = next((R for R in runs if R["regime"] == "today"
-                  and R["sigma"] == "rms"), None)
+                  and R["sigma"] != "paper"), None)
     out = []
     for R in runs:
-        title = R["regime"] + (" (the paper's normaliser)" if R["sigma"] == "paper" else "")
+        title = R["regime"] + {"paper": " (the paper's normaliser)",
+                               "rms": ""}.get(R["sigma"], " (each rule's own normaliser)")
         out.append(f"### Regime {title}\n")
         out.append(f"`{R['command']}` at {R['commit']}: seeds {R['seeds']}, "
                    f"checkpoints at {R['checkpoints']} rollouts, {R['replicates']} "

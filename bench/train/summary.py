@@ -7,8 +7,8 @@ curves, so every endpoint can be recomputed from it (report.py --from)."""
 import numpy as np
 
 ORDER = ["grpo-16", "dapo-16", "grpo-4", "fixed-1", "fixed-2", "fixed-4", "fixed-8",
-         "v05", "v05-nohalt", "v05-eb", "v05-pg", "v05-pg-paper", "reinforce-ada",
-         "reinforce-ada-pos",
+         "v05", "v05-nohalt", "v05-eb", "v05-pg", "v05-pg-paper", "v05-pg-rms",
+         "reinforce-ada", "reinforce-ada-pos",
          "knapsack-prior-4", "knapsack-prior-8", "knapsack-4", "knapsack-8",
          "dapo-8", "greso-8", "dapo-16-fill", "greso-8-fill", "ebpo-8",
          "ebpo-4", "pilot-commit-4-12", "v05-eb-fill", "default"]

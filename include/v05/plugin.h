@@ -246,8 +246,10 @@ V05_API void v05_config_paper(struct v05_config *c);
  * knapsack-prior k_init 8 (the budget per prompt), k_max 64, pad 1, halt
  * 0; greso k 8/1/8, pad 1, halt 0; ebpo k 8/1/8 (one wave), pad 1, halt
  * 0; pilot-commit a pilot of 8 and a commit of 24 (k 8/24/32), pad 1,
- * halt 0; the other modes only the mode. 0 or -EINVAL (unknown mode, or a
- * config whose size v05_config_init did not set). */
+ * halt 0; v05-pg k 2/2/16, pad 1, halt 0 and the paper's normaliser
+ * (V05_SIGMA_PAPER; the modes above rms, which they do not read); the
+ * other modes only the mode. 0 or -EINVAL (unknown mode, or a config
+ * whose size v05_config_init did not set). */
 V05_API int v05_config_mode(struct v05_config *c, uint32_t mode);
 /* 0, or -EINVAL naming the field in v05_errmsg(). */
 V05_API int v05_config_check(const struct v05_config *c);

@@ -161,10 +161,11 @@ struct v05__rule {
 	/* What the rule's authors ran, set by v05_config_mode besides the
 	 * mode: k_init, k_step, k_max, and with them pad_multiple 1 and
 	 * halt_fraction 0 (one wave, or rounds nothing may pad or cut
-	 * short), keep_n 0 for a rule that keeps part of a group. k_init 0:
-	 * no preset (the defaults stand). */
+	 * short), keep_n 0 for a rule that keeps part of a group, and the
+	 * normaliser (enum v05_sigma; only the fused estimates read it).
+	 * k_init 0: no preset (the defaults stand). */
 	struct v05__preset {
-		uint32_t k_init, k_step, k_max;
+		uint32_t k_init, k_step, k_max, sigma;
 	} preset;
 	/* Checks beyond the common ones: 0 or a negative errno with its
 	 * message (v05__fail). NULL: none. A rule without keep() takes no

@@ -309,7 +309,10 @@ const struct v05__rule v05__rule_pg = {
 	.waves = V05__WAVES_FIT,
 	.flags = V05__RULE_MERGES | V05__RULE_SKIPS,
 	.needs_plugin = "mode v05-pg needs its running fit and prices: run it in a plugin (v05_plugin_create)",
-	.preset = { 2, 2, 16 },
+	/* The paper's normaliser: at one sample a prompt rms bounds a rare
+	 * success's |A| by 1 (bench/train/PROBE.md, LEADERS.md). */
+	.preset = { .k_init = 2, .k_step = 2, .k_max = 16,
+		    .sigma = V05_SIGMA_PAPER },
 	.check_config = check_config,
 	.first_wave = first_wave,
 	.fold_first = v05__eb_fold_first,

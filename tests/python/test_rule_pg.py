@@ -12,6 +12,7 @@ import random
 import pytest
 
 import v05
+from v05.core.names import SIGMAS
 from test_runner import Engine, Host  # the runner's host and engine stand-ins
 
 
@@ -26,6 +27,9 @@ def test_pg_parameters(segname):
         assert c.pg_between == pytest.approx(0.13)
         assert c.pg_first == (1 << 1) | (1 << 2) | (1 << 4)
         assert c.pg_skip == 250
+        assert c.params.sigma == SIGMAS["paper"]  # its preset's
+    with v05.Plugin.create(segname, mode="v05-pg", sigma="rms") as p:
+        assert p.config.params.sigma == SIGMAS["rms"]
     with pytest.raises(v05.V05Error, match="pg_first"):
         v05.Plugin.create(segname, mode="v05-pg", pg=dict(first=[16]))
     with pytest.raises((ValueError, TypeError), match="pg"):
@@ -179,6 +183,12 @@ def test_pg_in_the_simulator(v05ctl):
 
     d = sim("--prior-noise", "0.1")
     assert d["k"] == 2 and d["k_max"] == 16 and d["max_waves"] <= 2
+    # Its own normaliser unless --sigma says otherwise; the baseline and
+    # the decisions do not read it.
+    assert d["sigma"] == "paper"
+    rms = sim("--prior-noise", "0.1", "--sigma", "rms")
+    assert rms["sigma"] == "rms"
+    assert (rms["mse"], rms["rollouts_per_prompt"]) == (d["mse"], d["rollouts_per_prompt"])
     # Batches of 512: the first is cold (2 each), then 1, 2 or 4 each.
     assert 1.0 <= d["first_wave_mean"] < 2.0
     # Uniform success rates: only the few prompts at the very ends, with

@@ -98,7 +98,8 @@ void help_sim(FILE *f)
 		"                      still override)\n"
 		, f);
 	fprintf(f,
-		"  --sigma NORM        rms (bounded, default) or paper (fused modes)\n"
+		"  --sigma NORM        rms (bounded) or paper (fused modes, v05-pg);\n"
+		"                      default the mode's: paper for v05-pg, else rms\n"
 		"  --schedule S        rounds (default) or stream\n"
 		"  --k K               group size: v05's and v05-eb's k_init (default 4),\n"
 		"                      v05-fixed's k (default 4), grpo/dapo's G\n"
@@ -317,6 +318,7 @@ int cmd_sim(int argc, char **argv)
 			o.mode = V05_MODE_V05;
 			o.halt = 0.25;
 			o.sigma = V05_SIGMA_PAPER;
+			o.have_sigma = 1;
 			o.schedule = V05_SCHEDULE_ROUNDS;
 			break;
 		case 'g':
@@ -325,6 +327,7 @@ int cmd_sim(int argc, char **argv)
 				return v05ctl_usage_error("sim",
 					"--sigma: '%s' is not rms or paper", optarg);
 			o.sigma = (uint32_t)ret;
+			o.have_sigma = 1;
 			break;
 		case 'T':
 			if (strcmp(optarg, "rounds") == 0)

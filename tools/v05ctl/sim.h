@@ -12,6 +12,7 @@ struct sim_opts {
 	double noise, hallucination, cost, halt, p_fixed;
 	uint32_t mode, k, k_max, pad, sigma, schedule;
 	int have_k, have_p, have_k_max, have_pad, have_halt, have_cost;
+	int have_sigma; /* else the mode's own (v05_config_mode) */
 	int no_prior; /* every prior 0: no value model at all */
 	/* v05-eb without a barrier: the running fit's window and cold start
 	 * (0: the library's defaults). */

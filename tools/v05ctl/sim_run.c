@@ -316,7 +316,8 @@ int sim_run(const struct sim_opts *o)
 		return sim_fail("mode");
 	if (o->have_cost)
 		c.params.cost = o->cost;
-	c.params.sigma = o->sigma;
+	if (o->have_sigma)
+		c.params.sigma = o->sigma;
 	c.schedule = o->schedule;
 	if (o->mode >= V05_MODE_ADA) {
 		c.params.k_init = o->k;
@@ -442,7 +443,7 @@ int sim_run(const struct sim_opts *o)
 		else
 			fputs("null", stdout);
 		printf(", \"sigma\": \"%s\", \"schedule\": \"%s\"",
-		       v05_sigma_name(o->sigma),
+		       v05_sigma_name(c.params.sigma),
 		       o->schedule == V05_SCHEDULE_STREAM ? "stream" : "rounds");
 		printf(", \"seed\": %llu, \"cost\": ", (unsigned long long)o->seed);
 		json_num(stdout, c.params.cost);
