@@ -6,7 +6,6 @@ round, and together produce exactly the groups one engine produces for the
 whole batch (with pad_multiple 1, where padding cannot differ)."""
 import json
 import multiprocessing as mp
-import socket
 
 
 import v05
@@ -25,10 +24,10 @@ def groups_of(eng):
             for uid, (k, b, _r, adv, h) in eng.groups.items()}
 
 
-def rank_main(rank, port, prefix, out):
+def rank_main(rank, rdzv, prefix, out):
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+    dist.init_process_group("gloo", init_method=rdzv,
                             rank=rank, world_size=WORLD)
     mine = prompts()[rank::WORLD]
     with v05.Plugin.create(f"{prefix}-{rank}", max_prompts=64, pad_multiple=1,
@@ -45,12 +44,6 @@ def rank_main(rank, port, prefix, out):
     dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_three_engines_halt_together(segname, tmp_path):
     # The reference: one engine, the whole batch, the local halt rule.
     with v05.Plugin.create(segname, max_prompts=128, pad_multiple=1,
@@ -63,9 +56,10 @@ def test_three_engines_halt_together(segname, tmp_path):
     assert rounds >= 1  # the batch really went through barriers
 
     ctx = mp.get_context("fork")
-    port = free_port()
+    # A file rendezvous: no port to pick and lose to another process.
+    rdzv = f"file://{tmp_path}/rdzv"
     outs = [str(tmp_path / f"rank{r}.json") for r in range(WORLD)]
-    procs = [ctx.Process(target=rank_main, args=(r, port, segname, outs[r]))
+    procs = [ctx.Process(target=rank_main, args=(r, rdzv, segname, outs[r]))
              for r in range(WORLD)]
     for pr in procs:
         pr.start()

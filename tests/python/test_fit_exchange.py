@@ -8,7 +8,6 @@ decisions go on (the exchange pending, nothing stalled)."""
 import json
 import multiprocessing as mp
 import random
-import socket
 
 import pytest
 
@@ -59,10 +58,10 @@ def feed(plugin, ws, tag, writer, first=None):
     return out
 
 
-def rank_main(rank, port, name, out, go, late_done):
+def rank_main(rank, rdzv, name, out, go, late_done):
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+    dist.init_process_group("gloo", init_method=rdzv,
                             rank=rank, world_size=WORLD)
     res = {}
     with v05.Plugin.create(name, **KW) as p, \
@@ -89,12 +88,6 @@ def rank_main(rank, port, name, out, go, late_done):
         json.dump(res, f)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_engines_share_the_fit_without_a_barrier(segname, tmp_path):
     with v05.Plugin.create(segname, **KW) as one, \
             v05.RewardWriter.attach(segname) as w:
@@ -105,10 +98,11 @@ def test_engines_share_the_fit_without_a_barrier(segname, tmp_path):
     ctx = mp.get_context("fork")
     go = ctx.Event()
     late_done = [ctx.Event() for _ in range(WORLD - 1)]
-    port = free_port()
+    # A file rendezvous: no port to pick and lose to another process.
+    rdzv = f"file://{tmp_path}/rdzv"
     outs = [str(tmp_path / f"rank{r}.json") for r in range(WORLD)]
     procs = [ctx.Process(target=rank_main,
-                         args=(r, port, f"{segname}-{r}", outs[r], go,
+                         args=(r, rdzv, f"{segname}-{r}", outs[r], go,
                                late_done))
              for r in range(WORLD)]
     for pr in procs:
@@ -172,11 +166,11 @@ ATTACKS = [("nan", "finite"), ("inf", "finite"),
            ("valid", None), ("build", "another build")]
 
 
-def bad_rank_main(rank, port, name, out):
+def bad_rank_main(rank, rdzv, name, out):
     import torch.distributed as dist
     from v05.core.eb_state import EbState
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+    dist.init_process_group("gloo", init_method=rdzv,
                             rank=rank, world_size=WORLD)
     res = {"steps": []}
     with v05.Plugin.create(name, **KW) as p, \
@@ -218,10 +212,11 @@ def test_one_bad_rank(segname, tmp_path):
     it, merge each other's valid part alone, and rank 2's valid part
     again when it sends one."""
     ctx = mp.get_context("fork")
-    port = free_port()
+    # A file rendezvous: no port to pick and lose to another process.
+    rdzv = f"file://{tmp_path}/rdzv"
     outs = [str(tmp_path / f"rank{r}.json") for r in range(WORLD)]
     procs = [ctx.Process(target=bad_rank_main,
-                         args=(r, port, f"{segname}-{r}", outs[r]))
+                         args=(r, rdzv, f"{segname}-{r}", outs[r]))
              for r in range(WORLD)]
     for pr in procs:
         pr.start()

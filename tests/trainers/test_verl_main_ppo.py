@@ -331,6 +331,10 @@ def test_default_mode_two_workers_exception_resume_kills(world, tmp_path):
     failed = records(a, "failed")
     assert failed and {f["step"] for f in failed} == {4}
     check_groups_and_rows(a, 3, workers=2)
+    # A reaper writes its end record after it removed the segment: wait
+    # for the records, then nothing may be left.
+    _wait_for(lambda: len(records(a, "end")) == 2, "both reapers' end records",
+              timeout=60)
     assert wait_gone(prefix) == []
     assert sorted(e["worker"] for e in records(a, "end")) == [0, 1]
     assert os.path.exists(os.path.join(ckpt, "global_step_3",
@@ -359,9 +363,10 @@ def test_default_mode_two_workers_exception_resume_kills(world, tmp_path):
                   proc=b.proc)
         starts = in_flight()
         os.kill(starts[0]["pid"], signal.SIGKILL)
-        _wait_for(lambda: not any(f.startswith(f"v05-{prefix}-w0")
-                                  for f in leftovers(prefix)),
-                  "worker 0's segment removed", timeout=60)
+        _wait_for(lambda: records(b, "end"), "worker 0's reaper's end record",
+                  timeout=60)
+        assert not any(f.startswith(f"v05-{prefix}-w0")
+                       for f in leftovers(prefix))
         ends = records(b, "end")
         assert [e["worker"] for e in ends] == [0]
         assert ends[0]["lost_groups"] == len(starts[0]["uids"])
@@ -369,6 +374,8 @@ def test_default_mode_two_workers_exception_resume_kills(world, tmp_path):
                    for f in leftovers(prefix))
         b.proc.kill()  # kill -9 of the trainer
         b.wait()
+        _wait_for(lambda: len(records(b, "end")) == 2,
+                  "worker 1's reaper's end record", timeout=60)
         assert wait_gone(prefix) == []
         ends = records(b, "end")
         assert sorted(e["worker"] for e in ends) == [0, 1]

@@ -37,7 +37,7 @@ from v05.trainers import verl as vverl
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tiny  # noqa: E402
-from verl_rollout_kit import (RESPONSE_LEN, ROW_MULTIPLE, SCORE_PY,  # noqa: E402
+from verl_rollout_kit import (PLUGIN, RESPONSE_LEN, ROW_MULTIPLE, SCORE_PY,  # noqa: E402
                               advantages_match, algo, check_rows, client,
                               config, environment, prompts, tq_prompts)
 
@@ -283,7 +283,12 @@ def test_manager_tq_rows_into_transfer_queue(env):
                              reward_loop_worker_handles=[env["reward"]])
         (worker,) = manager.agent_loop_workers
         P = 8
-        uids, batch = tq_prompts(P, "t", 1)
+        # Prompts 0 and 1 right in every sample: prompt 0's group
+        # contradicts its prior (-0.6) and goes on to k_max, prompt 1's
+        # confirms its prior (+0.6) and stops at k_init, so the groups'
+        # sizes differ whatever the model samples.
+        uids, batch = tq_prompts(P, "t", 1,
+                                 truths=["always", "always"] + ["x"] * (P - 2))
         # Two submissions before either is done (as the v1 trainer may):
         # the worker runs them one after the other.
         manager.generate_sequences(batch[:5])
@@ -315,7 +320,7 @@ def test_manager_tq_rows_into_transfer_queue(env):
         ks = collections.Counter(str(u) for u in data.non_tensor_batch["uid"])
         assert all(data.non_tensor_batch["uid"][i].v05[1] == ks[str(u)]
                    for i, u in enumerate(data.non_tensor_batch["uid"]))
-        assert len(set(ks.values())) > 1, ks
+        assert ks[uids[0]] == PLUGIN["k_max"] and ks[uids[1]] == PLUGIN["k_init"], ks
         out = compute_advantage_for_multi_trajectories(
             data, batch_keys=keys, adv_estimator="v05", config=algo())
         for i, u in enumerate(out.non_tensor_batch["uid"]):
