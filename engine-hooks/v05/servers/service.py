@@ -35,6 +35,7 @@ from ..core.plugin import Plugin
 from ..core.writer import RewardWriter
 from ..engines.driver import GroupRollout
 from . import wire
+from .metrics import COUNTS, exposition, registry
 
 __all__ = ["GroupService", "segment_name"]
 
@@ -81,9 +82,8 @@ class GroupService:
             1, thread_name_prefix="v05-reward")
         self._writers: Dict[str, RewardWriter] = {}  # the pusher's only
         self._policy_version = -1
-        self.counts = {"groups": 0, "final": 0, "aborted": 0, "failed": 0,
-                       "reward_timeouts": 0, "rewards": 0,
-                       "rewards_forwarded": 0, "aborts_forwarded": 0}
+        self.counts = {name: 0 for name, _ in COUNTS}
+        self._metrics = None
 
     # ---- a group ----------------------------------------------------------
 
@@ -356,6 +356,13 @@ class GroupService:
                 "plugin": s, "server": dict(self.counts),
                 "running": len(self._live),
                 "requests": sum(x.inflight for x in self._live.values())}
+
+    def metrics(self):
+        """(body, content type): Prometheus text of every front end's
+        segment and of this front end's counts (v05.servers.metrics)."""
+        if self._metrics is None:
+            self._metrics = registry(self)
+        return exposition(self._metrics)
 
     def close(self) -> None:
         """At the process's exit (also after concurrent.futures' own exit
