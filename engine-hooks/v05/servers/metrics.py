@@ -36,6 +36,12 @@ COUNTS = [
     ("rewards_forwarded", "Rewards pushed over HTTP into another front "
                           "end's segment."),
     ("aborts_forwarded", "Aborts sent to another front end's segment."),
+    ("rewards_scored", "Rewards the configured scorer gave (no reward had "
+                       "been pushed for the sample)."),
+    ("scores_unused", "Scorer results not used: a reward had been pushed "
+                      "for the sample meanwhile, or its group had ended."),
+    ("scorer_errors", "Groups dropped because the scorer raised or gave "
+                      "no finite number in [-1, 1]."),
 ]
 
 
