@@ -24,7 +24,8 @@ def test_scorer_settings_accepted():
                       "scorer_threads": 3}, "V05_SERVER")
     assert (c.scorer, c.scorer_threads) == ("v05_test_scorers:score", 3)
     c = config.parse({}, "V05_SERVER")
-    assert (c.scorer, c.scorer_threads) == (None, 2)
+    assert (c.scorer, c.scorer_threads, c.keep_segment) == (None, 2, False)
+    assert config.parse({"keep_segment": True}, "x").keep_segment is True
 
 
 @pytest.mark.parametrize("raw,words", [
@@ -36,6 +37,7 @@ def test_scorer_settings_accepted():
     ({"scorer_threads": 0}, "scorer_threads must be an integer in [1, 64]"),
     ({"scorer_threads": True}, "scorer_threads must be an integer"),
     ({"scorer_threads": 65}, "not 65"),
+    ({"keep_segment": 1}, "keep_segment must be true or false, not 1"),
 ])
 def test_bad_scorer_settings_refused(raw, words):
     refused(raw, words)

@@ -11,7 +11,10 @@ naming the key (docs/SERVERS.md, "Configuration").
      "report": PATH,              the reapers' report (JSON lines)
      "scorer": "pkg.mod:fn",      the rewards of samples no one pushes one
                                   for (v05.servers.scorer: its signature)
-     "scorer_threads": 2}         the scorer's thread pool
+     "scorer_threads": 2,         the scorer's thread pool
+     "keep_segment": false}       true: a stopped or killed front end's
+                                  segment stays (no reaper) and the next
+                                  start takes it over (v05.servers.takeover)
 """
 
 import dataclasses
@@ -36,6 +39,7 @@ class ServerConfig:
     report: Optional[str] = None
     scorer: Optional[str] = None
     scorer_threads: int = 2
+    keep_segment: bool = False
 
     def plugin_args(self) -> Dict[str, Any]:
         """Plugin.create's keyword arguments: `plugin`, with abort records
@@ -54,7 +58,7 @@ def parse(raw: Any, where: str) -> ServerConfig:
     if not isinstance(raw, dict):
         raise ValueError(f"v05 server: {where} must be a JSON object")
     known = ("segment", "plugin", "reward_timeout_s", "report", "scorer",
-             "scorer_threads")
+             "scorer_threads", "keep_segment")
     unknown = sorted(set(raw) - set(known))
     if unknown:
         raise ValueError(f"v05 server: {where} has unknown key "
@@ -86,8 +90,12 @@ def parse(raw: Any, where: str) -> ServerConfig:
     if type(threads) is not int or not 1 <= threads <= 64:
         raise ValueError(f"v05 server: {where} scorer_threads must be an "
                          f"integer in [1, 64], not {threads!r}")
+    keep = raw.get("keep_segment", False)
+    if not isinstance(keep, bool):
+        raise ValueError(f"v05 server: {where} keep_segment must be true or "
+                         f"false, not {keep!r}")
     return ServerConfig(seg, dict(plugin), float(timeout), report, scorer,
-                        threads)
+                        threads, keep)
 
 
 def from_env(environ=os.environ) -> ServerConfig:

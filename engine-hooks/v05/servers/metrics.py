@@ -42,6 +42,12 @@ COUNTS = [
                       "for the sample meanwhile, or its group had ended."),
     ("scorer_errors", "Groups dropped because the scorer raised or gave "
                       "no finite number in [-1, 1]."),
+    ("takeover_groups_lost", "Groups in flight in the segment this front "
+                             "end took over at its start (their clients "
+                             "are gone): cancelled."),
+    ("takeover_finals_lost", "Final groups of the segment taken over whose "
+                             "final record had not reached a client: "
+                             "released."),
 ]
 
 

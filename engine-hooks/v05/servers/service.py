@@ -78,9 +78,11 @@ class GroupService:
 
     def __init__(self, plugin: Plugin, engine, *, owner: int, prefix: str,
                  reward_timeout: float = 300.0, front_ends: int = 1,
-                 scorer: Optional[Scorer] = None):
+                 scorer: Optional[Scorer] = None,
+                 keep_segment: bool = False):
         self.plugin, self.engine = plugin, engine
         self.scorer = scorer
+        self.keep_segment = keep_segment
         self.owner, self.prefix = owner, prefix
         self.front_ends = max(1, front_ends)
         self.reward_timeout = reward_timeout
@@ -430,7 +432,8 @@ class GroupService:
         """At the process's exit (also after concurrent.futures' own exit
         hook, which refuses new jobs): the pusher thread is joined first,
         so its writers are closed here with no one else using them; the
-        segment is removed whatever failed before."""
+        segment is removed whatever failed before (kept with
+        keep_segment, for the next start to take over)."""
         try:
             self.rollout.close()
             if self.scorer is not None:
@@ -440,4 +443,4 @@ class GroupService:
                 w.close()
             self._writers.clear()
         finally:
-            self.plugin.close(unlink=True, force=True)
+            self.plugin.close(unlink=not self.keep_segment, force=True)
