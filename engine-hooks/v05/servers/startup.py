@@ -13,8 +13,8 @@ import logging
 import multiprocessing.util
 
 from ..core.plugin import Plugin
+from ..trainers.reaper import start_reaper
 from ..trainers.report import report
-from ..trainers.verl.run import start_reaper
 from .config import ServerConfig
 from .scorer import Scorer
 from .service import GroupService, segment_name
