@@ -73,10 +73,10 @@ def load(path: str) -> Callable[[Dict[str, Any]], Optional[float]]:
             raise ValueError(f"v05 server: scorer {path!r}: {mod_name} has "
                              f"no {attr!r}") from None
     if inspect.iscoroutinefunction(obj) or not callable(obj):
-        raise ValueError(f"v05 server: scorer {path!r} is "
-                         f"{'an async def' if callable(obj) else 'not callable'}"
-                         ": it must be a plain function record -> reward "
-                         "(it runs in a thread pool)")
+        what = "an async def" if callable(obj) else "not callable"
+        raise ValueError(f"v05 server: scorer {path!r} is {what}: it must "
+                         "be a plain function record -> reward (it runs in "
+                         "a thread pool)")
     return obj
 
 

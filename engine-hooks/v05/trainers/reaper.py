@@ -6,14 +6,15 @@ Started by the segment's owner (a verl worker, a server's front end)
 with ``start_reaper`` below, which hands it a pidfd of the owner; it
 forks away at once, so that it is not the owner's child (Ray ends a
 worker's children when it ends the worker). It waits for the owner to
-end, however it ends (returned, raised, killed), and then, if the segment is still there (the
-owner did not close it), counts what it had in flight (prompts open or held:
-groups that will never be final) and removes it. What it removed and lost
-goes to the report (a JSON line of kind "end") and, when anything was lost,
-to its stderr. It never removes a segment whose owner lives: the library's
-reclaim refuses one, and removes only the segment it found dead (it claims
-its owner word first); an owner restarted meanwhile that took the segment
-over or replaced it keeps it (the report says "taken_over_by").
+end, however it ends (returned, raised, killed), and then, if the
+segment is still there (the owner did not close it), counts what it had
+in flight (prompts open or held: groups that will never be final) and
+removes it. What it removed and lost goes to the report (a JSON line of
+kind "end") and, when anything was lost, to its stderr. It never removes
+a segment whose owner lives: the library's reclaim refuses one, and
+removes only the segment it found dead (it claims its owner word first);
+an owner restarted meanwhile that took the segment over or replaced it
+keeps it (the report says "taken_over_by").
 """
 
 import argparse
