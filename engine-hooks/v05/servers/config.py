@@ -8,7 +8,13 @@ naming the key (docs/SERVERS.md, "Configuration").
      "plugin": {"mode": ...},     Plugin.create's keyword arguments
      "reward_timeout_s": 300,     a group waiting this long for a reward
                                   with nothing generating is dropped
-     "report": PATH}              the reapers' report (JSON lines)
+     "report": PATH,              the reapers' report (JSON lines)
+     "scorer": "pkg.mod:fn",      the rewards of samples no one pushes one
+                                  for (v05.servers.scorer: its signature)
+     "scorer_threads": 2,         the scorer's thread pool
+     "keep_segment": false}       true: a stopped or killed front end's
+                                  segment stays (no reaper) and the next
+                                  start takes it over (v05.servers.takeover)
 """
 
 import dataclasses
@@ -18,6 +24,7 @@ import os
 from typing import Any, Dict, Optional
 
 from ..core.config import make_config
+from .scorer import check_path
 
 __all__ = ["ServerConfig", "from_env", "parse"]
 
@@ -30,6 +37,9 @@ class ServerConfig:
     plugin: Dict[str, Any] = dataclasses.field(default_factory=dict)
     reward_timeout_s: float = 300.0
     report: Optional[str] = None
+    scorer: Optional[str] = None
+    scorer_threads: int = 2
+    keep_segment: bool = False
 
     def plugin_args(self) -> Dict[str, Any]:
         """Plugin.create's keyword arguments: `plugin`, with abort records
@@ -47,7 +57,8 @@ def _plugin_keys():
 def parse(raw: Any, where: str) -> ServerConfig:
     if not isinstance(raw, dict):
         raise ValueError(f"v05 server: {where} must be a JSON object")
-    known = ("segment", "plugin", "reward_timeout_s", "report")
+    known = ("segment", "plugin", "reward_timeout_s", "report", "scorer",
+             "scorer_threads", "keep_segment")
     unknown = sorted(set(raw) - set(known))
     if unknown:
         raise ValueError(f"v05 server: {where} has unknown key "
@@ -72,7 +83,19 @@ def parse(raw: Any, where: str) -> ServerConfig:
     if bad:
         raise ValueError(f"v05 server: {where} plugin.{bad[0]} is not a "
                          "Plugin.create argument")
-    return ServerConfig(seg, dict(plugin), float(timeout), report)
+    scorer = raw.get("scorer")
+    if scorer is not None:
+        check_path(scorer, where)
+    threads = raw.get("scorer_threads", 2)
+    if type(threads) is not int or not 1 <= threads <= 64:
+        raise ValueError(f"v05 server: {where} scorer_threads must be an "
+                         f"integer in [1, 64], not {threads!r}")
+    keep = raw.get("keep_segment", False)
+    if not isinstance(keep, bool):
+        raise ValueError(f"v05 server: {where} keep_segment must be true or "
+                         f"false, not {keep!r}")
+    return ServerConfig(seg, dict(plugin), float(timeout), report, scorer,
+                        threads, keep)
 
 
 def from_env(environ=os.environ) -> ServerConfig:
