@@ -79,20 +79,15 @@ class _ServerCollector:
             yield g
 
 
-def segments(svc) -> List[str]:
-    from .service import segment_name
-    return [segment_name(svc.prefix, i) for i in range(svc.front_ends)]
-
-
-def registry(svc):
+def registry(svc, segments: List[str]):
     """The route's registry: the exporter for every front end's segment
-    and this front end's own counts. Made once per service (each exporter
-    keeps its Observer open between scrapes)."""
+    (`segments`, their names) and this front end's own counts. Made once
+    per service (each exporter keeps its Observer open between scrapes)."""
     from prometheus_client import CollectorRegistry
 
     from ..core.metrics import Collector
     reg = CollectorRegistry(auto_describe=False)
-    for name in segments(svc):
+    for name in segments:
         reg.register(Collector(name))
     reg.register(_ServerCollector(svc))
     return reg

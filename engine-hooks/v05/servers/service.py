@@ -425,7 +425,8 @@ class GroupService:
         """(body, content type): Prometheus text of every front end's
         segment and of this front end's counts (v05.servers.metrics)."""
         if self._metrics is None:
-            self._metrics = registry(self)
+            self._metrics = registry(self, [segment_name(self.prefix, i)
+                                            for i in range(self.front_ends)])
         return exposition(self._metrics)
 
     def close(self) -> None:
