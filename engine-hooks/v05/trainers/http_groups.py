@@ -1,17 +1,21 @@
 # SPDX-License-Identifier: MIT
 """What the trainers that reach v05 over HTTP share (slime's rollout
 function, ROLL's rollout loop; docs/SLIME.md): which server runs a group,
-a trainer's reward put on v05's [-1, 1] scale, and their settings read
-from the trainer's own configuration or the environment, each refused
-with the name of the setting it came from."""
+a trainer's reward put on v05's [-1, 1] scale, their settings read from
+the trainer's own configuration or the environment (each refused with the
+name of the setting it came from), and a group's stream run to its final
+record with each sample scored as it arrives."""
 
+import asyncio
+import contextlib
 import math
 import os
 import zlib
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import (Any, Awaitable, Callable, Dict, List, Optional, Sequence,
+                    Tuple)
 
 __all__ = ["ConfigError", "server_urls", "reward_range", "pick_server",
-           "to_unit", "unit_prior"]
+           "to_unit", "unit_prior", "stream_group", "kept_samples"]
 
 
 class ConfigError(ValueError):
@@ -51,6 +55,9 @@ def server_urls(obj: Any, attr: str, env: str,
         if fallback:
             return [_url(u, "the trainer's engine addresses")
                     for u in fallback]
+        if obj is None:
+            raise ConfigError(f"{env}: no v05 server given: set the "
+                              "environment variable to host:port[,...]")
         raise ConfigError(
             f"{attr}: no v05 server given: set {attr} (a list of "
             f"host:port) or the environment variable {env}")
@@ -107,3 +114,69 @@ def unit_prior(value: Any, where: str) -> Optional[float]:
         raise ValueError(f"{where}: the prior {value!r} is not a number in "
                          "[-1, 1] (a success probability p is 2p - 1)")
     return float(value)
+
+
+async def stream_group(client, uid: str, *, prompt_ids, prior, sampling,
+                       make: Callable[[dict], Any],
+                       score: Callable[[dict, Any], Awaitable[float]]):
+    """One group through the group route to its final record.
+
+    Each sample record becomes the trainer's object (`make(record)`),
+    scored while the stream goes on (`await score(record, obj)`, v05's
+    reward in [-1, 1]) and its reward pushed. Returns (the final record,
+    {sample index: object}) with the objects of the kept samples, or
+    (the final record, None) when v05 dropped the group. Raises
+    GroupFailed when the stream ended "aborted" or "error", and a
+    RuntimeError naming the group and sample when a score or its push
+    failed: the stream is closed at once (the server aborts the group)
+    rather than at the server's reward timeout. Cancelling the caller
+    closes the stream the same way."""
+    from ..servers.client import GroupFailed
+    objs: Dict[int, Any] = {}
+    scoring: List[asyncio.Future] = []
+    main, failed = asyncio.current_task(), []
+
+    async def push(rec, obj):
+        try:
+            await client.reward(rec, await score(rec, obj))
+        except Exception as e:
+            failed.append(RuntimeError(f"group {uid} sample {rec['sample']}:"
+                                       f" {type(e).__name__}: {e}"))
+            failed[-1].__cause__ = e
+            main.cancel()
+
+    try:
+        async with contextlib.aclosing(client.group(
+                uid, prompt_ids=prompt_ids, prior=prior,
+                sampling=sampling)) as recs:
+            async for rec in recs:
+                if rec["type"] == "sample":
+                    obj = objs[rec["sample"]] = make(rec)
+                    scoring.append(asyncio.ensure_future(push(rec, obj)))
+                elif rec["type"] == "final":
+                    await asyncio.gather(*scoring)
+                    return rec, kept_samples(rec, objs)
+                else:
+                    raise GroupFailed(rec)
+        raise RuntimeError(f"group {uid}: the stream ended without a final "
+                           "record")
+    except asyncio.CancelledError:
+        if failed:
+            raise failed[0] from failed[0].__cause__
+        raise
+    finally:
+        for t in scoring:
+            t.cancel()
+        await asyncio.gather(*scoring, return_exceptions=True)
+
+
+def kept_samples(rec, objs: Dict[int, Any]) -> Optional[Dict[int, Any]]:
+    """{sample index: object} of the final record's kept samples (all of
+    0..k-1 but under reinforce-ada), or None for a group v05 dropped."""
+    if rec["dropped"]:
+        return None
+    k = rec["k"]
+    if sorted(objs) != list(range(k)):
+        raise RuntimeError(f"group {rec['uid']}: final k = {k} but samples "
+                           f"{sorted(objs)} came")
+    return {i: objs[i] for i in rec["kept"]}

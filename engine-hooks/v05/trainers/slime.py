@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional
 
 from ..servers.client import V05Client
 from .http_groups import (ConfigError, pick_server, reward_range,
-                          server_urls, to_unit, unit_prior)
+                          server_urls, stream_group, to_unit, unit_prior)
 
 __all__ = ["generate_rollout", "post_process_rewards", "check_args",
            "METADATA_KEY"]
@@ -245,7 +245,7 @@ async def _group(client: V05Client, args, cfg, uid: str, templates: list,
                  tok: _Tokenizer, sampling) -> Optional[list]:
     """One group to its final record: its kept samples with v05's
     numbers, or None when v05 dropped it. Raises when the group ended
-    otherwise (GroupFailed) or a reward is refused."""
+    otherwise (GroupFailed) or a reward failed or was refused."""
     from slime.rollout.rm_hub import async_rm
     first = templates[0]
     ids = tok.ids(first)
@@ -253,49 +253,23 @@ async def _group(client: V05Client, args, cfg, uid: str, templates: list,
     prior = unit_prior(meta.get(cfg["prior_key"], cfg["prior"]),
                        f"sample {first.index}: {cfg['prior_key']}")
     pristine = copy.deepcopy(first)  # for samples past slime's copies
-    samples: Dict[int, Any] = {}
-    scoring: List[asyncio.Future] = []
-    main, failed = asyncio.current_task(), []
 
-    async def score(rec, s):
-        where = f"group {uid} sample {rec['sample']}"
-        try:
-            s.reward = await async_rm(args, s)
-            r = to_unit(s.get_reward_value(args), cfg["range"],
-                        "slime's reward")
-            s.metadata[METADATA_KEY]["reward"] = r
-            await client.reward(rec, r)
-        except Exception as e:
-            # The group cannot end without this reward: stop reading its
-            # stream now rather than at the server's reward timeout.
-            failed.append(RuntimeError(f"{where}: {type(e).__name__}: {e}"))
-            failed[-1].__cause__ = e
-            main.cancel()
+    async def score(rec, s) -> float:
+        s.reward = await async_rm(args, s)
+        r = to_unit(s.get_reward_value(args), cfg["range"], "slime's reward")
+        s.metadata[METADATA_KEY]["reward"] = r
+        return r
 
-    try:
-        async with contextlib.aclosing(client.group(
-                uid, prompt_ids=ids, prior=prior, sampling=sampling)) as recs:
-            async for rec in recs:
-                if rec["type"] == "sample":
-                    s = samples[rec["sample"]] = _sample(
-                        templates, pristine, ids, rec)
-                    scoring.append(asyncio.ensure_future(score(rec, s)))
-                elif rec["type"] == "final":
-                    await asyncio.gather(*scoring)
-                    return _final(rec, samples)
-                else:
-                    from ..servers.client import GroupFailed
-                    raise GroupFailed(rec)
-        raise RuntimeError(f"group {uid}: the stream ended without a final "
-                           "record")
-    except asyncio.CancelledError:
-        if failed:
-            raise failed[0] from failed[0].__cause__
-        raise
-    finally:
-        for t in scoring:
-            t.cancel()
-        await asyncio.gather(*scoring, return_exceptions=True)
+    rec, kept = await stream_group(
+        client, uid, prompt_ids=ids, prior=prior, sampling=sampling,
+        make=lambda rec: _sample(templates, pristine, ids, rec), score=score)
+    if kept is None:
+        return None
+    for i, s in kept.items():
+        s.metadata[METADATA_KEY].update(
+            k=rec["k"], advantage=rec["advantages"][i],
+            baseline=rec["baseline"], sigma=rec["sigma"])
+    return list(kept.values())
 
 
 def _sample(templates: list, pristine, ids: List[int], rec):
@@ -320,20 +294,3 @@ def _sample(templates: list, pristine, ids: List[int], rec):
     s.metadata = dict(s.metadata or {})
     s.metadata[METADATA_KEY] = {"uid": rec["uid"], "sample": j}
     return s
-
-
-def _final(rec, samples: Dict[int, Any]) -> Optional[list]:
-    if rec["dropped"]:
-        return None
-    k = rec["k"]
-    if sorted(samples) != list(range(k)):
-        raise RuntimeError(f"group {rec['uid']}: final k = {k} but samples "
-                           f"{sorted(samples)} came")
-    out = []
-    for i in rec["kept"]:
-        s = samples[i]
-        s.metadata[METADATA_KEY].update(
-            k=k, advantage=rec["advantages"][i], baseline=rec["baseline"],
-            sigma=rec["sigma"])
-        out.append(s)
-    return out
