@@ -333,6 +333,9 @@ BAD = [
     (dict(custom_generate_function_path="m.f"),
      "custom_generate_function_path: "),
     (dict(advantage_estimator="ppo"), "advantage_estimator: 'ppo'"),
+    (dict(v05_prior=1.5), r"v05_prior: the prior 1\.5 is not a number"),
+    (dict(v05_timeout="soon"), "v05_timeout: 'soon' is not a number"),
+    (dict(v05_timeout=0), "v05_timeout: 0 is not a number"),
 ]
 
 

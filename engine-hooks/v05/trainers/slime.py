@@ -74,13 +74,23 @@ def check_args(args) -> Dict[str, Any]:
                           f"({', '.join(_ESTIMATORS)})")
     external = [i["url"] if isinstance(i, dict) else i.url for i in
                 getattr(args, "rollout_external_engine_infos", None) or ()]
+    prior = getattr(args, "v05_prior", None)
+    timeout = getattr(args, "v05_timeout", None)
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(
+            timeout, (int, float)) or not timeout > 0):
+        raise ConfigError(f"v05_timeout: {timeout!r} is not a number of "
+                          "seconds > 0 (null: no limit)")
+    try:
+        prior = 0.0 if prior is None else unit_prior(prior, "v05_prior")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     return {"servers": server_urls(args, "v05_servers", "V05_SLIME_SERVERS",
                                    external),
             "range": reward_range(args, "v05_reward_range",
                                   "V05_REWARD_RANGE"),
-            "prior": getattr(args, "v05_prior", None) or 0.0,
+            "prior": prior,
             "prior_key": getattr(args, "v05_prior_key", None) or "v05_prior",
-            "timeout": getattr(args, "v05_timeout", None)}
+            "timeout": timeout}
 
 
 def generate_rollout(args, rollout_id: int, data_source,
