@@ -8,7 +8,11 @@ naming the key (docs/SERVERS.md, "Configuration").
      "plugin": {"mode": ...},     Plugin.create's keyword arguments
      "reward_timeout_s": 300,     a group waiting this long for a reward
                                   with nothing generating is dropped
-     "report": PATH}              the reapers' report (JSON lines)
+     "report": PATH,              the reapers' report (JSON lines)
+     "affinity": true,            a group's requests pinned to one
+                                  data-parallel rank (hash of its uid)
+     "priority": true}            second-wave samples first, where the
+                                  engine schedules by priority
 """
 
 import dataclasses
@@ -30,6 +34,8 @@ class ServerConfig:
     plugin: Dict[str, Any] = dataclasses.field(default_factory=dict)
     reward_timeout_s: float = 300.0
     report: Optional[str] = None
+    affinity: bool = True
+    priority: bool = True
 
     def plugin_args(self) -> Dict[str, Any]:
         """Plugin.create's keyword arguments: `plugin`, with abort records
@@ -47,7 +53,8 @@ def _plugin_keys():
 def parse(raw: Any, where: str) -> ServerConfig:
     if not isinstance(raw, dict):
         raise ValueError(f"v05 server: {where} must be a JSON object")
-    known = ("segment", "plugin", "reward_timeout_s", "report")
+    known = ("segment", "plugin", "reward_timeout_s", "report", "affinity",
+             "priority")
     unknown = sorted(set(raw) - set(known))
     if unknown:
         raise ValueError(f"v05 server: {where} has unknown key "
@@ -72,7 +79,14 @@ def parse(raw: Any, where: str) -> ServerConfig:
     if bad:
         raise ValueError(f"v05 server: {where} plugin.{bad[0]} is not a "
                          "Plugin.create argument")
-    return ServerConfig(seg, dict(plugin), float(timeout), report)
+    flags = {}
+    for key in ("affinity", "priority"):
+        v = raw.get(key, True)
+        if not isinstance(v, bool):
+            raise ValueError(f"v05 server: {where} {key} must be true or "
+                             f"false, not {v!r}")
+        flags[key] = v
+    return ServerConfig(seg, dict(plugin), float(timeout), report, **flags)
 
 
 def from_env(environ=os.environ) -> ServerConfig:

@@ -22,7 +22,6 @@ do; vLLM only logs a failure to import or construct the plugin, so the
 constructor does nothing that can fail.
 """
 
-import hashlib
 import itertools
 import logging
 import multiprocessing.util
@@ -31,33 +30,51 @@ from ..core.plugin import Plugin
 from ..engines.vllm import engine_input, single_sample_params
 from ..trainers.verl.run import start_reaper
 from .config import from_env
+from .placement import dp_rank
 from .routes import make_router
 from .service import GroupService, segment_name
 
-__all__ = ["V05EndpointPlugin", "VLLMEngine"]
+__all__ = ["V05EndpointPlugin", "VLLMEngine", "dp_ranks"]
 
 log = logging.getLogger("v05.servers")
 _ids = itertools.count()
 
 
-def dp_rank(uid: str, size: int) -> int:
-    """The data-parallel rank every request of a group goes to (its
-    samples share the prompt's prefix in that rank's cache)."""
-    h = hashlib.blake2b(uid.encode("utf-8", "surrogateescape"),
-                        digest_size=8).digest()
-    return int.from_bytes(h, "little") % size
+def dp_ranks(parallel_config) -> int:
+    """How many ranks ``data_parallel_rank`` may name in this server: the
+    local ones when the server balances only its own engines (external or
+    hybrid load balancing: each server, or node, a rank range of its own),
+    all of them otherwise (vLLM's range check, v1/engine/
+    input_processor.py, ``process_inputs``)."""
+    size = int(getattr(parallel_config, "data_parallel_size", 1) or 1)
+    if getattr(parallel_config, "local_engines_only", False):
+        size = int(getattr(parallel_config, "data_parallel_size_local", 1)
+                   or 1)
+    return max(1, size)
 
 
 class VLLMEngine:
-    """The group service's view of an AsyncLLM."""
+    """The group service's view of an AsyncLLM. affinity: pin a group's
+    requests to one data-parallel rank when there are several; priority:
+    second-wave samples ahead of other requests when vLLM's scheduler
+    takes priorities (``--scheduling-policy priority``)."""
 
-    def __init__(self, client):
+    def __init__(self, client, *, affinity: bool = True,
+                 priority: bool = True):
         self.client = client
         cfg = client.vllm_config
-        self.priority = getattr(cfg.scheduler_config, "policy",
-                                "fcfs") == "priority"
-        self.dp = int(getattr(cfg.parallel_config, "data_parallel_size", 1)
-                      or 1)
+        self.priority = priority and getattr(
+            cfg.scheduler_config, "policy", "fcfs") == "priority"
+        self.dp = dp_ranks(cfg.parallel_config) if affinity else 1
+
+    def placement(self, uid, *, second_wave: bool) -> dict:
+        """generate()'s keyword arguments that place a request of `uid`."""
+        kw = {}
+        if self.priority and second_wave:
+            kw["priority"] = -1  # lower first: a group waiting on them
+        if self.dp > 1:
+            kw["data_parallel_rank"] = dp_rank(uid, self.dp)
+        return kw
 
     @staticmethod
     def prompt(p):
@@ -77,11 +94,7 @@ class VLLMEngine:
     async def generate(self, prompt, sampling, uid, sample: int, batch: int,
                        *, second_wave: bool):
         sp = single_sample_params(self.params(sampling), uid, batch, sample)
-        kw = {}
-        if self.priority and second_wave:
-            kw["priority"] = -1  # lower first: a group waiting on them
-        if self.dp > 1:
-            kw["data_parallel_rank"] = dp_rank(uid, self.dp)
+        kw = self.placement(uid, second_wave=second_wave)
         rid = f"v05-{uid}-{batch}-{sample}-{next(_ids)}"
         final = None
         async for out in self.client.generate(
@@ -131,7 +144,9 @@ class V05EndpointPlugin:
         # --shutdown-timeout is 0 by default): the reaper removes the
         # segment then, and counts the groups it had in flight.
         start_reaper(plugin.name, cfg.report, {"owner": owner})
-        svc = GroupService(plugin, VLLMEngine(engine_client), owner=owner,
+        engine = VLLMEngine(engine_client, affinity=cfg.affinity,
+                            priority=cfg.priority)
+        svc = GroupService(plugin, engine, owner=owner,
                            prefix=cfg.segment,
                            reward_timeout=cfg.reward_timeout_s,
                            front_ends=int(getattr(args, "api_server_count",
@@ -142,5 +157,7 @@ class V05EndpointPlugin:
         # atexit): the segment is removed when the server stops; a killed
         # server leaves it for the next one to take over.
         multiprocessing.util.Finalize(svc, svc.close, exitpriority=10)
-        log.info("v05: front end %d serves /v05 with segment %s (mode %s)",
-                 owner, plugin.name, plugin.mode)
+        log.info("v05: front end %d serves /v05 with segment %s (mode %s; "
+                 "data-parallel ranks pinned by uid: %d; second-wave "
+                 "priority: %s)", owner, plugin.name, plugin.mode,
+                 engine.dp if engine.dp > 1 else 0, engine.priority)
