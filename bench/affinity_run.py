@@ -20,8 +20,9 @@ the engine:
   rank): read when a group's first wave is back and its rewards not yet
   posted, and again at its final record; groups run one at a time, so the
   difference is its second waves' queries and hits and nothing else's.
-Writes bench/results/affinity/affinity-<UTC time it ended>-<commit>.json (every group's
-row); bench/affinity_report.py writes bench/ENGINE.md's section from it.
+Writes bench/results/affinity/affinity-<UTC time it ended>-<commit>.json
+(every group's row); bench/affinity_report.py writes bench/ENGINE.md's
+section from it.
 """
 import argparse
 import asyncio

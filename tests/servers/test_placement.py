@@ -137,7 +137,7 @@ def test_sglang_fields_of_a_group():
     assert e.placement("g0", second_wave=True) == {"routing_key": "g0"}
 
 
-# ---- the server configuration -------------------------------------------------
+# ---- the server configuration ----------------------------------------------
 
 def test_config_affinity_and_priority():
     assert config.parse({}, "t").affinity is True

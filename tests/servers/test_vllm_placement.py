@@ -32,7 +32,12 @@ def server(model_dir, tmp_path_factory):
     s = vllm_server(model_dir, tmp_path_factory.mktemp("pl"), PREFIX,
                     "--data-parallel-size", str(DP),
                     "--scheduling-policy", "priority",
-                    "--max-num-seqs", "1")
+                    "--max-num-seqs", "1",
+                    # The priority test holds a group's rewards back until
+                    # the stock requests are queued, which under load took
+                    # longer than the other tests' 10 s (seen: the group
+                    # dropped by the reward timeout).
+                    cfg={"reward_timeout_s": 600})
     try:
         s.wait_ready()
         print(f"vLLM server (DP {DP}, priority) with v05 ready after "

@@ -38,9 +38,10 @@ def start_command():
             "serve"]
 
 
-def vllm_server(model_dir, tmp_path, prefix, *extra, env=None):
+def vllm_server(model_dir, tmp_path, prefix, *extra, env=None, cfg=None):
     port = free_port()
-    cfg = {"segment": prefix, "plugin": PLUGIN, "reward_timeout_s": 10}
+    cfg = {"segment": prefix, "plugin": PLUGIN, "reward_timeout_s": 10,
+           **(cfg or {})}
     argv = [*start_command(), model_dir, "--host", "127.0.0.1", "--port",
             str(port), "--dtype", "float32", "--enforce-eager",
             "--max-model-len", str(CONTEXT), "--max-num-seqs", "32", *extra]
