@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 
@@ -51,6 +52,22 @@ def run_one(spec, seed, state, heldout, budget, args, regime):
         return tr.result()
     finally:
         tr.close()
+
+
+def save(path: str, record: dict) -> None:
+    """Write the raw results whole or not at all: a run stopped while
+    writing leaves the previous file."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(record, f)
+    os.replace(path + ".tmp", path)
+
+
+def terminated(signum, frame):
+    # SIGTERM's default kills the process where it stands: no trainer's
+    # close (its plugin's segment would stay in /dev/shm) and no results.
+    # As an exception it unwinds like Ctrl-C.
+    raise SystemExit(128 + signum)
 
 
 def eta(t0: float, done: int, total: int) -> str:
@@ -135,13 +152,56 @@ def main(argv=None):
     heldout = regime.heldout(args.heldout)
     budget = steps * T.BUDGET
     t0 = time.time()
-    runs, skipped, warm_s = [], {}, 0.0
+    runs, skipped, warm = [], {}, dict(seconds=0.0)
     total = len(names) * len(seeds)
+    import report
+    commit = report.git_rev()
+
+    def record(complete: bool) -> dict:
+        return dict(runs=runs, skipped=skipped, wall=time.time() - t0,
+                    warmup_seconds=warm["seconds"], steps=steps, seeds=seeds,
+                    warmup=args.warmup, lr=args.lr, heldout=args.heldout,
+                    budget_per_step=T.BUDGET, commit=commit,
+                    train_set=args.train_set,
+                    eval_rollouts=args.eval_rollouts,
+                    eval_every=args.eval_every,
+                    regime=regime.name, sigma=args.sigma or "default",
+                    default_mode=specs["default"].mode,
+                    params=M.n_params(M.TinyLM()), complete=complete,
+                    command=" ".join(["bench/train/run"] +
+                                     (argv or sys.argv[1:])))
+
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        matrix(seeds, names, specs, runs, skipped, warm, total, t0, args,
+               regime, warm_heldout, heldout, budget,
+               lambda: save(args.out, record(False)))
+    except (KeyboardInterrupt, SystemExit):
+        save(args.out, record(False))
+        print(f"interrupted after {len(runs)} of {total} runs; those are "
+              f"in {args.out} (marked incomplete)", file=sys.stderr,
+              flush=True)
+        raise
+    wall = time.time() - t0
+    save(args.out, record(True))
+    print(f"done: {len(runs)} runs in {wall:.0f} s (warm-up {warm['seconds']:.0f} s); "
+          f"raw results in {args.out}", flush=True)
+    if not args.no_report:
+        # The full run rewrites bench/train/RESULTS.md and plots/; --quick
+        # writes its report next to its JSON (bench/train/out/quick/).
+        report.main([args.out] + ([os.path.join(os.path.dirname(args.out), "RESULTS.md")]
+                                  if args.quick else []))
+
+
+def matrix(seeds, names, specs, runs, skipped, warm, total, t0, args,
+           regime, warm_heldout, heldout, budget, checkpoint) -> None:
+    """Every (seed, mode) run in order, appended to `runs` and saved
+    after each (`checkpoint`); the warm-ups' seconds added to `warm`."""
     i = 0
     for seed in seeds:
         t = time.time()
         state = warm_state(seed, args.warmup, warm_heldout)
-        warm_s += time.time() - t
+        warm["seconds"] += time.time() - t
         for name in names:
             i += 1
             spec = specs[name]
@@ -166,28 +226,7 @@ def main(argv=None):
                   f"update {tm['update']:.1f}, prior {tm['prior']:.1f}, "
                   f"eval {tm['eval'] + tm['true_p']:.1f}); "
                   f"{eta(t0, i, total)}", flush=True)
-    wall = time.time() - t0
-    import report
-    commit = report.git_rev()
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(dict(runs=runs, skipped=skipped, wall=wall, warmup_seconds=warm_s,
-                       steps=steps, seeds=seeds, warmup=args.warmup, lr=args.lr,
-                       heldout=args.heldout, budget_per_step=T.BUDGET, commit=commit,
-                       train_set=args.train_set,
-                       eval_rollouts=args.eval_rollouts,
-                       eval_every=args.eval_every,
-                       regime=regime.name, sigma=args.sigma or "default",
-                       default_mode=specs["default"].mode,
-                       params=M.n_params(M.TinyLM()),
-                       command=" ".join(["bench/train/run"] + (argv or sys.argv[1:]))), f)
-    print(f"done: {len(runs)} runs in {wall:.0f} s (warm-up {warm_s:.0f} s); "
-          f"raw results in {args.out}", flush=True)
-    if not args.no_report:
-        # The full run rewrites bench/train/RESULTS.md and plots/; --quick
-        # writes its report next to its JSON (bench/train/out/quick/).
-        report.main([args.out] + ([os.path.join(os.path.dirname(args.out), "RESULTS.md")]
-                                  if args.quick else []))
+            checkpoint()
 
 
 if __name__ == "__main__":

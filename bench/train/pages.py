@@ -252,7 +252,12 @@ def render(ctx, dest):
     R, s, files = ctx, ctx["summary"], ctx["files"]
     budget = R["steps"] * R["budget_per_step"]
     L = []
-    if any(m in FILL for m in s):
+    regime = R.get("regime") or "today"
+    if regime != "today":
+        # A regime's page (issue 43): the leaders of the other pages.
+        L.append("# Small-scale RL training: the leading rules against "
+                 f"v05 at equal rollout budget, regime {regime}\n")
+    elif any(m in FILL for m in s):
         L.append("# Small-scale RL training: full batches and the newest "
                  "published rules against v05 at equal rollout budget "
                  "(issue 38)\n")

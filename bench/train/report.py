@@ -50,7 +50,14 @@ def merge(paths):
     parts = []
     for p in paths:
         with open(p) as f:
-            parts.append(json.load(f))
+            q = json.load(f)
+        if not q.get("complete", True):
+            # An interrupted run (main.py saves after every run): its
+            # seeds are those it finished.
+            q["seeds"] = sorted({r["seed"] for r in q["runs"]})
+            print(f"report: {p} is an interrupted run ({len(q['runs'])} "
+                  f"runs, seeds {q['seeds']})", file=sys.stderr)
+        parts.append(q)
     R = dict(parts[0])
     for q in parts[1:]:
         for k, default in SAME.items():

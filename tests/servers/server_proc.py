@@ -91,7 +91,9 @@ class Server:
                 continue
         return out
 
-    def stop(self, grace=60.0, sig=signal.SIGTERM):
+    def stop(self, grace=60.0, sig=signal.SIGTERM, kept=False):
+        """kept: the server keeps its segments when it ends
+        ("keep_segment"): they are checked there and left."""
         try:
             os.killpg(self.pgid, sig)
         except ProcessLookupError:
@@ -109,6 +111,10 @@ class Server:
         self.log.close()
         poll(lambda: not self.processes(), 60, "the server's processes to "
              "end")
+        if kept:
+            assert segments(self.prefix), \
+                f"no segment v05-{self.prefix}-* was kept"
+            return
         # The reapers (sessions of their own) remove the segments of front
         # ends that did not close them.
         poll(lambda: not segments(self.prefix), 60,

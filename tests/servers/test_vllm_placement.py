@@ -43,7 +43,7 @@ def server(model_dir, tmp_path_factory):
                     env={"VLLM_SERVER_DEV_MODE": "1"},
                     # The priority test holds a group's rewards back while
                     # it queues stock requests: no reward timeout in that.
-                    cfg={"reward_timeout_s": 600})
+                    config={"reward_timeout_s": 600})
     try:
         s.wait_ready()
         print(f"vLLM server (DP {DP}, priority) with v05 ready after "

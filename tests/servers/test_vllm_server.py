@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import re
+import subprocess
 import sys
 
 import httpx
@@ -38,10 +39,10 @@ def start_command():
             "serve"]
 
 
-def vllm_server(model_dir, tmp_path, prefix, *extra, env=None, cfg=None):
+def vllm_server(model_dir, tmp_path, prefix, *extra, env=None, config=None):
     port = free_port()
     cfg = {"segment": prefix, "plugin": PLUGIN, "reward_timeout_s": 10,
-           **(cfg or {})}
+           **(config or {})}
     argv = [*start_command(), model_dir, "--host", "127.0.0.1", "--port",
             str(port), "--dtype", "float32", "--enforce-eager",
             "--max-model-len", str(CONTEXT), "--max-num-seqs", "32", *extra]
@@ -97,6 +98,14 @@ def stats(url):
 
 def run(coro):
     return asyncio.run(coro)
+
+
+def families(text):
+    """{family name: {(sample name, labels): value}} of Prometheus text."""
+    from prometheus_client.parser import text_string_to_metric_families
+    return {f.name: {(s.name, tuple(sorted(s.labels.items()))): s.value
+                     for s in f.samples}
+            for f in text_string_to_metric_families(text)}
 
 
 def test_plugin_loaded_stock_routes_unchanged(server):
@@ -349,3 +358,42 @@ def test_bad_abort_names_the_field(server, body, status, field):
                    headers={"content-type": "application/json"})
     assert r.status_code == status, r.text
     assert r.json()["field"] == field
+
+
+def test_metrics_route_has_the_exporters_names_and_values(server):
+    """/v05/metrics: the segment's series are the project's exporter's
+    (v05.core.metrics.Collector, run here on the same segment), whose
+    counters carry v05ctl stat's values; the server's own counts are
+    v05_server_<name>_total, equal to /v05/stats' "server"."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from v05.core.metrics import _COUNTERS, Collector
+    test_group_raw_http_ndjson(server)  # something counted
+    seg = f"{PREFIX}-fe0"
+    # Nothing runs between the reads: every value holds still.
+    r = httpx.get(server.url + "/v05/metrics", timeout=30)
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain")
+    got = families(r.text)
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(Collector(seg))
+    want = families(generate_latest(reg).decode())
+    st = stats(server.url)
+    ctl = json.loads(subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "v05ctl"), "stat",
+         "--json", seg], check=True, capture_output=True, text=True).stdout)
+    ours = {k: v for k, v in got.items() if not k.startswith("v05_server_")}
+    assert ours == want
+    for metric, counter, _ in _COUNTERS:
+        assert got[metric][(metric + "_total", (("segment", seg),))] == \
+            ctl["counters"][counter], metric
+    assert got["v05_rewards_applied"][
+        ("v05_rewards_applied_total", (("segment", seg),))] > 0
+    server_names = {k for k in got if k.startswith("v05_server_")}
+    assert server_names == {f"v05_server_{k}" for k in st["server"]} | {
+        "v05_server_groups_running", "v05_server_requests_running"}
+    for k, v in st["server"].items():
+        assert got[f"v05_server_{k}"][(f"v05_server_{k}_total",
+                                       (("segment", seg),))] == v, k
+    assert got["v05_server_groups"][
+        ("v05_server_groups_total", (("segment", seg),))] >= 1

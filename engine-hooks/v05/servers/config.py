@@ -9,6 +9,12 @@ naming the key (docs/SERVERS.md, "Configuration").
      "reward_timeout_s": 300,     a group waiting this long for a reward
                                   with nothing generating is dropped
      "report": PATH,              the reapers' report (JSON lines)
+     "scorer": "pkg.mod:fn",      the rewards of samples no one pushes one
+                                  for (v05.servers.scorer: its signature)
+     "scorer_threads": 2,         the scorer's thread pool
+     "keep_segment": false,       true: a stopped or killed front end's
+                                  segment stays (no reaper) and the next
+                                  start takes it over (v05.servers.takeover)
      "affinity": true,            a group's requests pinned to one
                                   data-parallel rank (hash of its uid)
      "priority": true}            second-wave samples first, where the
@@ -22,6 +28,7 @@ import os
 from typing import Any, Dict, Optional
 
 from ..core.config import make_config
+from .scorer import check_path
 
 __all__ = ["ServerConfig", "from_env", "parse"]
 
@@ -34,6 +41,9 @@ class ServerConfig:
     plugin: Dict[str, Any] = dataclasses.field(default_factory=dict)
     reward_timeout_s: float = 300.0
     report: Optional[str] = None
+    scorer: Optional[str] = None
+    scorer_threads: int = 2
+    keep_segment: bool = False
     affinity: bool = True
     priority: bool = True
 
@@ -53,8 +63,8 @@ def _plugin_keys():
 def parse(raw: Any, where: str) -> ServerConfig:
     if not isinstance(raw, dict):
         raise ValueError(f"v05 server: {where} must be a JSON object")
-    known = ("segment", "plugin", "reward_timeout_s", "report", "affinity",
-             "priority")
+    known = ("segment", "plugin", "reward_timeout_s", "report", "scorer",
+             "scorer_threads", "keep_segment", "affinity", "priority")
     unknown = sorted(set(raw) - set(known))
     if unknown:
         raise ValueError(f"v05 server: {where} has unknown key "
@@ -79,14 +89,23 @@ def parse(raw: Any, where: str) -> ServerConfig:
     if bad:
         raise ValueError(f"v05 server: {where} plugin.{bad[0]} is not a "
                          "Plugin.create argument")
+    scorer = raw.get("scorer")
+    if scorer is not None:
+        check_path(scorer, where)
+    threads = raw.get("scorer_threads", 2)
+    if type(threads) is not int or not 1 <= threads <= 64:
+        raise ValueError(f"v05 server: {where} scorer_threads must be an "
+                         f"integer in [1, 64], not {threads!r}")
     flags = {}
-    for key in ("affinity", "priority"):
-        v = raw.get(key, True)
+    for key, default in (("keep_segment", False), ("affinity", True),
+                         ("priority", True)):
+        v = raw.get(key, default)
         if not isinstance(v, bool):
             raise ValueError(f"v05 server: {where} {key} must be true or "
                              f"false, not {v!r}")
         flags[key] = v
-    return ServerConfig(seg, dict(plugin), float(timeout), report, **flags)
+    return ServerConfig(seg, dict(plugin), float(timeout), report, scorer,
+                        threads, **flags)
 
 
 def from_env(environ=os.environ) -> ServerConfig:

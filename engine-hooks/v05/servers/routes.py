@@ -9,6 +9,8 @@
   GET  /v05/fit      this front end's part of v05-eb's running fit
   POST /v05/fit      {"others", "policy_version"}: the other engines' sum
   GET  /v05/stats    the plugin's counters and the service's
+  GET  /v05/metrics  the same as Prometheus text, under the exporter's
+                     names (v05.core.metrics; v05.servers.metrics)
 
 A body that is not JSON is a 400, a field refused a 422 (or 404/409 where
 the field names something unknown or already done), each naming the
@@ -20,7 +22,7 @@ app's state, sglang's plugin in a module global.
 from typing import Callable
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from . import wire
 from .service import GroupService
@@ -115,5 +117,14 @@ def make_router(service_of: Callable[[Request], GroupService]) -> APIRouter:
         if svc is None:
             return _unavailable()
         return JSONResponse(svc.stats())
+
+    @router.get("/metrics")
+    async def metrics(request: Request):
+        # On the loop: a scrape reads a few pages of shared memory.
+        svc = service_of(request)
+        if svc is None:
+            return _unavailable()
+        body, ctype = svc.metrics()
+        return Response(body, media_type=ctype)
 
     return router

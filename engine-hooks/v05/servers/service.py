@@ -21,12 +21,16 @@ What this spike does and what it leaves to the decision runner (issue 46):
   where the plugin's received-sample mask applies it exactly once.
 - Pushes run in one thread of their own (a RewardWriter is a
   single-producer lane, and a full lane waits): never on the event loop.
+- With a scorer (v05.servers.scorer), each finished sample is also scored
+  in the scorer's threads; its answer is the sample's reward unless one
+  was pushed for it first. A scorer error ends the group "error".
 """
 
 import asyncio
 import concurrent.futures
 import dataclasses
 import errno
+import functools
 from typing import Any, AsyncIterator, Dict, List, Optional
 
 from ..core.eb_state import EbState
@@ -35,6 +39,8 @@ from ..core.plugin import Plugin
 from ..core.writer import RewardWriter
 from ..engines.driver import GroupRollout
 from . import wire
+from .metrics import COUNTS, exposition, registry
+from .scorer import Scorer
 
 __all__ = ["GroupService", "segment_name"]
 
@@ -53,7 +59,12 @@ class _Live:
     inflight: int = 0
     issued: Dict[int, int] = dataclasses.field(default_factory=dict)
     rewarded: set = dataclasses.field(default_factory=set)
-    timed_out: bool = False
+    dropped: bool = False  # by the server (a timeout, a scorer error)
+
+
+@dataclasses.dataclass
+class _Failed:
+    reason: str
 
 
 _END = object()
@@ -66,8 +77,12 @@ class GroupService:
     and ``describe(output) -> dict`` (v05.servers.vllm, .sglang)."""
 
     def __init__(self, plugin: Plugin, engine, *, owner: int, prefix: str,
-                 reward_timeout: float = 300.0, front_ends: int = 1):
+                 reward_timeout: float = 300.0, front_ends: int = 1,
+                 scorer: Optional[Scorer] = None,
+                 keep_segment: bool = False):
         self.plugin, self.engine = plugin, engine
+        self.scorer = scorer
+        self.keep_segment = keep_segment
         self.owner, self.prefix = owner, prefix
         self.front_ends = max(1, front_ends)
         self.reward_timeout = reward_timeout
@@ -81,9 +96,8 @@ class GroupService:
             1, thread_name_prefix="v05-reward")
         self._writers: Dict[str, RewardWriter] = {}  # the pusher's only
         self._policy_version = -1
-        self.counts = {"groups": 0, "final": 0, "aborted": 0, "failed": 0,
-                       "reward_timeouts": 0, "rewards": 0,
-                       "rewards_forwarded": 0, "aborts_forwarded": 0}
+        self.counts = {name: 0 for name, _ in COUNTS}
+        self._metrics = None
 
     # ---- a group ----------------------------------------------------------
 
@@ -115,14 +129,18 @@ class GroupService:
                 if rec is _END:
                     break
                 if rec is _TIMEOUT:
-                    live.timed_out = True
-                    task.cancel()
-                    await asyncio.wait([task])
-                    self.counts["reward_timeouts"] += 1
+                    await self._drop(live, "reward_timeouts")
                     yield wire.error_record(
                         req.uid, "error", f"no reward came for "
                         f"{self.reward_timeout:g} s while nothing was "
                         "generating: the group was dropped")
+                    return
+                if isinstance(rec, _Failed):
+                    if task.done():
+                        continue  # ended meanwhile: its own last record
+                    await self._drop(live, "scorer_errors")
+                    yield wire.error_record(req.uid, "error", rec.reason +
+                                            ": the group was dropped")
                     return
                 yield rec
             yield self._last(live, task)
@@ -134,6 +152,15 @@ class GroupService:
                 # is cancelled, which aborts its requests in the engine;
                 # _ended frees the turn when its clean-up is over.
                 task.cancel()
+
+    async def _drop(self, live: _Live, count: str) -> None:
+        """The server gives the group up: its run cancelled (the engine
+        aborts its requests, the plugin its prompt), counted as `count`
+        rather than as aborted."""
+        live.dropped = True
+        live.task.cancel()
+        await asyncio.wait([live.task])
+        self.counts[count] += 1
 
     async def _next(self, live: _Live):
         """The group's next record, or _TIMEOUT when it has waited
@@ -156,7 +183,7 @@ class GroupService:
     def _ended(self, live: _Live, task) -> None:
         """The run is over, however it ended (the stream may be gone)."""
         if task.cancelled():
-            if not live.timed_out:
+            if not live.dropped:
                 self.counts["aborted"] += 1
         elif task.exception() is not None:
             self.counts["failed"] += 1
@@ -199,8 +226,45 @@ class GroupService:
         if live is None:
             return
         live.issued[sample] = gen
-        live.queue.put_nowait(wire.sample_record(
-            uid, sample, gen, self.owner, self.engine.describe(output)))
+        rec = wire.sample_record(uid, sample, gen, self.owner,
+                                 self.engine.describe(output))
+        live.queue.put_nowait(rec)
+        if self.scorer is not None:
+            p = live.req.prompt
+            mine = dict(rec, token_ids=list(rec["token_ids"]),
+                        prompt=p if isinstance(p, str) else list(p))
+            self.scorer.submit(asyncio.get_running_loop(), mine) \
+                .add_done_callback(functools.partial(self._scored, live, rec))
+
+    def _scored(self, live: _Live, rec, fut) -> None:
+        """On the loop: the scorer's answer for sample record `rec`."""
+        if fut.cancelled():
+            return
+        sample = rec["sample"]
+        if self._live.get(live.req.uid) is not live or live.dropped or \
+                live.task is None or live.task.done() or \
+                sample in live.rewarded:
+            self.counts["scores_unused"] += 1
+            return
+        exc = fut.exception()
+        if exc is not None:
+            live.queue.put_nowait(_Failed(str(exc)))
+            return
+        reward = fut.result()
+        if reward is None:
+            return  # not the scorer's: a push will come
+        live.rewarded.add(sample)
+        self.counts["rewards_scored"] += 1
+        r = wire.Reward(rec["uid"], sample, reward, rec["gen"], self.owner)
+        push = asyncio.get_running_loop().run_in_executor(
+            self._pusher, self._push_all, [(self.plugin.name, r)])
+        push.add_done_callback(functools.partial(self._pushed, live))
+
+    def _pushed(self, live: _Live, fut) -> None:
+        if not fut.cancelled() and fut.exception() is not None:
+            e = fut.exception()
+            live.queue.put_nowait(_Failed(f"the scorer's reward could not be "
+                                          f"pushed: {type(e).__name__}: {e}"))
 
     # ---- abort ------------------------------------------------------------
 
@@ -357,16 +421,27 @@ class GroupService:
                 "running": len(self._live),
                 "requests": sum(x.inflight for x in self._live.values())}
 
+    def metrics(self):
+        """(body, content type): Prometheus text of every front end's
+        segment and of this front end's counts (v05.servers.metrics)."""
+        if self._metrics is None:
+            self._metrics = registry(self, [segment_name(self.prefix, i)
+                                            for i in range(self.front_ends)])
+        return exposition(self._metrics)
+
     def close(self) -> None:
         """At the process's exit (also after concurrent.futures' own exit
         hook, which refuses new jobs): the pusher thread is joined first,
         so its writers are closed here with no one else using them; the
-        segment is removed whatever failed before."""
+        segment is removed whatever failed before (kept with
+        keep_segment, for the next start to take over)."""
         try:
             self.rollout.close()
+            if self.scorer is not None:
+                self.scorer.close()
             self._pusher.shutdown(wait=True)
             for w in self._writers.values():
                 w.close()
             self._writers.clear()
         finally:
-            self.plugin.close(unlink=True, force=True)
+            self.plugin.close(unlink=not self.keep_segment, force=True)

@@ -29,7 +29,6 @@ import copy
 import itertools
 import logging
 import multiprocessing
-import multiprocessing.util
 import os
 
 from ..engines.driver import sample_seed
@@ -181,24 +180,16 @@ def install(owner: int):
     global _service, _installed
     from sglang.srt.entrypoints import http_server
 
-    from ..core.plugin import Plugin
-    from ..trainers.verl.run import start_reaper
     from .config import from_env
     from .routes import make_router
-    from .service import GroupService, segment_name
+    from .startup import start
     if _service is None:
         cfg = from_env()
-        plugin = Plugin.create(segment_name(cfg.segment, owner),
-                               **cfg.plugin_args())
-        start_reaper(plugin.name, cfg.report, {"owner": owner})
-        engine = SGLangEngine(affinity=cfg.affinity, priority=cfg.priority)
-        _service = GroupService(plugin, engine, owner=owner,
-                                prefix=cfg.segment,
-                                reward_timeout=cfg.reward_timeout_s)
-        multiprocessing.util.Finalize(_service, _service.close,
-                                      exitpriority=10)
+        _service = start(cfg, SGLangEngine(affinity=cfg.affinity,
+                                           priority=cfg.priority),
+                         owner=owner)
         log.info("v05: sglang front end %d serves /v05 with segment %s",
-                 owner, plugin.name)
+                 owner, _service.plugin.name)
     if not _installed:
         http_server.app.include_router(make_router(lambda request:
                                                    _service))

@@ -24,15 +24,12 @@ constructor does nothing that can fail.
 
 import itertools
 import logging
-import multiprocessing.util
 
-from ..core.plugin import Plugin
 from ..engines.vllm import engine_input, single_sample_params
-from ..trainers.verl.run import start_reaper
 from .config import from_env
 from .placement import dp_rank
 from .routes import make_router
-from .service import GroupService, segment_name
+from .startup import start
 
 __all__ = ["V05EndpointPlugin", "VLLMEngine", "dp_ranks"]
 
@@ -138,26 +135,13 @@ class V05EndpointPlugin:
         cfg = from_env()
         core = getattr(engine_client, "engine_core", None)
         owner = int(getattr(core, "client_index", 0) or 0)
-        plugin = Plugin.create(segment_name(cfg.segment, owner),
-                               **cfg.plugin_args())
-        # vLLM force-kills its API servers at once on shutdown (its
-        # --shutdown-timeout is 0 by default): the reaper removes the
-        # segment then, and counts the groups it had in flight.
-        start_reaper(plugin.name, cfg.report, {"owner": owner})
         engine = VLLMEngine(engine_client, affinity=cfg.affinity,
                             priority=cfg.priority)
-        svc = GroupService(plugin, engine, owner=owner,
-                           prefix=cfg.segment,
-                           reward_timeout=cfg.reward_timeout_s,
-                           front_ends=int(getattr(args, "api_server_count",
-                                                  1) or 1))
+        svc = start(cfg, engine, owner=owner,
+                    front_ends=int(getattr(args, "api_server_count", 1)
+                                   or 1))
         state.v05 = svc
-        # Run at this process's exit, also in the API-server processes that
-        # multiprocessing started (they leave through os._exit, which skips
-        # atexit): the segment is removed when the server stops; a killed
-        # server leaves it for the next one to take over.
-        multiprocessing.util.Finalize(svc, svc.close, exitpriority=10)
         log.info("v05: front end %d serves /v05 with segment %s (mode %s; "
                  "data-parallel ranks pinned by uid: %d; second-wave "
-                 "priority: %s)", owner, plugin.name, plugin.mode,
+                 "priority: %s)", owner, svc.plugin.name, svc.plugin.mode,
                  engine.dp if engine.dp > 1 else 0, engine.priority)

@@ -2,17 +2,19 @@
 """The reaper of one segment: ``python -m v05.trainers.reaper --pidfd FD
 --segment NAME [--report PATH] [--tag JSON]``.
 
-Started by the segment's owner (``v05.trainers.verl.run.start_reaper``)
-with a pidfd of the owner; it forks away at once, so that it is not the
-owner's child (Ray ends a worker's children when it ends the worker). It waits for the owner to end, however it ends
-(returned, raised, killed), and then, if the segment is still there (the
-owner did not close it), counts what it had in flight (prompts open or held:
-groups that will never be final) and removes it. What it removed and lost
-goes to the report (a JSON line of kind "end") and, when anything was lost,
-to its stderr. It never removes a segment whose owner lives: the library's
-reclaim refuses one, and removes only the segment it found dead (it claims
-its owner word first); an owner restarted meanwhile that took the segment
-over or replaced it keeps it (the report says "taken_over_by").
+Started by the segment's owner (a verl worker, a server's front end)
+with ``start_reaper`` below, which hands it a pidfd of the owner; it
+forks away at once, so that it is not the owner's child (Ray ends a
+worker's children when it ends the worker). It waits for the owner to
+end, however it ends (returned, raised, killed), and then, if the
+segment is still there (the owner did not close it), counts what it had
+in flight (prompts open or held: groups that will never be final) and
+removes it. What it removed and lost goes to the report (a JSON line of
+kind "end") and, when anything was lost, to its stderr. It never removes
+a segment whose owner lives: the library's reclaim refuses one, and
+removes only the segment it found dead (it claims its owner word first);
+an owner restarted meanwhile that took the segment over or replaced it
+keeps it (the report says "taken_over_by").
 """
 
 import argparse
@@ -20,8 +22,36 @@ import errno
 import json
 import os
 import select
+import subprocess
 import sys
 import time
+from typing import Optional
+
+__all__ = ["start_reaper", "main"]
+
+
+def start_reaper(segment: str, report_path: Optional[str] = None,
+                 tag: Optional[dict] = None) -> subprocess.Popen:
+    """Start the reaper of `segment`, owned by this process: it removes
+    the segment when this process has ended, if it is still there."""
+    pidfd = os.pidfd_open(os.getpid())
+    try:
+        args = [sys.executable, "-m", "v05.trainers.reaper",
+                "--pidfd", str(pidfd), "--segment", segment]
+        if report_path:
+            args += ["--report", report_path]
+        if tag:
+            args += ["--tag", json.dumps(tag)]
+        # Its own session: a signal to this process's group (a terminal's
+        # ^C, a supervisor) does not reach it before it has done its job.
+        proc = subprocess.Popen(args, pass_fds=(pidfd,), close_fds=True,
+                                start_new_session=True,
+                                stdin=subprocess.DEVNULL)
+        # It forks the reaper away and exits at once (see reaper.py).
+        proc.wait()
+        return proc
+    finally:
+        os.close(pidfd)
 
 
 def _pid_of(pidfd: int) -> int:

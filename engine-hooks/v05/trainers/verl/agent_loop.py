@@ -78,10 +78,11 @@ from ...core.eb_state import EbState
 from ...core.fill import COUNTS, SkipRule
 from ...core.plugin import Plugin
 from ...engines.driver import GroupRollout
+from ..reaper import start_reaper
 from ..report import report
 from .config import cfg_get, score_range, score_to_reward
 from .history import RuleHistory, history_config, prompt_id
-from .run import reclaim_run, segment_name, start_reaper
+from .run import reclaim_run, segment_name
 from .server_abort import cancel_on_abort
 
 __all__ = ["V05Core", "row_multiple", "plugin_params", "PLUGIN_KEYS",

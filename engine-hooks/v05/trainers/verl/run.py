@@ -8,7 +8,8 @@ Segments are named by run: worker i of the run whose prefix is P
 start of the same run finds a dead run's segments by that name and
 reclaims them (``reclaim_run``); a live run's are refused (two runs must
 not share a prefix). Every worker also starts a reaper (``v05.trainers.
-reaper``): a small process of its own session that waits for the worker's
+reaper``, started with ``start_reaper``, re-exported here): a small
+process of its own session that waits for the worker's
 death (a pidfd) and then removes the segment if it is still there, counting
 the groups it had in flight as lost in the report and on its stderr. That
 covers every way a run ends: a normal end (Ray ends the workers without
@@ -23,13 +24,11 @@ worker's segment removed by its reaper: prompts in flight lost), "state"
 (a checkpoint's v05 state saved), "restore".
 """
 
-import json
 import os
 import re
-import subprocess
-import sys
-from typing import List, Optional
+from typing import List
 
+from ..reaper import start_reaper
 from ..report import report
 
 __all__ = ["segment_name", "run_segments", "reclaim_run", "report",
@@ -69,27 +68,3 @@ def reclaim_run(prefix: str) -> List[str]:
         except OSError:  # alive (EBUSY), or removed meanwhile
             pass
     return gone
-
-
-def start_reaper(segment: str, report_path: Optional[str] = None,
-                 tag: Optional[dict] = None) -> subprocess.Popen:
-    """Start the reaper of `segment`, owned by this process: it removes
-    the segment when this process has ended, if it is still there."""
-    pidfd = os.pidfd_open(os.getpid())
-    try:
-        args = [sys.executable, "-m", "v05.trainers.reaper",
-                "--pidfd", str(pidfd), "--segment", segment]
-        if report_path:
-            args += ["--report", report_path]
-        if tag:
-            args += ["--tag", json.dumps(tag)]
-        # Its own session: a signal to this process's group (a terminal's
-        # ^C, a supervisor) does not reach it before it has done its job.
-        proc = subprocess.Popen(args, pass_fds=(pidfd,), close_fds=True,
-                                start_new_session=True,
-                                stdin=subprocess.DEVNULL)
-        # It forks the reaper away and exits at once (see reaper.py).
-        proc.wait()
-        return proc
-    finally:
-        os.close(pidfd)
