@@ -100,7 +100,8 @@ def test_group_through_the_tokenizer_manager(server):
     async def main():
         async with V05Client(server.url, timeout=300) as c:
             return await c.run_group("s1", prompt_ids=tiny.make_prompts(1)[0],
-                                     prior=0.9, sampling={"max_tokens": 4},
+                                     prior=0.9, sampling={"max_tokens": 4,
+                                                          "ignore_eos": True},
                                      score=score)
     final = asyncio.run(main())
     assert final["k"] > 4
