@@ -474,6 +474,12 @@ def main():
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import fill_report
         fill_report.main()
+    # The affinity section (bench/affinity_report.py), from its runs.
+    if glob.glob(os.path.join(ROOT, "bench", "results", "affinity",
+                              "affinity-*.json")):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import affinity_report
+        affinity_report.main()
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ PLUGIN = {"mode": "v05", "pad_multiple": 1}
 LONG = {"max_tokens": CONTEXT - 16, "ignore_eos": True}
 
 
-def sglang_server(model_dir, tmp_path, prefix, tp):
+def sglang_server(model_dir, tmp_path, prefix, tp, *extra):
     port = free_port()
     cfg = {"segment": prefix, "plugin": PLUGIN, "reward_timeout_s": 30}
     env = {"SGLANG_PLUGINS": "v05", "V05_SERVER": json.dumps(cfg)}
@@ -41,7 +41,8 @@ def sglang_server(model_dir, tmp_path, prefix, tp):
             "--device", "cpu", "--dtype", "float32", "--context-length",
             str(CONTEXT), "--max-total-tokens", "32768",
             "--max-running-requests", "32", "--tp-size", str(tp),
-            "--enable-metrics", "--host", "127.0.0.1", "--port", str(port)]
+            "--enable-metrics", "--host", "127.0.0.1", "--port", str(port),
+            *extra]
     s = Server(argv, server_env(**env), str(tmp_path / f"{prefix}.log"),
                prefix)
     s.port = port
@@ -99,7 +100,8 @@ def test_group_through_the_tokenizer_manager(server):
     async def main():
         async with V05Client(server.url, timeout=300) as c:
             return await c.run_group("s1", prompt_ids=tiny.make_prompts(1)[0],
-                                     prior=0.9, sampling={"max_tokens": 4},
+                                     prior=0.9, sampling={"max_tokens": 4,
+                                                          "ignore_eos": True},
                                      score=score)
     final = asyncio.run(main())
     assert final["k"] > 4

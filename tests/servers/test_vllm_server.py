@@ -137,7 +137,8 @@ def test_group_through_client_matches_the_statistics_core(server):
     async def main():
         async with V05Client(server.url, timeout=120) as c:
             return await c.run_group("c1", prompt_ids=tiny.make_prompts(1)[0],
-                                     prior=0.9, sampling={"max_tokens": 4},
+                                     prior=0.9, sampling={"max_tokens": 4,
+                                                          "ignore_eos": True},
                                      score=score)
     final = run(main())
     k = final["k"]

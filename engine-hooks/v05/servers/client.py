@@ -10,8 +10,10 @@ environments, and what slime and ROLL already use for their HTTP calls).
 
 ``group()`` yields the raw records (docs/SERVERS.md, "Routes") for callers
 that score elsewhere and push with ``reward()``. Every request of a group
-carries its uid as a routing key (sglang-router's ``X-SMG-Routing-Key``,
-vllm-router's ``x-session-id``), so a router sends them to one server.
+carries its uid as a routing key (sglang's model gateway hashes
+``X-SMG-Routing-Key`` under ``--policy consistent_hashing``, vllm-router
+``X-Session-ID`` under ``--policy consistent_hash``), so a router sends
+the stream, its rewards and its abort to one server.
 Leaving ``group()``'s iterator early closes the stream, and the server
 aborts the group.
 """
@@ -25,7 +27,7 @@ import httpx
 
 __all__ = ["V05Client", "V05HTTPError", "GroupFailed", "ROUTING_HEADERS"]
 
-ROUTING_HEADERS = ("X-SMG-Routing-Key", "x-session-id")
+ROUTING_HEADERS = ("X-SMG-Routing-Key", "X-Session-ID")
 
 
 class V05HTTPError(RuntimeError):

@@ -12,9 +12,13 @@ naming the key (docs/SERVERS.md, "Configuration").
      "scorer": "pkg.mod:fn",      the rewards of samples no one pushes one
                                   for (v05.servers.scorer: its signature)
      "scorer_threads": 2,         the scorer's thread pool
-     "keep_segment": false}       true: a stopped or killed front end's
+     "keep_segment": false,       true: a stopped or killed front end's
                                   segment stays (no reaper) and the next
                                   start takes it over (v05.servers.takeover)
+     "affinity": true,            a group's requests pinned to one
+                                  data-parallel rank (hash of its uid)
+     "priority": true}            second-wave samples first, where the
+                                  engine schedules by priority
 """
 
 import dataclasses
@@ -40,6 +44,8 @@ class ServerConfig:
     scorer: Optional[str] = None
     scorer_threads: int = 2
     keep_segment: bool = False
+    affinity: bool = True
+    priority: bool = True
 
     def plugin_args(self) -> Dict[str, Any]:
         """Plugin.create's keyword arguments: `plugin`, with abort records
@@ -58,7 +64,7 @@ def parse(raw: Any, where: str) -> ServerConfig:
     if not isinstance(raw, dict):
         raise ValueError(f"v05 server: {where} must be a JSON object")
     known = ("segment", "plugin", "reward_timeout_s", "report", "scorer",
-             "scorer_threads", "keep_segment")
+             "scorer_threads", "keep_segment", "affinity", "priority")
     unknown = sorted(set(raw) - set(known))
     if unknown:
         raise ValueError(f"v05 server: {where} has unknown key "
@@ -90,12 +96,16 @@ def parse(raw: Any, where: str) -> ServerConfig:
     if type(threads) is not int or not 1 <= threads <= 64:
         raise ValueError(f"v05 server: {where} scorer_threads must be an "
                          f"integer in [1, 64], not {threads!r}")
-    keep = raw.get("keep_segment", False)
-    if not isinstance(keep, bool):
-        raise ValueError(f"v05 server: {where} keep_segment must be true or "
-                         f"false, not {keep!r}")
+    flags = {}
+    for key, default in (("keep_segment", False), ("affinity", True),
+                         ("priority", True)):
+        v = raw.get(key, default)
+        if not isinstance(v, bool):
+            raise ValueError(f"v05 server: {where} {key} must be true or "
+                             f"false, not {v!r}")
+        flags[key] = v
     return ServerConfig(seg, dict(plugin), float(timeout), report, scorer,
-                        threads, keep)
+                        threads, **flags)
 
 
 def from_env(environ=os.environ) -> ServerConfig:

@@ -32,8 +32,9 @@ import multiprocessing
 import os
 
 from ..engines.driver import sample_seed
+from .placement import dp_rank
 
-__all__ = ["load", "SGLangEngine", "install"]
+__all__ = ["load", "SGLangEngine", "install", "placement_settings"]
 
 log = logging.getLogger("v05.servers")
 _ids = itertools.count()
@@ -67,8 +68,57 @@ def _tokenizer_manager():
     return st.tokenizer_manager
 
 
+def placement_settings(num_dp_ranks, schedule, *, affinity: bool,
+                       priority: bool):
+    """(ranks to pin over, second-wave priority or None) from sglang's
+    data-parallel rank count (the range ``routed_dp_rank`` is checked
+    against) and its schedule settings (``get_schedule()``)."""
+    ranks = max(1, int(num_dp_ranks)) if affinity else 1
+    prio = None
+    if priority and schedule.enable_priority_scheduling:
+        # One step ahead of a request without a priority, which gets the
+        # default value: less than sglang's preemption threshold, so the
+        # queue is reordered and nothing running is evicted for it. With
+        # no default value those requests take the last place
+        # (scheduler.py, _set_or_validate_priority) and a second wave may
+        # preempt them (docs/SERVERS.md).
+        base = schedule.default_priority_value or 0
+        prio = base - 1 if schedule.schedule_low_priority_values_first \
+            else base + 1
+    return ranks, prio
+
+
 class SGLangEngine:
-    """The group service's view of sglang's TokenizerManager."""
+    """The group service's view of sglang's TokenizerManager. affinity:
+    pin a group's requests to one data-parallel rank (``routed_dp_rank``)
+    when the server has several; priority: second-wave samples ahead of
+    the rest when sglang schedules by priority
+    (``--enable-priority-scheduling``). Both read from sglang's own
+    settings on first use (the server's are set up by then)."""
+
+    def __init__(self, *, affinity: bool = True, priority: bool = True):
+        self.affinity, self.want_priority = affinity, priority
+        self._placed = None  # (dp ranks, second wave's priority or None)
+
+    def _settings(self):
+        if self._placed is None:
+            from sglang.srt.runtime_context import get_parallel, get_schedule
+            self._placed = placement_settings(
+                get_parallel().num_dp_ranks, get_schedule(),
+                affinity=self.affinity, priority=self.want_priority)
+        return self._placed
+
+    def placement(self, uid, *, second_wave: bool) -> dict:
+        """GenerateReqInput's fields that place a request of `uid`: its
+        uid as ``routing_key`` always (sglang's ``--schedule-policy
+        routing-key`` keeps a running key's requests together)."""
+        ranks, prio = self._settings()
+        kw = {"routing_key": uid}
+        if ranks > 1:
+            kw["routed_dp_rank"] = dp_rank(uid, ranks)
+        if prio is not None and second_wave:
+            kw["priority"] = prio
+        return kw
 
     @staticmethod
     def prompt(p):
@@ -98,7 +148,8 @@ class SGLangEngine:
             {"input_ids": prompt}
         obj = GenerateReqInput(
             sampling_params=self.params(sampling, uid, batch, sample),
-            rid=rid, stream=False, **kw)
+            rid=rid, stream=False, **kw,
+            **self.placement(uid, second_wave=second_wave))
         try:
             out = await tm.generate_request(obj, None).__anext__()
         except asyncio.CancelledError:
@@ -133,7 +184,10 @@ def install(owner: int):
     from .routes import make_router
     from .startup import start
     if _service is None:
-        _service = start(from_env(), SGLangEngine(), owner=owner)
+        cfg = from_env()
+        _service = start(cfg, SGLangEngine(affinity=cfg.affinity,
+                                           priority=cfg.priority),
+                         owner=owner)
         log.info("v05: sglang front end %d serves /v05 with segment %s",
                  owner, _service.plugin.name)
     if not _installed:

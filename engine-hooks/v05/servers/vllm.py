@@ -22,39 +22,56 @@ do; vLLM only logs a failure to import or construct the plugin, so the
 constructor does nothing that can fail.
 """
 
-import hashlib
 import itertools
 import logging
 
 from ..engines.vllm import engine_input, single_sample_params
 from .config import from_env
+from .placement import dp_rank
 from .routes import make_router
 from .startup import start
 
-__all__ = ["V05EndpointPlugin", "VLLMEngine"]
+__all__ = ["V05EndpointPlugin", "VLLMEngine", "dp_ranks"]
 
 log = logging.getLogger("v05.servers")
 _ids = itertools.count()
 
 
-def dp_rank(uid: str, size: int) -> int:
-    """The data-parallel rank every request of a group goes to (its
-    samples share the prompt's prefix in that rank's cache)."""
-    h = hashlib.blake2b(uid.encode("utf-8", "surrogateescape"),
-                        digest_size=8).digest()
-    return int.from_bytes(h, "little") % size
+def dp_ranks(parallel_config) -> int:
+    """How many ranks ``data_parallel_rank`` may name in this server: the
+    local ones when the server balances only its own engines (external or
+    hybrid load balancing: each server, or node, a rank range of its own),
+    all of them otherwise (vLLM's range check, v1/engine/
+    input_processor.py, ``process_inputs``)."""
+    size = int(getattr(parallel_config, "data_parallel_size", 1) or 1)
+    if getattr(parallel_config, "local_engines_only", False):
+        size = int(getattr(parallel_config, "data_parallel_size_local", 1)
+                   or 1)
+    return max(1, size)
 
 
 class VLLMEngine:
-    """The group service's view of an AsyncLLM."""
+    """The group service's view of an AsyncLLM. affinity: pin a group's
+    requests to one data-parallel rank when there are several; priority:
+    second-wave samples ahead of other requests when vLLM's scheduler
+    takes priorities (``--scheduling-policy priority``)."""
 
-    def __init__(self, client):
+    def __init__(self, client, *, affinity: bool = True,
+                 priority: bool = True):
         self.client = client
         cfg = client.vllm_config
-        self.priority = getattr(cfg.scheduler_config, "policy",
-                                "fcfs") == "priority"
-        self.dp = int(getattr(cfg.parallel_config, "data_parallel_size", 1)
-                      or 1)
+        self.priority = priority and getattr(
+            cfg.scheduler_config, "policy", "fcfs") == "priority"
+        self.dp = dp_ranks(cfg.parallel_config) if affinity else 1
+
+    def placement(self, uid, *, second_wave: bool) -> dict:
+        """generate()'s keyword arguments that place a request of `uid`."""
+        kw = {}
+        if self.priority and second_wave:
+            kw["priority"] = -1  # lower first: a group waiting on them
+        if self.dp > 1:
+            kw["data_parallel_rank"] = dp_rank(uid, self.dp)
+        return kw
 
     @staticmethod
     def prompt(p):
@@ -74,11 +91,7 @@ class VLLMEngine:
     async def generate(self, prompt, sampling, uid, sample: int, batch: int,
                        *, second_wave: bool):
         sp = single_sample_params(self.params(sampling), uid, batch, sample)
-        kw = {}
-        if self.priority and second_wave:
-            kw["priority"] = -1  # lower first: a group waiting on them
-        if self.dp > 1:
-            kw["data_parallel_rank"] = dp_rank(uid, self.dp)
+        kw = self.placement(uid, second_wave=second_wave)
         rid = f"v05-{uid}-{batch}-{sample}-{next(_ids)}"
         final = None
         async for out in self.client.generate(
@@ -122,9 +135,13 @@ class V05EndpointPlugin:
         cfg = from_env()
         core = getattr(engine_client, "engine_core", None)
         owner = int(getattr(core, "client_index", 0) or 0)
-        svc = start(cfg, VLLMEngine(engine_client), owner=owner,
+        engine = VLLMEngine(engine_client, affinity=cfg.affinity,
+                            priority=cfg.priority)
+        svc = start(cfg, engine, owner=owner,
                     front_ends=int(getattr(args, "api_server_count", 1)
                                    or 1))
         state.v05 = svc
-        log.info("v05: front end %d serves /v05 with segment %s (mode %s)",
-                 owner, svc.plugin.name, svc.plugin.mode)
+        log.info("v05: front end %d serves /v05 with segment %s (mode %s; "
+                 "data-parallel ranks pinned by uid: %d; second-wave "
+                 "priority: %s)", owner, svc.plugin.name, svc.plugin.mode,
+                 engine.dp if engine.dp > 1 else 0, engine.priority)
