@@ -42,7 +42,7 @@ import numpy as np
 import v05
 from v05.demos import tiny
 from v05.engines.vllm import VLLMRollout
-from v05.servers.client import GroupFailed, V05Client
+from v05.servers.client import GroupFailed, V05Client, V05HTTPError
 
 from engine_run import Meter, engine_and_commit, engine_args  # this folder
 import server_lengths as sl  # noqa: E402 (this folder)
@@ -234,10 +234,27 @@ async def group_route(arm, url, reward):
                                                  len(arm.items) + 16))
     posts_s, groups = [], {}
 
+    retried = []
+
     async def post(client, rec, r, sent):
-        sent.append(time.perf_counter())
-        await client.reward(rec, r)
-        posts_s.append(time.perf_counter() - sent[-1])
+        t = time.perf_counter()
+        sent.append(t)
+        try:
+            await client.reward(rec, r)
+        except httpx.TransportError as e:
+            # Seen once in ~2,700 POSTs: the POST went out on a kept-alive
+            # connection as the server closed it (httpx keeps idle ones
+            # 5 s, uvicorn as vLLM runs it closes them after 5 s), and
+            # V05Client does not retry, so its group waited for the
+            # reward timeout. Sent again (counted); a 409 then says the
+            # first one arrived after all.
+            retried.append(type(e).__name__)
+            try:
+                await client.reward(rec, r)
+            except V05HTTPError as e2:
+                if e2.status != 409:
+                    raise
+        posts_s.append(time.perf_counter() - t)
 
     async def one(client, uid, ids, prior):
         sent, tasks, tokens = [], [], []
@@ -298,7 +315,8 @@ async def group_route(arm, url, reward):
         "server_loop_cpu_s": diff["loop_cpu_s"],
         "loop_cpu_s": loop_cpu, "proc_cpu_s": proc_cpu,
         "rtt_http_s": rtt, "rtt_split_s": split, "idle_get_s": floor,
-        "post_s": [round(x, 7) for x in posts_s], "rewards": sum(ks)})
+        "post_s": [round(x, 7) for x in posts_s], "rewards": sum(ks),
+        "post_retries": retried})
 
 
 def start_server(a, model, lengths_env, prefix, log):
@@ -328,7 +346,7 @@ def server_args(a, port):
             "--logits-processors", "server_lengths:DrawnLengths"]
 
 
-async def run_all(a, model, prompts, priors, reward, server):
+async def run_all(a, model, prompts, priors, reward, server, save):
     # In the loop the engine will live in (vLLM binds it to its first).
     engine = tiny.vllm_engine(model, seed=a.seed, max_num_seqs=a.max_seqs,
                               max_model_len=a.context, kv_cache_gib=1,
@@ -371,6 +389,7 @@ async def run_all(a, model, prompts, priors, reward, server):
                       f"{row['samples']} samples, load {row['load1']}  "
                       f"[{time.perf_counter() - t_run:.0f} s]",
                       file=sys.stderr, flush=True)
+            save(rows, time.perf_counter() - t_run, False)
     finally:
         for p in plugins.values():
             p.close()
@@ -381,6 +400,7 @@ async def run_all(a, model, prompts, priors, reward, server):
 def main():
     ap = argparse.ArgumentParser(prog="bench/engine --server")
     engine_args(ap)
+    ap.add_argument("--server", action="store_true")  # bench/engine's switch
     ap.add_argument("--quick", action="store_true",
                     help="1 repetition of 8 prompts, a short tail")
     ap.add_argument("--reps", type=int, default=8)
@@ -417,24 +437,31 @@ def main():
     reward = rewards_of(a.seed, p)
     prefix = f"sbench{os.getpid()}"
     log = os.path.join(a.out, f"server-{prefix}.log")
-    server = start_server(a, model, lengths_env, prefix, log)
-    try:
-        rows, run_s = asyncio.run(run_all(a, model, prompts, priors, reward,
-                                          server))
-    finally:
-        server.stop()
     version, commit = engine_and_commit(types.SimpleNamespace(engine="vllm"))
     out = os.path.join(a.out, f"server-vllm-s{a.sigma:g}.json")
-    args = {k: v for k, v in vars(a).items() if k != "out"}
-    with open(out, "w") as f:
-        json.dump({"args": args, "engine": version, "v05": v05.version(),
-                   "commit": commit, "date": str(datetime.date.today()),
-                   "cpus": os.cpu_count(), "run_s": run_s,
-                   "load_start": load0, "load_end": loadavg(),
-                   "server_ready_s": server.ready_after,
-                   "server_argv": ["v05-vllm", "serve", "MODEL",
-                                   *server_args(a, 0)],
-                   "plugin": PLUGIN, "arms": ARMS, "rows": rows}, f)
+    args = {k: v for k, v in vars(a).items() if k not in ("out", "server")}
+    server = start_server(a, model, lengths_env, prefix, log)
+
+    def save(rows, run_s, complete):
+        """The run so far (after each repetition: a run cut short keeps
+        what it measured, marked incomplete)."""
+        with open(out + ".tmp", "w") as f:
+            json.dump({"args": args, "engine": version, "v05": v05.version(),
+                       "commit": commit, "date": str(datetime.date.today()),
+                       "cpus": os.cpu_count(), "run_s": run_s,
+                       "complete": complete,
+                       "load_start": load0, "load_end": loadavg(),
+                       "server_ready_s": server.ready_after,
+                       "server_argv": ["v05-vllm", "serve", "MODEL",
+                                       *server_args(a, 0)],
+                       "plugin": PLUGIN, "arms": ARMS, "rows": rows}, f)
+        os.replace(out + ".tmp", out)
+    try:
+        rows, run_s = asyncio.run(run_all(a, model, prompts, priors, reward,
+                                          server, save))
+    finally:
+        server.stop()
+    save(rows, run_s, True)
     print(f"wrote {out}", file=sys.stderr)
 
 
