@@ -480,6 +480,11 @@ def main():
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import affinity_report
         affinity_report.main()
+    # The group route's sections (bench/server_report.py), from theirs.
+    if glob.glob(os.path.join(RESULTS, "server-*.json")):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import server_report
+        server_report.main()
 
 
 if __name__ == "__main__":

@@ -171,25 +171,43 @@ RESULTS = os.path.join(ROOT, "bench", "results", "engine")
 
 
 def main():
-    os.makedirs(RESULTS, exist_ok=True)
-    for path in sorted(glob.glob(os.path.join(ROOT, "bench", "out",
-                                              "fill-*.json"))):
-        with open(path) as f:
-            run = json.load(f)
+    def untraced(run):
         run["rows"] = [{k: v for k, v in r.items() if k != "trace"}
                        for r in run["rows"]]
+        return run
+    runs = kept_runs("fill", untraced)
+    put_sections([section(r) for r in runs])
+
+
+def kept_runs(kind, clean=None):
+    """Each bench/out/<kind>-*.json kept (through clean, compact) in
+    bench/results/engine/; then every run kept there, by name. Exits
+    naming the command to run when there is none."""
+    os.makedirs(RESULTS, exist_ok=True)
+    for path in sorted(glob.glob(os.path.join(ROOT, "bench", "out",
+                                              f"{kind}-*.json"))):
+        with open(path) as f:
+            run = json.load(f)
+        if clean is not None:
+            run = clean(run)
         with open(os.path.join(RESULTS, os.path.basename(path)), "w") as f:
             json.dump(run, f, sort_keys=True, separators=(",", ":"))
             f.write("\n")
     runs = []
-    for path in sorted(glob.glob(os.path.join(RESULTS, "fill-*.json"))):
+    for path in sorted(glob.glob(os.path.join(RESULTS, f"{kind}-*.json"))):
         with open(path) as f:
             runs.append(json.load(f))
     if not runs:
-        sys.exit("bench/fill_report.py: no bench/out/fill-*.json nor "
-                 "bench/results/engine/fill-*.json; run "
-                 "bench/engine --fill first")
-    fresh = [section(r) for r in runs]
+        sys.exit(f"bench/{kind}_report.py: no bench/out/{kind}-*.json nor "
+                 f"bench/results/engine/{kind}-*.json; run "
+                 f"bench/engine --{kind} first")
+    return runs
+
+
+def put_sections(fresh):
+    """Each of `fresh` (a section's lines, its "## " title first) into
+    bench/ENGINE.md, in place of the section of that title or after the
+    others; every other section is kept as it is. Printed too."""
     md = os.path.join(ROOT, "bench", "ENGINE.md")
     with open(md) as f:
         text = f.read()

@@ -169,12 +169,13 @@ def noisy_priors(p: np.ndarray, noise: float, hallucination: float,
 
 def vllm_engine(path: str, *, max_num_seqs: int = 256, kv_cache_gib: int = 1,
                 seed: int = 0, tensor_parallel_size: int = 1,
-                max_model_len: int = 64):
+                max_model_len: int = 64, **engine_args):
     """An AsyncLLM (vLLM's V1 front end) on the model at `path`: float32,
     eager, token-id prompts, a small KV cache. Call it inside the event
     loop that will drive the engine for its whole life. With
     tensor_parallel_size > 1, one worker process per rank (vLLM's "mp"
-    executor, gloo between them on the CPU)."""
+    executor, gloo between them on the CPU). engine_args: more of vLLM's
+    AsyncEngineArgs (e.g. logits_processors)."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -186,7 +187,8 @@ def vllm_engine(path: str, *, max_num_seqs: int = 256, kv_cache_gib: int = 1,
                            max_num_seqs=max_num_seqs,
                            seed=seed, gpu_memory_utilization=0.08,
                            generation_config="vllm", disable_log_stats=True,
-                           tensor_parallel_size=tensor_parallel_size)
+                           tensor_parallel_size=tensor_parallel_size,
+                           **engine_args)
     return AsyncLLM.from_engine_args(args)
 
 
