@@ -193,13 +193,14 @@ V05_API int v05_submit(struct v05_plugin *p, const struct v05_prompt_in *in,
 			continue;
 		}
 		accepted++;
+		/* Into the rule's sums before the next prompt's first wave,
+		 * skipped or not (the skip's bar is over every prompt). */
+		if (warm && p->rule->fold_prompt)
+			p->rule->fold_prompt(&p->env, warm, e->prior, k0 > 0);
 		if (k0 == 0) {
 			skip[skipped++] = e;
 			continue;
 		}
-		/* Its plan into the rule's sums before the next prompt's. */
-		if (warm && p->rule->fold_prompt)
-			p->rule->fold_prompt(&p->env, warm, e->prior);
 		d = &out[decisions++];
 		memset(d, 0, sizeof(*d));
 		d->kind = V05_DECISION_SAMPLE;

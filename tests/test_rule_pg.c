@@ -50,7 +50,7 @@ static void pg_warm(struct pg_fx *f, const struct v05_eb_fit *fit,
 		    double prior, uint32_t n)
 {
 	for (uint32_t g = 0; g < n; g++)
-		f->r->fold_prompt(&f->env, fit, prior);
+		f->r->fold_prompt(&f->env, fit, prior, true);
 }
 
 /* log of the beta-binomial probability of t successes in n under
@@ -286,6 +286,53 @@ static void test_skip(void **state)
 	}
 }
 
+/* The skip's bar is pg_skip per mille of the mean signal over every
+ * prompt submitted, skipped ones included, so a high pg_skip settles:
+ * prompts submitted as submit does (first wave, then the fold, taken or
+ * not), a spread of priors in cycles; after many cycles each prior is
+ * skipped exactly when its signal is below the bar over the whole
+ * spread. (Over the prompts taken alone each skip raised the bar: this
+ * spread lost two priors more, and on bench/train's sparse task nearly
+ * every prompt.) */
+static void test_skip_bar_is_over_every_prompt(void **state)
+{
+	const struct v05_eb_fit fit = { 1000.0, 0.005, 1.0, 1.0 };
+	enum { NP = 21, CYCLES = 60 };
+	double prior[NP], s0[NP], mean = 0.0, tau, e2;
+	uint32_t early, skipped = 0;
+	struct pg_fx f;
+
+	(void)state;
+	pg_init(&f);
+	f.config.eb_window = 0;
+	f.config.pg_skip = 750;
+	for (int i = 0; i < NP; i++) {
+		prior[i] = -0.999 + 1.998 * i / (NP - 1);
+		post_here(&fit, prior[i], 0, 0, &tau, &e2);
+		s0[i] = sqrt(tau);
+		mean += s0[i] / NP;
+	}
+	for (int c = 0; c < CYCLES; c++)
+		for (int i = 0; i < NP; i++) {
+			uint32_t k0 = f.r->first_wave(&f.env, &fit, prior[i],
+						      &early);
+
+			f.r->fold_prompt(&f.env, &fit, prior[i], k0 > 0);
+		}
+	assert_true(fabs(f.state.pg.signal / f.state.pg.weight - mean) <
+		    1e-9);
+	for (int i = 0; i < NP; i++) {
+		uint32_t k0 = f.r->first_wave(&f.env, &fit, prior[i], &early);
+
+		/* No prior of the spread sits on the bar. */
+		assert_true(fabs(s0[i] - 0.75 * mean) > 1e-6);
+		assert_int_equal(k0 == 0, s0[i] < 0.75 * mean);
+		skipped += k0 == 0;
+	}
+	/* Some skipped, most of the spread not. */
+	assert_true(skipped > 0 && skipped < NP / 2);
+}
+
 /* Sums that make the grid's price j the rule's. */
 static void set_price(struct pg_fx *f, uint32_t j)
 {
@@ -349,7 +396,7 @@ static void test_sums_and_estimate(void **state)
 	(void)state;
 	pg_init(&f);
 	f.config.eb_window = 0;
-	f.r->fold_prompt(&f.env, &fit, 0.5);
+	f.r->fold_prompt(&f.env, &fit, 0.5, true);
 	post_here(&fit, 0.5, 0, 0, &tau, &e2);
 	assert_true(fabs(f.state.pg.weight - 1.0) < 1e-15);
 	assert_true(fabs(f.state.pg.signal - sqrt(tau)) < 1e-12);
@@ -362,9 +409,26 @@ static void test_sums_and_estimate(void **state)
 	assert_true(f.state.pg.rollouts[0] > 2.0);
 	assert_true(f.state.pg.error[0] > f.config.pg_between);
 	f.config.eb_window = 8;
-	f.r->fold_prompt(&f.env, &fit, 0.5);
+	f.r->fold_prompt(&f.env, &fit, 0.5, true);
 	assert_true(fabs(f.state.pg.weight - (1.0 - 1.0 / 8.0 + 1.0)) < 1e-12);
 	assert_int_equal(f.state.pg.prompts, 2);
+	/* A skipped prompt: its signal in, the price's sums untouched. */
+	{
+		struct v05_pg_stats before = f.state.pg;
+
+		f.config.eb_window = 0;
+		f.r->fold_prompt(&f.env, &fit, -0.9, false);
+		post_here(&fit, -0.9, 0, 0, &tau, &e2);
+		assert_true(fabs(f.state.pg.weight - (before.weight + 1.0)) <
+			    1e-12);
+		assert_true(fabs(f.state.pg.signal -
+				 (before.signal + sqrt(tau))) < 1e-12);
+		assert_memory_equal(f.state.pg.rollouts, before.rollouts,
+				    sizeof(before.rollouts));
+		assert_memory_equal(f.state.pg.error, before.error,
+				    sizeof(before.error));
+		assert_int_equal(f.state.pg.prompts, before.prompts);
+	}
 
 	f.r->estimate(&f.env, &fit, 0.5, r, 4, &e, adv);
 	assert_int_equal(v05_eb_estimate(&f.params, &fit, 0.5, r, 4, &want,
@@ -423,6 +487,7 @@ int main(void)
 		cmocka_unit_test(test_predictive),
 		cmocka_unit_test(test_first_wave_least_cost),
 		cmocka_unit_test(test_skip),
+		cmocka_unit_test(test_skip_bar_is_over_every_prompt),
 		cmocka_unit_test(test_more),
 		cmocka_unit_test(test_sums_and_estimate),
 		cmocka_unit_test(test_config_checks),

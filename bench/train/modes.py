@@ -68,7 +68,12 @@ def mode_specs() -> Dict[str, ModeSpec]:
           # success to |A| = 1 (PROBE.md); LEADERS.md's 'v05-pg' (5780152,
           # before the preset had a normaliser).
           ModeSpec("v05-pg-rms", "v05-pg", 2, True, rule=True,
-                   plugin={"sigma": "rms"})]
+                   plugin={"sigma": "rms"}),
+          # ...skipping every prompt below 0.75 of the mean signal of
+          # the prompts submitted (the library's default 0.25): the
+          # gradient probe's best v05-pg on the sparse task (PROBE.md).
+          ModeSpec("v05-pg-s750", "v05-pg", 2, True, rule=True,
+                   plugin={"pg": {"skip": 0.75}})]
     # The published rules (issue 28): Reinforce-Ada with its authors'
     # defaults (rounds of 8 up to 32, 4 trained on), Knapsack RL's
     # allocation from the value prior at 4 and 8 samples per prompt.

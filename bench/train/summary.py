@@ -8,6 +8,7 @@ import numpy as np
 
 ORDER = ["grpo-16", "dapo-16", "grpo-4", "fixed-1", "fixed-2", "fixed-4", "fixed-8",
          "v05", "v05-nohalt", "v05-eb", "v05-pg", "v05-pg-paper", "v05-pg-rms",
+         "v05-pg-s750",
          "reinforce-ada", "reinforce-ada-pos",
          "knapsack-prior-4", "knapsack-prior-8", "knapsack-4", "knapsack-8",
          "dapo-8", "greso-8", "dapo-16-fill", "greso-8-fill", "ebpo-8",

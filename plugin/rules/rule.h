@@ -43,10 +43,12 @@
  */
 #define V05_PG_GRID 12 /* rollout prices v05-pg weighs (rule_pg.c) */
 struct v05_pg_stats {
-	/* Each a sum over the prompts taken at submit, the older ones
-	 * weighed down by 1 - 1/eb_window per prompt folded (none with
-	 * eb_window 0); per price j of the grid, what each prompt's plan
-	 * under that price was expected to cost: */
+	/* Each a sum over prompts at submit, the older ones weighed down
+	 * by 1 - 1/eb_window per prompt folded (none with eb_window 0):
+	 * weight and signal over every prompt submitted, skipped ones
+	 * included (the skip's bar); per price j of the grid, over the
+	 * prompts taken, what each one's plan under that price was
+	 * expected to cost: */
 	double weight;                /* prompts                         */
 	double signal;                /* expected sqrt(4 p (1 - p))      */
 	double rollouts[V05_PG_GRID]; /* expected samples, n             */
@@ -214,11 +216,13 @@ struct v05__rule {
 	uint32_t (*more)(const struct v05__rule_env *env,
 			 const struct v05_eb_fit *fit, double prior,
 			 const double *r, uint32_t k, float *gap);
-	/* A prompt taken at submit (first_wave gave it samples), under
-	 * the running fit (warm: not NULL), into the running state before
-	 * the next prompt's first wave: v05-pg's sums. NULL: none kept. */
+	/* A prompt accepted at submit, taken (first_wave gave it
+	 * samples) or skipped, under the running fit (warm: not NULL),
+	 * into the running state before the next prompt's first wave:
+	 * v05-pg's sums. NULL: none kept. */
 	void (*fold_prompt)(const struct v05__rule_env *env,
-			    const struct v05_eb_fit *fit, double prior);
+			    const struct v05_eb_fit *fit, double prior,
+			    bool taken);
 	/* The samples a final group is trained on, bit i for sample i.
 	 * NULL: all k. */
 	uint64_t (*keep)(const struct v05_params *p, const double *r,

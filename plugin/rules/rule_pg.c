@@ -26,9 +26,12 @@
  * At submit each prompt gets the first wave n1 (pg_first: 1, 2 or 4) that
  * minimises its expected cost under the running fit, the second wave
  * looked ahead; or none: a prompt whose expected signal is below pg_skip
- * per mille of the mean of those taken is skipped (R would take only the
- * best prompts, but a prompt never taken is a bias R does not count, so
- * only those whose gradient is next to nothing go). At its first wave it
+ * per mille of the mean over the prompts submitted is skipped (R would
+ * take only the best prompts, but a prompt never taken is a bias R does
+ * not count, so only those whose gradient is next to nothing go). The
+ * mean counts the skipped prompts too: over those taken alone, each skip
+ * raises the bar for the next, and above about 700 per mille that ran
+ * away (nearly every prompt skipped). At its first wave it
  * gets the m more (multiples of k_step) that minimise b(n1 + m) / (n1 +
  * m) + lambda m, b at its expected posterior variance; the second wave is
  * final.
@@ -225,20 +228,23 @@ static uint32_t first_wave(const struct v05__rule_env *env,
 	return la.n1[i];
 }
 
-/* A prompt taken: what its plan under each price of the grid was
- * expected to cost, and its expected signal. */
+/* A prompt submitted: its expected signal (the skip's bar); if taken,
+ * what its plan under each price of the grid was expected to cost (a
+ * skipped prompt costs nothing, so only those taken are in the price). */
 static void fold_prompt(const struct v05__rule_env *env,
-			const struct v05_eb_fit *fit, double prior)
+			const struct v05_eb_fit *fit, double prior, bool taken)
 {
 	struct v05_pg_stats *st = &env->state->pg;
 	double keep = v05__eb_keep(env);
 	double a = env->config->pg_between;
 	struct lookahead la;
 
-	look_ahead(env, fit, prior, &la);
 	st->weight = keep * st->weight + 1.0;
 	st->signal = keep * st->signal +
 		     sqrt(post_of(fit, prior, 0, 0.0).tau);
+	if (!taken)
+		return;
+	look_ahead(env, fit, prior, &la);
 	for (uint32_t j = 0; j < V05_PG_GRID; j++) {
 		double e_n = 0.0, e_bn = 0.0;
 

@@ -242,7 +242,7 @@ def make_config(name: str, *, cost: Optional[float] = None,
     of between (the between-prompt variance relative to a sample's,
     default 0.13), first (the first-wave sizes it may choose, default
     (1, 2, 4)), skip (a prompt whose expected signal sqrt(4 p (1 - p))
-    is below this share of the mean over the rule's groups is skipped:
+    is below this share of the mean over the prompts submitted is skipped:
     it comes back as a "drop" with k = 0; default 0.25, 0 never skips).
     abort_records=True: a
     producer may abort a prompt it names (RewardWriter.abort), which
