@@ -339,7 +339,9 @@ def main(argv=None):
     argv = argv if argv is not None else sys.argv[1:]
     paths = [a for a in argv if a.endswith(".json")]
     runs = load(paths)
-    if any(os.path.dirname(os.path.abspath(p)) != RESULTS for p in paths):
+    # Raw runs are summarised into RESULTS; committed summaries (RESULTS
+    # and its folders) are only read.
+    if any(not os.path.abspath(p).startswith(RESULTS + os.sep) for p in paths):
         summaries(runs)
     text = tables(runs)
     if os.path.exists(PAGE) and "--stdout" not in argv:
