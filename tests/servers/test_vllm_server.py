@@ -115,7 +115,8 @@ def test_plugin_loaded_stock_routes_unchanged(server):
     models = httpx.get(server.url + "/v1/models", timeout=10).json()
     model = models["data"][0]["id"]
     r = httpx.post(server.url + "/v1/completions", timeout=60,
-                   json={"model": model, "prompt": "abc", "max_tokens": 4})
+                   json={"model": model, "prompt": "abc", "max_tokens": 4,
+                         "ignore_eos": True})
     assert r.status_code == 200, r.text
     assert r.json()["usage"]["completion_tokens"] == 4
     assert stats(server.url)["segment"] == f"{PREFIX}-fe0"
