@@ -196,8 +196,8 @@ struct v05_config {
 	 * samples may be chosen (default bits 1, 2, 4); pg_skip: a prompt
 	 * whose expected signal sqrt(4 p (1 - p)) under the running fit is
 	 * below pg_skip per mille of the mean over the prompts submitted
-	 * (skipped ones included) is skipped (its DROP, k = 0, comes from the next poll; default
-	 * V05_PG_SKIP; 0 never skips).
+	 * (skipped ones included) is skipped (its DROP, k = 0, comes from
+	 * the next poll; default V05_PG_SKIP; 0 never skips).
 	 */
 	double pg_between;
 	uint32_t pg_first;

@@ -29,9 +29,9 @@
  * per mille of the mean over the prompts submitted is skipped (R would
  * take only the best prompts, but a prompt never taken is a bias R does
  * not count, so only those whose gradient is next to nothing go). The
- * mean counts the skipped prompts too: over those taken alone, each skip
- * raises the bar for the next, and above about 700 per mille that ran
- * away (nearly every prompt skipped). At its first wave it
+ * mean counts the skipped prompts too: over those taken alone each skip
+ * raises the bar for the next, and a high pg_skip ran away (nearly every
+ * prompt skipped; docs/STATISTICS.md). At its first wave it
  * gets the m more (multiples of k_step) that minimise b(n1 + m) / (n1 +
  * m) + lambda m, b at its expected posterior variance; the second wave is
  * final.
