@@ -33,17 +33,45 @@ static double mode_cost(uint32_t mode)
 	return r && r->cost > 0.0 ? r->cost : V05_DEFAULT_COST;
 }
 
+/*
+ * A mode, its cost and its settings: what its rule's authors ran where
+ * that differs (rules/rule_*.c: with them no padding and no halt, one
+ * wave or rounds nothing may pad or cut short), else the library's own
+ * (k 4/2/16, rms, pad 32, halt 0.25). Every field is written either way,
+ * so a mode's config does not depend on the mode it replaces.
+ */
+static void mode_preset(struct v05_config *c, uint32_t mode)
+{
+	const struct v05__rule *r = v05__rule_of(mode);
+
+	c->params.mode = mode;
+	c->params.cost = mode_cost(mode);
+	if (r->preset.k_init) {
+		c->params.k_init = r->preset.k_init;
+		c->params.k_step = r->preset.k_step;
+		c->params.k_max = r->preset.k_max;
+		c->params.sigma = r->preset.sigma;
+		if (r->keep)
+			c->params.keep_n = 0;
+		c->pad_multiple = 1;
+		c->halt_fraction = 0.0;
+	} else {
+		c->params.k_init = V05_DEFAULT_K_INIT;
+		c->params.k_step = V05_DEFAULT_K_STEP;
+		c->params.k_max = V05_DEFAULT_K_MAX;
+		c->params.sigma = V05_SIGMA_RMS;
+		c->pad_multiple = 32;
+		c->halt_fraction = 0.25;
+	}
+}
+
 /* The library's own config, whole: the defaults, or the paper's. */
 static void defaults(struct v05_config *c, bool paper)
 {
 	memset(c, 0, sizeof(*c));
 	c->size = sizeof(*c);
 	v05_params_default(&c->params);
-	c->params.mode = V05_MODE_V05_EB;
-	c->params.cost = mode_cost(V05_MODE_V05_EB);
 	c->eb_first = (1u << 2) | (1u << 4);
-	c->halt_fraction = 0.25;
-	c->pad_multiple = 32;
 	c->schedule = V05_SCHEDULE_STREAM;
 	c->stream_deadline_us = 2000;
 	c->eb_window = 512;
@@ -59,11 +87,12 @@ static void defaults(struct v05_config *c, bool paper)
 	c->max_batches = 64;
 	c->file_mode = 0600;
 	c->journal_sync = V05_JOURNAL_SYNC_NONE;
+	/* docs/STATISTICS.md, "Defaults, from the measurements", has why
+	 * v05-eb (and docs/RULES.md, "Which mode for training", when a
+	 * training run is better off with v05-pg). */
+	mode_preset(c, paper ? V05_MODE_V05 : V05_MODE_V05_EB);
 	if (paper) {
-		c->params.mode = V05_MODE_V05;
-		c->params.cost = mode_cost(V05_MODE_V05);
 		c->params.sigma = V05_SIGMA_PAPER;
-		c->halt_fraction = 0.25;
 		c->schedule = V05_SCHEDULE_ROUNDS;
 	}
 }
@@ -147,19 +176,7 @@ V05_API int v05_config_mode(struct v05_config *c, uint32_t mode)
 				 c->size);
 	if (!r)
 		return v05__fail(-EINVAL, "mode %u is unknown", mode);
-	c->params.mode = mode;
-	c->params.cost = mode_cost(mode);
-	/* What the rule's authors ran, where it differs (rules/rule_*.c). */
-	if (r->preset.k_init) {
-		c->params.k_init = r->preset.k_init;
-		c->params.k_step = r->preset.k_step;
-		c->params.k_max = r->preset.k_max;
-		c->params.sigma = r->preset.sigma;
-		if (r->keep)
-			c->params.keep_n = 0;
-		c->pad_multiple = 1;
-		c->halt_fraction = 0.0;
-	}
+	mode_preset(c, mode);
 	return 0;
 }
 

@@ -274,7 +274,7 @@ static void test_skip(void **state)
 	assert_int_equal(f.r->first_wave(&f.env, &sure, -0.999, &early), 0);
 	assert_int_equal(f.r->first_wave(&f.env, &sure, 0.999, &early), 0);
 	assert_true(f.r->first_wave(&f.env, &sure, 0.0, &early) > 0);
-	assert_true(f.r->first_wave(&f.env, &sure, -0.8, &early) > 0);
+	assert_true(f.r->first_wave(&f.env, &sure, -0.5, &early) > 0);
 	f.config.pg_skip = 0;
 	assert_true(f.r->first_wave(&f.env, &sure, -0.999, &early) > 0);
 	/* A vague fit is not sure of anything: taken. */
@@ -448,8 +448,10 @@ static void test_config_checks(void **state)
 	assert_int_equal(c.params.sigma, V05_SIGMA_RMS);
 	assert_int_equal(v05_config_mode(&c, V05_MODE_PG), 0);
 	/* Its preset's normaliser: the paper's (a rare success at one
-	 * sample keeps its size); rms stays a valid choice. */
+	 * sample keeps its size); rms stays a valid choice. Its skip bar
+	 * is the one measured best, 0.75 (docs/STATISTICS.md). */
 	assert_int_equal(c.params.sigma, V05_SIGMA_PAPER);
+	assert_int_equal(c.pg_skip, 750);
 	assert_int_equal(v05_config_check(&c), 0);
 	c.params.sigma = V05_SIGMA_RMS;
 	assert_int_equal(v05_config_check(&c), 0);

@@ -111,6 +111,53 @@ static void test_presets(void **state)
 	}
 }
 
+/* The settings v05_config_mode writes, side by side. */
+static bool same_mode_settings(const struct v05_config *a,
+			       const struct v05_config *b)
+{
+	return a->params.mode == b->params.mode &&
+	       a->params.cost == b->params.cost &&
+	       a->params.k_init == b->params.k_init &&
+	       a->params.k_step == b->params.k_step &&
+	       a->params.k_max == b->params.k_max &&
+	       a->params.sigma == b->params.sigma &&
+	       a->params.keep_n == b->params.keep_n &&
+	       a->pad_multiple == b->pad_multiple &&
+	       a->halt_fraction == b->halt_fraction;
+}
+
+/* A mode's settings do not depend on the mode they replace: from the
+ * default through any mode to mode m is mode m from the default (a
+ * preset's k, normaliser, pad and halt did stay behind, so v05-eb after
+ * v05-pg ran with v05-pg's k 2 and normaliser). The modes without a
+ * preset get the default's settings back. */
+static void test_mode_after_mode(void **state)
+{
+	struct v05_config def;
+
+	(void)state;
+	v05_config_default(&def);
+	for (uint32_t m = 0; m < V05_MODE_COUNT; m++) {
+		struct v05_config want;
+
+		v05_config_default(&want);
+		assert_int_equal(v05_config_mode(&want, m), 0);
+		if (!v05__rule_of(m)->preset.k_init) {
+			def.params.mode = m;
+			def.params.cost = want.params.cost;
+			assert_true(same_mode_settings(&want, &def));
+		}
+		for (uint32_t before = 0; before < V05_MODE_COUNT; before++) {
+			struct v05_config c;
+
+			v05_config_default(&c);
+			assert_int_equal(v05_config_mode(&c, before), 0);
+			assert_int_equal(v05_config_mode(&c, m), 0);
+			assert_true(same_mode_settings(&c, &want));
+		}
+	}
+}
+
 /* v05_estimate runs a row without a plugin unless the row says it needs
  * one, and then says why. */
 static void test_estimate_without_plugin(void **state)
@@ -248,6 +295,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_mode_has_a_row),
 		cmocka_unit_test(test_unknown_name),
+		cmocka_unit_test(test_mode_after_mode),
 		cmocka_unit_test(test_presets),
 		cmocka_unit_test(test_estimate_without_plugin),
 		cmocka_unit_test(test_first_wave_of_an_older_entry),

@@ -27,6 +27,7 @@ have it.
 
 import asyncio
 import os
+import signal
 import time
 from typing import Dict, List, Optional
 
@@ -43,6 +44,10 @@ import model as M
 import regimes
 import task
 from modes import ModeSpec, RESULTS_MODES, mode_specs  # noqa: F401 (re-exported)
+
+# The signals that stop a run (main.py): held while a segment is made or
+# closed.
+STOPS = {signal.SIGTERM, signal.SIGINT}
 
 BUDGET = 256  # rollouts per step: prompt batch x group size
 
@@ -172,14 +177,27 @@ class Trainer:
             kw.update(k_max=max(16, spec.k), pad_multiple=32,
                       halt_fraction=spec.halt, mode=spec.mode, k_init=spec.k)
             kw.update(spec.plugin)
-        self.plugin = v05.Plugin.create(self.name, **kw)
-        predict = self.regime.predict(seed)
-        self.prior = None if predict is None else ValueModelPrior(
-            self.plugin, predict, batch_size=64, context_size=256, seed=seed)
-        self.sampler = sampler or Sampler(self.policy,
-                                          torch.Generator().manual_seed(seed))
-        self.rollout = GroupRollout(self.plugin, self.sampler.generate,
-                                    score=self._score, release=False)
+        # SIGTERM and SIGINT (SystemExit, KeyboardInterrupt) held until the
+        # segment is this object's to close, and the rest of the set-up
+        # closes it if interrupted: a run stopped here leaves nothing in
+        # /dev/shm (the caller has no trainer to close yet).
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+        try:
+            self.plugin = v05.Plugin.create(self.name, **kw)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        try:
+            predict = self.regime.predict(seed)
+            self.prior = None if predict is None else ValueModelPrior(
+                self.plugin, predict, batch_size=64, context_size=256,
+                seed=seed)
+            self.sampler = sampler or Sampler(
+                self.policy, torch.Generator().manual_seed(seed))
+            self.rollout = GroupRollout(self.plugin, self.sampler.generate,
+                                        score=self._score, release=False)
+        except BaseException:
+            self.plugin.close(force=True)
+            raise
         self.prompts: Dict[str, task.Prompt] = {}
         self.pids: Dict[str, object] = {}  # uid -> the stream's id of it
         self.rewards_seen: Dict[str, Dict[int, float]] = {}
@@ -197,8 +215,14 @@ class Trainer:
         return r
 
     def close(self):
-        self.rollout.close()
-        self.plugin.close(force=True)
+        # Not cut short by SIGTERM or SIGINT (held until the segment is
+        # gone).
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+        try:
+            self.rollout.close()
+        finally:
+            self.plugin.close(force=True)
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def batch_size(self) -> int:
         if self.spec.adaptive:

@@ -222,12 +222,14 @@ V05_API int v05_config_init(struct v05_config *c, size_t size,
 			    unsigned flags);
 
 /* Defaults: mode v05-eb (two waves, no halt; docs/STATISTICS.md explains
- * the choice) with the rms normaliser, c V05_EB_DEFAULT_COST (v05-eb's),
- * k 4/2/16, first waves of 2 or 4 from the fit (eb_first), halt 0.25 (used
- * by mode v05 only), pad 32, stream (for v05-eb: no barrier; rounds is
- * v05-eb's batch barrier), eb_window 512, eb_cold 64, deadline 2000 us,
- * 4096 prompts, 16 producers, lanes of 4096, 64 batches, file mode 0600,
- * no journal, no broker (its allow-list empty), the default cut-off. */
+ * the choice; for training at a fixed rollout budget docs/RULES.md, "Which
+ * mode for training", recommends v05-pg) with the rms normaliser, c
+ * V05_EB_DEFAULT_COST (v05-eb's), k 4/2/16, first waves of 2 or 4 from
+ * the fit (eb_first), halt 0.25 (used by mode v05 only), pad 32, stream
+ * (for v05-eb: no barrier; rounds is v05-eb's batch barrier), eb_window
+ * 512, eb_cold 64, deadline 2000 us, 4096 prompts, 16 producers, lanes of
+ * 4096, 64 batches, file mode 0600, no journal, no broker (its allow-list
+ * empty), the default cut-off. */
 V05_API void v05_config_default(struct v05_config *c);
 /* The defaults, then the paper's exact behaviour: mode v05 (fusion + OSLA)
  * with its cost V05_DEFAULT_COST, its 25% batch halt and the paper's
@@ -240,16 +242,19 @@ V05_API void v05_config_paper(struct v05_config *c);
 #define v05_config_paper(c) \
 	((void)v05_config_init((c), sizeof(*(c)), V05_CONFIG_INIT_PAPER))
 /* Set the mode, its default cost (v05-eb's V05_EB_DEFAULT_COST, every
- * other mode's V05_DEFAULT_COST: set a cost after this call) and the
- * defaults it needs (docs/RULES.md): reinforce-ada
+ * other mode's V05_DEFAULT_COST: set a cost after this call) and its
+ * settings, whatever mode the config had (set others after this call):
+ * v05, v05-fixed, grpo, dapo and v05-eb the library's own (k 4/2/16,
+ * rms, pad 32, halt 0.25, the halt used by mode v05 only); the others
+ * what their authors ran (docs/RULES.md): reinforce-ada
  * and reinforce-ada-pos k 8/8/32, keep_n 0 (4), pad 1, halt 0;
  * knapsack-prior k_init 8 (the budget per prompt), k_max 64, pad 1, halt
  * 0; greso k 8/1/8, pad 1, halt 0; ebpo k 8/1/8 (one wave), pad 1, halt
  * 0; pilot-commit a pilot of 8 and a commit of 24 (k 8/24/32), pad 1,
  * halt 0; v05-pg k 2/2/16, pad 1, halt 0 and the paper's normaliser
- * (V05_SIGMA_PAPER; the modes above rms, which they do not read); the
- * other modes only the mode. 0 or -EINVAL (unknown mode, or a config
- * whose size v05_config_init did not set). */
+ * (V05_SIGMA_PAPER; the published rules rms, which they do not read).
+ * 0 or -EINVAL (unknown mode, or a config whose size v05_config_init did
+ * not set). */
 V05_API int v05_config_mode(struct v05_config *c, uint32_t mode);
 /* 0, or -EINVAL naming the field in v05_errmsg(). */
 V05_API int v05_config_check(const struct v05_config *c);

@@ -156,8 +156,9 @@ struct v05_params {
 #define V05_PG_BETWEEN 0.13
 #define V05_PG_FIRST ((1u << 1) | (1u << 2) | (1u << 4))
 /* v05-pg skips a prompt whose expected signal, sqrt(4 p (1 - p)), is
- * below this share (per mille) of its groups' mean. */
-#define V05_PG_SKIP 250u
+ * below this share (per mille) of the mean over the prompts submitted
+ * (docs/STATISTICS.md, "Mode v05-pg": the bar measured best). */
+#define V05_PG_SKIP 750u
 
 struct v05_estimate {
 	uint32_t k;        /* rewards used                                 */
@@ -179,7 +180,7 @@ V05_API int v05_params_check(const struct v05_params *p);
 
 /* Mode name ("v05", "v05-fixed", "grpo", "dapo", "v05-eb",
  * "reinforce-ada", "reinforce-ada-pos", "knapsack-prior", "knapsack",
- * "greso", "ebpo", "pilot-commit") or NULL. */
+ * "greso", "ebpo", "pilot-commit", "v05-pg") or NULL. */
 V05_API const char *v05_mode_name(uint32_t mode);
 /* Mode by name; returns the mode or -EINVAL. */
 V05_API int v05_mode_from_name(const char *name);
@@ -295,7 +296,7 @@ V05_API int v05_knapsack_plan(const double *p01, uint32_t n,
 #define V05_EB_H_MIN 0.005
 #define V05_EB_H_MAX 0.9
 
-/* v05-eb's default cost per rollout (v05_config_default; every other
+/* v05-eb's default cost per rollout (v05_config_mode; every other
  * mode's is V05_DEFAULT_COST): with the first wave chosen from the fit it
  * reaches the paper rule's MSE at fewer rollouts (docs/STATISTICS.md,
  * "Defaults"). */

@@ -89,6 +89,9 @@ void help_sim(FILE *f)
 		"                      (default 1; 'never' to keep every prompt)\n"
 		"  --ebpo-window W     ebpo: its statistics forget with a window\n"
 		"                      of W groups (default 0: never)\n"
+		"  --pg-skip S         v05-pg: skip a prompt whose expected signal\n"
+		"                      is below S (0 to 1) of the mean over the\n"
+		"                      prompts submitted (default 0.75; 0 never)\n"
 		"  --p-beta A, --p-beta A:B\n"
 		"                      each p from Beta(A, A) (A < 1 piles prompts\n"
 		"                      near 0 and 1) or Beta(A, B) (A < B skews them\n"
@@ -276,6 +279,7 @@ int cmd_sim(int argc, char **argv)
 		{ "pc-upper", required_argument, NULL, 'U' },
 		{ "pc-evict", required_argument, NULL, 'X' },
 		{ "ebpo-window", required_argument, NULL, 'O' },
+		{ "pg-skip", required_argument, NULL, 'Q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -450,6 +454,15 @@ int cmd_sim(int argc, char **argv)
 				return EXIT_USAGE;
 			o.ebpo_window = (uint32_t)v;
 			break;
+		case 'Q': {
+			double s;
+
+			if (opt_double("--pg-skip", optarg, 0, 1, &s))
+				return EXIT_USAGE;
+			o.pg_skip = (uint32_t)lround(s * 1000.0);
+			o.have_pg_skip = 1;
+			break;
+		}
 		case 'V':
 			if (opt_double("--prior", optarg, -1, 1, &prior))
 				return EXIT_USAGE;

@@ -39,6 +39,10 @@ struct sim_opts {
 	int have_band;
 	/* EBPO's forgetting window in groups (0: none, the default). */
 	uint32_t ebpo_window;
+	/* v05-pg's skip bar, per mille (have_pg_skip: given, else the
+	 * library's V05_PG_SKIP). */
+	uint32_t pg_skip;
+	int have_pg_skip;
 };
 
 /* |A| of every final sample, this mode's and grpo's on the same groups. */

@@ -336,6 +336,8 @@ int sim_run(const struct sim_opts *o)
 			c.pc_upper = o->pc_upper;
 		}
 		c.ebpo_window = o->ebpo_window;
+		if (o->have_pg_skip)
+			c.pg_skip = o->pg_skip;
 		if (o->have_halt)
 			c.halt_fraction = o->halt;
 		if (o->have_pad)
@@ -463,9 +465,14 @@ int sim_run(const struct sim_opts *o)
 		json_num(stdout, rpp);
 		printf(", \"mean_k\": ");
 		json_num(stdout, out.groups ? out.k_sum / (double)out.groups : 0.0);
-		printf(", \"epochs\": %llu, \"skipped\": %llu, \"p_beta\": ",
+		printf(", \"epochs\": %llu, \"skipped\": %llu, \"pg_skip\": ",
 		       (unsigned long long)o->epochs,
 		       (unsigned long long)out.skipped);
+		if (c.params.mode == V05_MODE_PG)
+			json_num(stdout, c.pg_skip / 1000.0);
+		else
+			fputs("null", stdout);
+		printf(", \"p_beta\": ");
 		if (o->have_beta)
 			json_num(stdout, o->p_beta);
 		else

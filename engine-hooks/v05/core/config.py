@@ -199,10 +199,14 @@ def make_config(name: str, *, cost: Optional[float] = None,
     """The v05_config for Plugin.create(name, ...). Parameters as in
     include/v05/plugin.h (struct v05_config); every one is checked.
     A parameter left at None keeps the library's default
-    (v05_config_default: mode "v05-eb", sigma "rms", ...); paper=True
-    starts from v05_config_paper instead (mode "v05", sigma "paper",
-    halt_fraction 0.25: the paper's exact behaviour), and explicit
-    parameters still win. producer_broker=True lets reward workers of
+    (v05_config_default: mode "v05-eb", sigma "rms", ...); a mode given
+    brings its own settings (v05_config_mode: "v05", "v05-fixed",
+    "grpo", "dapo", "v05-eb" the library's k 4/2/16, sigma "rms",
+    pad_multiple 32, halt_fraction 0.25; the others their preset);
+    paper=True starts from v05_config_paper instead (mode "v05", sigma
+    "paper", halt_fraction 0.25, rounds: the paper's exact behaviour; with
+    another mode, its settings but the paper's sigma and rounds), and
+    explicit parameters still win. producer_broker=True lets reward workers of
     other users in (RewardWriter.attach(..., any_uid=True)) through a
     broker thread that hands each its own lane only, and only to the
     users named: broker_allow_uids (uids or user names) and
@@ -243,7 +247,7 @@ def make_config(name: str, *, cost: Optional[float] = None,
     default 0.13), first (the first-wave sizes it may choose, default
     (1, 2, 4)), skip (a prompt whose expected signal sqrt(4 p (1 - p))
     is below this share of the mean over the prompts submitted is skipped:
-    it comes back as a "drop" with k = 0; default 0.25, 0 never skips).
+    it comes back as a "drop" with k = 0; default 0.75, 0 never skips).
     abort_records=True: a
     producer may abort a prompt it names (RewardWriter.abort), which
     comes back from poll() as a "cancel" decision (docs/SHM.md, "Abort
@@ -269,6 +273,11 @@ def make_config(name: str, *, cost: Optional[float] = None,
         # up to 64); explicit parameters below still win.
         _lib.check(lib.v05_config_mode(ctypes.byref(c), MODES[mode]),
                    f"create {name}: mode {mode}")
+        if paper:
+            # v05_config_mode sets every mode's settings; paper=True
+            # keeps the paper's normaliser and rounds over them.
+            c.params.sigma = SIGMAS["paper"]
+            c.schedule = SCHEDULES["rounds"]
     u32 = _checks.u32
     if cost is not None:
         c.params.cost = cost
