@@ -398,16 +398,18 @@ class GroupService:
     def _check_own(self, r: wire.Reward, where: str) -> bool:
         """WireError unless reward r may be pushed for a group of this
         front end; True when it was received before with the same value
-        (also for a group ended since: the last RECENT are kept)."""
+        (also for a group ended since: the last RECENT are kept; any
+        other reward for an ended group is a 404, as for one never
+        run)."""
         live = self._live.get(r.uid)
-        if live is not None:
-            issued, rewarded = live.issued, live.rewarded
-        elif r.uid in self._recent:
-            issued, rewarded = self._recent[r.uid]
-        else:
+        if live is None:
+            issued, rewarded = self._recent.get(r.uid, ({}, {}))
+            if issued.get(r.sample) == r.gen and r.sample in rewarded and \
+                    rewarded[r.sample] == r.reward:
+                return True
             raise wire.WireError(f"{where}.uid", f"{r.uid!r} is no group "
                                  "running on this front end", status=404)
-        gen = issued.get(r.sample)
+        gen = live.issued.get(r.sample)
         if gen is None:
             raise wire.WireError(f"{where}.sample", f"sample {r.sample} of "
                                  f"{r.uid!r} has not been handed out",
@@ -416,17 +418,12 @@ class GroupService:
             raise wire.WireError(f"{where}.gen", f"{r.gen} is not the gen "
                                  f"sample {r.sample} was handed out with "
                                  f"({gen})", status=409)
-        if r.sample in rewarded:
-            if rewarded[r.sample] == r.reward:
+        if r.sample in live.rewarded:
+            if live.rewarded[r.sample] == r.reward:
                 return True
             raise wire.WireError(f"{where}.sample", f"sample {r.sample} of "
-                                 f"{r.uid!r} has its reward already "
-                                 f"({rewarded[r.sample]!r}, not "
-                                 f"{r.reward!r})", status=409)
-        if live is None:
-            raise wire.WireError(f"{where}.uid", f"{r.uid!r} is no group "
-                                 "running on this front end (it ended)",
-                                 status=404)
+                                 f"{r.uid!r} has its reward already",
+                                 status=409)
         return False
 
     def _writer(self, seg: str) -> RewardWriter:
