@@ -251,15 +251,18 @@ def section(run):
     lines += ["Wall per generated token, per repetition (each arm against "
               "the others of the same repetition):", ""] + ratios
     rtt, http = rtt_rows(run)
-    retried = sum(len(R[k].get("post_retries", [])) for k in R)
+    # A list of the errors (runs whose bench sent again itself) or
+    # V05Client's count (it sends again itself).
+    retried = sum(len(x) if isinstance(x, list) else x for x in
+                  (R[k].get("post_retries", 0) for k in R))
     lines += ["", "Reward round trip (push to the decision it causes, seen "
               "by whoever waits for it), every group of every repetition:",
               ""] + rtt + [
         "", f"Reward POSTs sent again after a transport error: {retried} "
         f"of {sum(len(R[k]['post_s']) for k in R)} (a POST on a kept-alive "
-        "connection the server was closing: V05Client does not retry, and "
-        "its group would wait for the reward timeout; the bench sends it "
-        "again and keeps the round trip from the first send)."]
+        "connection the server was closing: V05Client sends it again, the "
+        "reward route being idempotent; the round trip is kept from the "
+        "first send)."]
     g, lo, hi = est[(ROUTE, BATCH)]
     ov = {}
     for arm in run["arms"]:

@@ -13,12 +13,15 @@ rotated order, the same prompts go through three arms:
 - "in-process batch": the in-process driver (v05.engines.vllm.VLLMRollout,
   its default wait: its own scores), every prompt of the batch in one run;
 - "group route": one POST /v05/group per prompt through v05's client
-  (V05Client.group), all of them at once, each sample's reward posted
-  (POST /v05/reward) as its record arrives, as V05Client.run_group does;
+  (V05Client.group, its own connection pools), all of them at once, each
+  sample's reward posted (POST /v05/reward) as its record arrives, as
+  V05Client.run_group does; the server runs the groups at once
+  (v05.servers.groups);
 - "in-process one at a time": the in-process driver run on one prompt at a
   time, each reward pushed into the lane by a scoring thread and the
-  driver waiting on the doorbell: what the server does behind the route
-  (it runs one group at a time, v05.servers.service), without HTTP.
+  driver waiting on the doorbell: what the server did behind the route
+  until it ran groups at once (one group at a time), without HTTP; kept
+  as the reference the first runs were read against.
 Every sample's length is drawn as bench/engine draws it (per prompt and per
 sample, lognormal, capped) and enforced inside both engines
 (bench/server_lengths.py); a sample's reward is drawn per (prompt, sample)
@@ -42,7 +45,7 @@ import numpy as np
 import v05
 from v05.demos import tiny
 from v05.engines.vllm import VLLMRollout
-from v05.servers.client import GroupFailed, V05Client, V05HTTPError
+from v05.servers.client import GroupFailed, V05Client
 
 from engine_run import Meter, engine_and_commit, engine_args  # this folder
 import server_lengths as sl  # noqa: E402 (this folder)
@@ -57,8 +60,9 @@ ARMS = ["in-process batch", "group route", "in-process one at a time"]
 # server's segment and in this process's alike; abort records on, as the
 # servers make their segments (v05.servers.config).
 # pad_multiple 1: a server runs each group as a batch of one, and the
-# default (32) would pad every second wave of a group up to k_max; the
-# servers' own tests run with 1 too.
+# library's default (32) would pad every second wave of a group up to
+# k_max (the servers' default is 1 now: v05.servers.config; given here for
+# the in-process arms' segments too).
 PLUGIN = {"mode": "v05-eb", "k_init": 4, "k_step": 2, "k_max": 16,
           "pad_multiple": 1, "lane_capacity": 16384, "abort_records": True}
 
@@ -228,36 +232,14 @@ async def group_route(arm, url, reward):
     before = await server_bench(url)
     sampling = {"max_tokens": a.cap, "temperature": 1.0,
                 "stop_token_ids": [sl.STOP]}
-    # As many connections as groups and their rewards need: each open
-    # stream holds one (httpx's default pool of 100 would leave a reward
-    # waiting behind streams waiting for their turn).
-    http = httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(None,
-                             connect=30),
-                             limits=httpx.Limits(max_connections=None,
-                                                 max_keepalive_connections=
-                                                 len(arm.items) + 16))
     posts_s, groups = [], {}
 
-    retried = []
-
     async def post(client, rec, r, sent):
+        # A POST lost in transport is sent again by V05Client (counted in
+        # its .retries); the round trip runs from the first send.
         t = time.perf_counter()
         sent.append(t)
-        try:
-            await client.reward(rec, r)
-        except httpx.TransportError as e:
-            # Seen once in ~2,700 POSTs: the POST went out on a kept-alive
-            # connection as the server closed it (httpx keeps idle ones
-            # 5 s, uvicorn as vLLM runs it closes them after 5 s), and
-            # V05Client does not retry, so its group waited for the
-            # reward timeout. Sent again (counted); a 409 then says the
-            # first one arrived after all.
-            retried.append(type(e).__name__)
-            try:
-                await client.reward(rec, r)
-            except V05HTTPError as e2:
-                if e2.status != 409:
-                    raise
+        await client.reward(rec, r)
         posts_s.append(time.perf_counter() - t)
 
     async def one(client, uid, ids, prior):
@@ -282,11 +264,9 @@ async def group_route(arm, url, reward):
 
     t0 = time.perf_counter()
     c0, p0 = time.thread_time(), time.process_time()
-    async with V05Client(url, client=http) as client:
-        try:
-            await asyncio.gather(*[one(client, *it) for it in arm.items])
-        finally:
-            await http.aclose()
+    async with V05Client(url, timeout=None) as client:
+        await asyncio.gather(*[one(client, *it) for it in arm.items])
+        retried = client.retries
     wall = time.perf_counter() - t0
     loop_cpu, proc_cpu = time.thread_time() - c0, time.process_time() - p0
     after = await server_bench(url)

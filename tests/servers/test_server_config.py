@@ -28,6 +28,29 @@ def test_scorer_settings_accepted():
     assert config.parse({"keep_segment": True}, "x").keep_segment is True
 
 
+def test_server_segments_pad_second_waves_by_1_unless_told(tmp_path):
+    """A server's group is a batch of its own: its segment is made with
+    pad_multiple 1 (the library's 32 would take each second wave to
+    k_max) and as many batches as prompts (the library's 64 would cap
+    the groups in flight), abort records on; all only defaults."""
+    from v05.core.observer import Observer
+    from v05.core.plugin import Plugin
+    args = config.parse({"plugin": {"mode": "v05"}}, "x").plugin_args()
+    assert args == {"mode": "v05", "abort_records": True, "pad_multiple": 1,
+                    "max_batches": 4096}
+    small = config.parse({"plugin": {"max_prompts": 100}}, "x")
+    assert small.plugin_args()["max_batches"] == 100
+    told = config.parse({"plugin": {"pad_multiple": 8, "max_batches": 7,
+                                    "abort_records": False}}, "x")
+    assert told.plugin_args() == {"abort_records": False, "pad_multiple": 8,
+                                  "max_batches": 7}
+    name = f"tcfg{os.getpid()}"
+    with Plugin.create(name, **args) as p:
+        with Observer(p.name) as o:
+            info = o.info()
+    assert (info["pad_multiple"], info["batches"]) == (1, 4096)
+
+
 @pytest.mark.parametrize("raw,words", [
     ({"scorer": "pkg.mod"}, "scorer must be an import path "
                             "'package.module:function', not 'pkg.mod'"),

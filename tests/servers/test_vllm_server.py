@@ -326,13 +326,18 @@ def test_bad_rewards_name_the_field_and_change_nothing(server):
                                              "application/json"})
                 out.append((r.status_code, r.json()["field"]))
             await c.reward(rec, 1.0)
-            # The same reward again while the group waits for the others.
+            # The same reward again while the group waits for the others
+            # (a resend): acknowledged, not applied again; another reward
+            # for the sample: refused.
             r = await c.http.post("/v05/reward", json=dict(ok, reward=1.0))
+            again = (r.status_code, r.json())
+            r = await c.http.post("/v05/reward", json=dict(ok, reward=-1.0))
             out.append((r.status_code, r.json()["field"]))
             await c.rewards([(x, 1.0) for x in first[1:]])
             rest = [x async for x in it]
-            return out, rest
-    out, rest = run(main())
+            return out, again, rest
+    out, again, rest = run(main())
+    assert again == (200, {"accepted": 0, "forwarded": 0, "duplicates": 1})
     assert out == [(422, "body.reward"), (422, "body.reward"),
                    (404, "body.uid"), (404, "body.sample"),
                    (409, "body.gen"), (422, "body.reward"),

@@ -16,6 +16,28 @@ carries its uid as a routing key (sglang's model gateway hashes
 the stream, its rewards and its abort to one server.
 Leaving ``group()``'s iterator early closes the stream, and the server
 aborts the group.
+
+Two connection pools: the group streams' (each open group holds one
+connection for as long as it runs) and the short requests' (rewards,
+aborts, stats, fit), neither with a bound on connections. A group's
+stream ends only once its rewards have come, so rewards that waited for
+a connection behind open streams would wait for ever: with one pool of
+100, 100 open groups starved every reward POST until the server's reward
+timeout dropped them. Separate pools, not a bound on streams: a bound
+would queue groups here, out of the server's sight, and cap the
+concurrency the server batches for; how many groups are in flight is the
+caller's choice (the server refuses what its segment cannot hold). And
+no bound on the rewards' pool either: a reward POST holds its connection
+for milliseconds, but requests queued for a bounded httpx pool cost it
+work per queued request at every release (httpcore 1.0), which stalled
+a burst of rewards past the server's reward timeout (docs/SERVERS.md,
+"The async client").
+
+A reward POST that fails in transport (the connection closed under it:
+a kept-alive connection the server was closing as the POST went out) is
+sent again, up to RETRIES times: safe, since the reward route is
+idempotent (the same (uid, sample, gen, reward) received twice is
+acknowledged and applied once, docs/SERVERS.md).
 """
 
 import asyncio
@@ -25,9 +47,18 @@ from typing import Any, AsyncIterator, Callable, Dict, List, Optional
 
 import httpx
 
-__all__ = ["V05Client", "V05HTTPError", "GroupFailed", "ROUTING_HEADERS"]
+__all__ = ["V05Client", "V05HTTPError", "GroupFailed", "ROUTING_HEADERS",
+           "RETRIES"]
 
 ROUTING_HEADERS = ("X-SMG-Routing-Key", "X-Session-ID")
+RETRIES = 2
+# Transport errors of a connection that broke (not a timeout: a slow
+# server is not a lost request).
+_BROKEN = (httpx.ConnectError, httpx.ReadError, httpx.WriteError,
+           httpx.RemoteProtocolError)
+# No bound on connections (the module's text); idle ones kept for reuse
+# as in httpx's default pool.
+_UNBOUNDED = httpx.Limits(max_connections=None, max_keepalive_connections=20)
 
 
 class V05HTTPError(RuntimeError):
@@ -55,13 +86,29 @@ def _routing(uid: str) -> Dict[str, str]:
 
 
 class V05Client:
+    """client: the httpx.AsyncClient of the short requests; stream_client:
+    the group streams' (default: `client` when one is given); each
+    default one of its own with no bound on connections. Clients given
+    are the caller's to close."""
+
     def __init__(self, base_url: str, *, timeout: Optional[float] = None,
                  headers: Optional[Dict[str, str]] = None,
-                 client: Optional[httpx.AsyncClient] = None):
-        self._own = client is None
-        self.http = client or httpx.AsyncClient(
-            base_url=base_url, headers=headers,
-            timeout=httpx.Timeout(timeout, connect=30.0))
+                 client: Optional[httpx.AsyncClient] = None,
+                 stream_client: Optional[httpx.AsyncClient] = None):
+        t = httpx.Timeout(timeout, connect=30.0)
+        self._mine = []
+        if client is None:
+            client = httpx.AsyncClient(base_url=base_url, headers=headers,
+                                       timeout=t, limits=_UNBOUNDED)
+            self._mine.append(client)
+            if stream_client is None:
+                stream_client = httpx.AsyncClient(
+                    base_url=base_url, headers=headers, timeout=t,
+                    limits=_UNBOUNDED)
+                self._mine.append(stream_client)
+        self.http = client
+        self.streams = stream_client or client
+        self.retries = 0  # reward POSTs sent again, all told
 
     async def __aenter__(self):
         return self
@@ -70,8 +117,8 @@ class V05Client:
         await self.aclose()
 
     async def aclose(self):
-        if self._own:
-            await self.http.aclose()
+        for c in self._mine:
+            await c.aclose()
 
     async def _json(self, method: str, path: str, body=None,
                     headers=None) -> Any:
@@ -93,8 +140,8 @@ class V05Client:
             body["prompt_ids"] = list(prompt_ids)
         if sampling:
             body["sampling"] = dict(sampling)
-        async with self.http.stream("POST", "/v05/group", json=body,
-                                    headers=_routing(uid)) as r:
+        async with self.streams.stream("POST", "/v05/group", json=body,
+                                       headers=_routing(uid)) as r:
             if r.status_code >= 400:
                 raw = await r.aread()
                 raise V05HTTPError(r.status_code, json.loads(raw or b"null"))
@@ -112,8 +159,15 @@ class V05Client:
                   "gen": rec["gen"], "owner": rec["owner"], "reward": r}
                  for rec, r in pairs]
         uid = items[0]["uid"] if items else ""
-        return await self._json("POST", "/v05/reward", {"rewards": items},
-                                headers=_routing(uid))
+        for attempt in range(RETRIES + 1):
+            try:
+                return await self._json("POST", "/v05/reward",
+                                        {"rewards": items},
+                                        headers=_routing(uid))
+            except _BROKEN:
+                if attempt == RETRIES:
+                    raise
+                self.retries += 1
 
     async def run_group(self, uid: str, *,
                         score: Callable[[Dict[str, Any]], Any],

@@ -5,7 +5,10 @@ read when the server starts; a bad one stops the server with an error
 naming the key (docs/SERVERS.md, "Configuration").
 
     {"segment": "serve",          segment <prefix>-fe<i> (/dev/shm/v05-...)
-     "plugin": {"mode": ...},     Plugin.create's keyword arguments
+     "plugin": {"mode": ...},     Plugin.create's keyword arguments (here
+                                  abort_records true, pad_multiple 1,
+                                  max_batches max_prompts unless given:
+                                  ServerConfig.plugin_args)
      "reward_timeout_s": 300,     a group waiting this long for a reward
                                   with nothing generating is dropped
      "report": PATH,              the reapers' report (JSON lines)
@@ -33,6 +36,10 @@ from .scorer import check_path
 __all__ = ["ServerConfig", "from_env", "parse"]
 
 DEFAULT_SEGMENT = "serve"
+# The library's default max_prompts, and the most batches a segment
+# holds (plugin/config.c, shm/layout.h V05_BATCHES_MAX).
+DEFAULT_MAX_PROMPTS = 4096
+BATCHES_MAX = 4096
 
 
 @dataclasses.dataclass
@@ -49,9 +56,18 @@ class ServerConfig:
 
     def plugin_args(self) -> Dict[str, Any]:
         """Plugin.create's keyword arguments: `plugin`, with abort records
-        on unless it says otherwise (an abort posted to another front end
-        reaches the group's owner as one, docs/SERVERS.md)."""
-        return {"abort_records": True, **self.plugin}
+        on (an abort posted to another front end reaches the group's
+        owner as one, docs/SERVERS.md), pad_multiple 1 and max_batches
+        max_prompts unless it says otherwise. A server runs each group
+        as a batch of its own (v05.servers.groups): the library's default
+        pad, which rounds a batch's second wave up to a multiple of 32
+        samples for an in-process batch of many prompts on
+        tensor-parallel ranks, would take every second wave to k_max; and
+        its 64 batches would cap the groups in flight at 64 where the
+        prompt table holds max_prompts."""
+        prompts = self.plugin.get("max_prompts", DEFAULT_MAX_PROMPTS)
+        return {"abort_records": True, "pad_multiple": 1,
+                "max_batches": min(prompts, BATCHES_MAX), **self.plugin}
 
 
 def _plugin_keys():

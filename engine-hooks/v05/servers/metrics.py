@@ -35,6 +35,9 @@ COUNTS = [
     ("rewards", "Rewards pushed over HTTP into this front end's segment."),
     ("rewards_forwarded", "Rewards pushed over HTTP into another front "
                           "end's segment."),
+    ("reward_duplicates", "Rewards posted again with the value received "
+                          "before (a resent POST): acknowledged, not "
+                          "pushed again."),
     ("aborts_forwarded", "Aborts sent to another front end's segment."),
     ("rewards_scored", "Rewards the configured scorer gave (no reward had "
                        "been pushed for the sample)."),

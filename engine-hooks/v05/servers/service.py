@@ -3,13 +3,12 @@
 runs on its engine client, and the rewards, aborts and fit states the
 routes hand it (docs/SERVERS.md).
 
-What this spike does and what it leaves to the decision runner (issue 46):
-- Groups run through today's ``GroupRollout`` with ``on_output``: each
-  finished sample goes to the group's stream, and its reward comes back
-  through the reward route into the segment's lanes (the driver waits on
-  the doorbell). ``GroupRollout.run`` takes one batch at a time, so groups
-  take turns here (``_turn``); concurrent groups need the decision runner
-  that issue 46 splits out of the driver (one poller, many groups).
+- Groups run at once (v05.servers.groups): each group its own batch in
+  the plugin, its waves submitted to the engine beside every other
+  group's, one poller taking the decisions in for all of them. Each
+  finished sample goes to its group's stream, and its reward comes back
+  through the reward route into the segment's lanes (the poller waits on
+  the doorbell).
 - A group ends with its final record, or "aborted" (the abort route, or
   the client went away: the stream's generator is closed and the run is
   cancelled, which aborts the engine's requests and cancels the batch in
@@ -19,6 +18,11 @@ What this spike does and what it leaves to the decision runner (issue 46):
   pushed into this process's segment; one naming another front end
   (``owner``) is pushed into that front end's segment as a lane producer,
   where the plugin's received-sample mask applies it exactly once.
+- A reward posted again with the same (uid, sample, gen, reward) is
+  acknowledged and not pushed again (``reward_duplicates``), also for a
+  group that ended since (the last RECENT ended groups here are kept): a
+  client may resend a POST whose answer it did not get. The same sample
+  with another reward is a 409.
 - Pushes run in one thread of their own (a RewardWriter is a
   single-producer lane, and a full lane waits): never on the event loop.
 - With a scorer (v05.servers.scorer), each finished sample is also scored
@@ -27,6 +31,7 @@ What this spike does and what it leaves to the decision runner (issue 46):
 """
 
 import asyncio
+import collections
 import concurrent.futures
 import dataclasses
 import errno
@@ -37,12 +42,16 @@ from ..core.eb_state import EbState
 from ..core.observer import Observer
 from ..core.plugin import Plugin
 from ..core.writer import RewardWriter
-from ..engines.driver import GroupRollout
 from . import wire
+from .groups import ConcurrentGroups
 from .metrics import COUNTS, exposition, registry
 from .scorer import Scorer
 
 __all__ = ["GroupService", "segment_name"]
+
+# Ended groups whose rewards are remembered for a resent POST (a client
+# resends within its retries: seconds, a few groups per second each).
+RECENT = 4096
 
 
 def segment_name(prefix: str, owner: int) -> str:
@@ -58,7 +67,8 @@ class _Live:
     task: Optional[asyncio.Future] = None
     inflight: int = 0
     issued: Dict[int, int] = dataclasses.field(default_factory=dict)
-    rewarded: set = dataclasses.field(default_factory=set)
+    # sample -> its reward (pushed, or the scorer's)
+    rewarded: Dict[int, float] = dataclasses.field(default_factory=dict)
     dropped: bool = False  # by the server (a timeout, a scorer error)
 
 
@@ -88,10 +98,12 @@ class GroupService:
         self.reward_timeout = reward_timeout
         with Observer(plugin.name) as o:
             self.k_init = o.info()["k_init"]
-        self.rollout = GroupRollout(plugin, self._generate,
-                                    on_output=self._on_output, release=True)
-        self._turn: Optional[asyncio.Lock] = None
+        self.groups = ConcurrentGroups(plugin, self._generate,
+                                       on_output=self._on_output)
         self._live: Dict[str, _Live] = {}
+        # uid -> (issued, rewarded) of the last RECENT groups ended
+        self._recent: "collections.OrderedDict[str, Any]" = \
+            collections.OrderedDict()
         self._pusher = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="v05-reward")
         self._writers: Dict[str, RewardWriter] = {}  # the pusher's only
@@ -115,15 +127,11 @@ class GroupService:
         prompt = self.engine.prompt(req.prompt)
         live = _Live(req, asyncio.Queue())
         self._live[req.uid] = live
-        task = None
+        self.counts["groups"] += 1
+        task = live.task = asyncio.ensure_future(self.groups.run(
+            req.uid, prompt, req.prior))
+        task.add_done_callback(lambda t: self._ended(live, t))
         try:
-            if self._turn is None:
-                self._turn = asyncio.Lock()
-            await self._turn.acquire()
-            self.counts["groups"] += 1
-            task = live.task = asyncio.ensure_future(self.rollout.run(
-                [(req.uid, prompt, req.prior)]))
-            task.add_done_callback(lambda t: self._ended(live, t))
             while True:
                 rec = await self._next(live)
                 if rec is _END:
@@ -145,12 +153,10 @@ class GroupService:
                 yield rec
             yield self._last(live, task)
         finally:
-            if task is None:  # cancelled while waiting for its turn
-                self._live.pop(req.uid, None)
-            elif not task.done():
+            if not task.done():
                 # The client went away (the generator is closed): the run
-                # is cancelled, which aborts its requests in the engine;
-                # _ended frees the turn when its clean-up is over.
+                # is cancelled, which aborts its requests in the engine
+                # and cancels its batch in the plugin; _ended counts it.
                 task.cancel()
 
     async def _drop(self, live: _Live, count: str) -> None:
@@ -165,8 +171,7 @@ class GroupService:
     async def _next(self, live: _Live):
         """The group's next record, or _TIMEOUT when it has waited
         reward_timeout for rewards with nothing generating (the clock
-        restarts whenever a request runs; waiting for the turn is not
-        waiting for rewards)."""
+        restarts whenever a request runs)."""
         loop = asyncio.get_running_loop()
         tick = min(1.0, self.reward_timeout / 4)
         idle_since = loop.time()
@@ -175,25 +180,34 @@ class GroupService:
                 return await asyncio.wait_for(live.queue.get(), tick)
             except asyncio.TimeoutError:
                 now = loop.time()
-                if live.inflight or live.task is None or live.task.done():
+                if live.inflight or live.task.done():
                     idle_since = now
                 elif now - idle_since >= self.reward_timeout:
                     return _TIMEOUT
 
     def _ended(self, live: _Live, task) -> None:
-        """The run is over, however it ended (the stream may be gone)."""
+        """The run is over, however it ended (the stream may be gone).
+        One step of the loop: the end is queued behind every record of
+        the group (each was queued when its sample finished, before its
+        reward could come), and the uid is free for a new group only
+        once its end is queued."""
         if task.cancelled():
             if not live.dropped:
                 self.counts["aborted"] += 1
         elif task.exception() is not None:
             self.counts["failed"] += 1
-        elif task.result()[live.req.uid].cancelled:
+        elif task.result().cancelled:
             self.counts["aborted"] += 1  # through another front end
         else:
             self.counts["final"] += 1
-        self._live.pop(live.req.uid, None)
-        self._turn.release()
         live.queue.put_nowait(_END)
+        uid = live.req.uid
+        if self._live.get(uid) is live:
+            del self._live[uid]
+        self._recent[uid] = (live.issued, live.rewarded)
+        self._recent.move_to_end(uid)
+        while len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
 
     def _last(self, live: _Live, task) -> Dict[str, Any]:
         uid = live.req.uid
@@ -204,7 +218,7 @@ class GroupService:
         if exc is not None:
             return wire.error_record(uid, "error", f"{type(exc).__name__}: "
                                      f"{exc}")
-        res = task.result()[uid]
+        res = task.result()
         if res.cancelled:
             return wire.error_record(uid, "aborted", "the group was aborted "
                                      "through another front end; its "
@@ -242,8 +256,7 @@ class GroupService:
             return
         sample = rec["sample"]
         if self._live.get(live.req.uid) is not live or live.dropped or \
-                live.task is None or live.task.done() or \
-                sample in live.rewarded:
+                live.task.done() or sample in live.rewarded:
             self.counts["scores_unused"] += 1
             return
         exc = fut.exception()
@@ -253,7 +266,7 @@ class GroupService:
         reward = fut.result()
         if reward is None:
             return  # not the scorer's: a push will come
-        live.rewarded.add(sample)
+        live.rewarded[sample] = reward
         self.counts["rewards_scored"] += 1
         r = wire.Reward(rec["uid"], sample, reward, rec["gen"], self.owner)
         push = asyncio.get_running_loop().run_in_executor(
@@ -279,8 +292,7 @@ class GroupService:
         how many samples were out without a reward. WireError 404 when no
         front end runs it, 409 when its group is decided already."""
         live = self._live.get(uid)
-        if live is not None and live.task is not None and \
-                owner in (None, self.owner):
+        if live is not None and owner in (None, self.owner):
             n = live.inflight
             live.task.cancel()
             await asyncio.wait([live.task])
@@ -345,27 +357,56 @@ class GroupService:
 
     async def push(self, rewards: List[wire.Reward]) -> Dict[str, int]:
         """Check each reward against this front end's groups, then push
-        them all (one thread hop for the whole request)."""
-        jobs = []
-        for i, r in enumerate(rewards):
-            owner = self.owner if r.owner is None else r.owner
-            where = f"rewards[{i}]" if len(rewards) > 1 else "body"
-            if owner == self.owner:
-                self._check_own(r, where)
-            jobs.append((segment_name(self.prefix, owner), r))
-        for seg, r in jobs:
-            if seg == self.plugin.name:
-                self._live[r.uid].rewarded.add(r.sample)
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._pusher, self._push_all, jobs)
+        them all (one thread hop for the whole request). A reward posted
+        before with the same value (a resent POST) is acknowledged,
+        counted in "duplicates" and not pushed again."""
+        jobs, marked, dups = [], [], 0
+        try:
+            for i, r in enumerate(rewards):
+                owner = self.owner if r.owner is None else r.owner
+                where = f"rewards[{i}]" if len(rewards) > 1 else "body"
+                if owner == self.owner:
+                    if self._check_own(r, where):
+                        dups += 1
+                        continue
+                    # Marked at once (on the loop): the same reward in a
+                    # POST that comes meanwhile is a duplicate.
+                    rewarded = self._live[r.uid].rewarded
+                    rewarded[r.sample] = r.reward
+                    marked.append((rewarded, r.sample))
+                jobs.append((segment_name(self.prefix, owner), r))
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._pusher, self._push_all, jobs)
+        except BaseException:
+            # Nothing of a refused or failed request counts as received:
+            # a resend pushes it (the pusher pushes a request's rewards
+            # in order and stops at the first failure; one it pushed
+            # before that is refused by the plugin's received mask when
+            # pushed again, never applied twice).
+            for rewarded, sample in marked:
+                rewarded.pop(sample, None)
+            raise
         forwarded = sum(seg != self.plugin.name for seg, _ in jobs)
         self.counts["rewards"] += len(jobs) - forwarded
         self.counts["rewards_forwarded"] += forwarded
-        return {"accepted": len(jobs), "forwarded": forwarded}
+        self.counts["reward_duplicates"] += dups
+        out = {"accepted": len(jobs), "forwarded": forwarded}
+        if dups:
+            out["duplicates"] = dups
+        return out
 
-    def _check_own(self, r: wire.Reward, where: str) -> None:
+    def _check_own(self, r: wire.Reward, where: str) -> bool:
+        """WireError unless reward r may be pushed for a group of this
+        front end; True when it was received before with the same value
+        (also for a group ended since: the last RECENT are kept; any
+        other reward for an ended group is a 404, as for one never
+        run)."""
         live = self._live.get(r.uid)
         if live is None:
+            issued, rewarded = self._recent.get(r.uid, ({}, {}))
+            if issued.get(r.sample) == r.gen and r.sample in rewarded and \
+                    rewarded[r.sample] == r.reward:
+                return True
             raise wire.WireError(f"{where}.uid", f"{r.uid!r} is no group "
                                  "running on this front end", status=404)
         gen = live.issued.get(r.sample)
@@ -378,9 +419,12 @@ class GroupService:
                                  f"sample {r.sample} was handed out with "
                                  f"({gen})", status=409)
         if r.sample in live.rewarded:
+            if live.rewarded[r.sample] == r.reward:
+                return True
             raise wire.WireError(f"{where}.sample", f"sample {r.sample} of "
                                  f"{r.uid!r} has its reward already",
                                  status=409)
+        return False
 
     def _writer(self, seg: str) -> RewardWriter:
         """In the pusher thread: this process's lane of segment seg."""
@@ -436,7 +480,7 @@ class GroupService:
         segment is removed whatever failed before (kept with
         keep_segment, for the next start to take over)."""
         try:
-            self.rollout.close()
+            self.groups.close()
             if self.scorer is not None:
                 self.scorer.close()
             self._pusher.shutdown(wait=True)
