@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""bench/train/pair.py [--target T.json] [--md DEST.md [--append]]
+"""bench/train/pair.py [--target T.json] [--md DEST.md [--append | --title T]]
                        A.json MODE B.json MODES [C.json MODES ...]
 
 One mode of a committed summary against modes of other summaries (MODES:
@@ -21,7 +21,7 @@ fixed-* mode compared with the fewest rollouts to T on average; the bars
 
 --md DEST.md: the same as a Markdown section of a page (its command, the
 summaries' commits and the machine stated), written to DEST (--append:
-added at its end)."""
+added at its end; else --title TEXT: the page's title first)."""
 
 import argparse
 import json
@@ -205,6 +205,7 @@ def main(argv=None):
     ap.add_argument("--target", default=None)
     ap.add_argument("--md", default=None)
     ap.add_argument("--append", action="store_true")
+    ap.add_argument("--title", default=None)
     ap.add_argument("args", nargs="+")
     o = ap.parse_args(argv)
     if len(o.args) < 4 or len(o.args) % 2:
@@ -238,6 +239,8 @@ def main(argv=None):
     print("\n".join(lines))
     if o.md:
         L = section(argv, name, A, groups, T, target, lines)
+        if o.title and not o.append:
+            L = [f"# {o.title}\n"] + L
         with open(o.md, "a" if o.append else "w") as f:
             f.write("\n".join(L) + "\n")
 

@@ -119,6 +119,14 @@ def test_pair_rollouts_to_grpo16s_final(tmp_path):
     text = md.read_text()
     assert text.startswith("## Regime sparse: v05-pg-s750 against the others")
     assert "0.400, 0.410" in text  # the per-seed targets
+    r = run("--target", b, "--md", str(md), "--title", "Rollouts to T", a,
+            "v05-pg-s750", b, "fixed-1")
+    assert r.returncode == 0, r.stderr
+    assert md.read_text().startswith("# Rollouts to T\n\n## Regime sparse")
+    r = run("--target", b, "--md", str(md), "--append", a, "v05-pg-s750", c,
+            "fixed-2")
+    text = md.read_text()
+    assert text.count("## Regime sparse") == 2 and "| fixed-2 | 10 |" in text
 
 
 def test_pair_target_refuses_missing_seeds_and_regimes(tmp_path):
