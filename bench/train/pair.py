@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""bench/train/pair.py [--target T.json] [--md DEST.md [--append | --title T]]
+"""bench/train/pair.py [--target T.json] [--common-seeds]
+                       [--md DEST.md [--append | --title T]]
                        A.json MODE B.json MODES [C.json MODES ...]
 
 One mode of a committed summary against modes of other summaries (MODES:
@@ -18,6 +19,10 @@ geometric mean of the per-seed ratios with the t-interval of the log
 ratios (and the ratio of the means beside it). The best fixed k is the
 fixed-* mode compared with the fewest rollouts to T on average; the bars
 (issue 43): MODE / best fixed k at most 0.85, MODE / grpo-16 at most 0.5.
+
+--common-seeds: a mode that ran fewer seeds (an unfinished set) is
+paired on the seeds both ran, its count marked when below 10; without
+it, other seeds are refused.
 
 --md DEST.md: the same as a Markdown section of a page (its command, the
 summaries' commits and the machine stated), written to DEST (--append:
@@ -73,12 +78,27 @@ def targets(T, seeds):
     return {sd: float(t[sd]) for sd in seeds}
 
 
-def rows_of(a, others, budget, target):
-    """Per other mode: its paired statistics against `a`."""
+def on_seeds(x, seeds):
+    """A mode's per-seed figures on `seeds` alone, in that order."""
+    i = [list(x["seeds"]).index(sd) for sd in seeds]
+    return dict(x, seeds=list(seeds), auc=x["auc"][i], final=x["final"][i],
+                curves=[x["curves"][j] for j in i] if x.get("curves") else None)
+
+
+def rows_of(a0, others, budget, target, common=False):
+    """Per other mode: its paired statistics against `a0` (common: on
+    the seeds both ran, else both must have run the same seeds)."""
     rows = []
     for m, b in others:
+        a = a0
         if list(a["seeds"]) != list(b["seeds"]):
-            raise SystemExit(f"pair: {a['name']} and {m} ran other seeds")
+            if not common:
+                raise SystemExit(f"pair: {a['name']} and {m} ran other seeds")
+            both = [sd for sd in a["seeds"] if sd in set(b["seeds"])]
+            if len(both) < 2:
+                raise SystemExit(f"pair: {a['name']} and {m} share "
+                                 f"{len(both)} seed(s)")
+            a, b = on_seeds(a, both), on_seeds(b, both)
         d = a["auc"] - b["auc"]
         r = dict(mode=m, auc=paired(d), ahead=int((d > 0).sum()),
                  final=float(np.mean(a["final"] - b["final"])))
@@ -135,7 +155,7 @@ def table(name, a, rows, budget, target):
     L += [head, sep]
     for r in rows:
         t, n = r["auc"], r["auc"]["n"]
-        cells = [r["mode"], f"{n}",
+        cells = [r["mode"], f"{n}" + (" (< 10)" if n < 10 else ""),
                  f"{t['mean']:+.4f} [{t['lo']:+.4f}, {t['hi']:+.4f}]",
                  f"{t['p']:.3g} ({t['p_holm']:.3g})", f"{r['ahead']}/{n}",
                  f"{r['final']:+.4f}"]
@@ -206,6 +226,7 @@ def main(argv=None):
     ap.add_argument("--md", default=None)
     ap.add_argument("--append", action="store_true")
     ap.add_argument("--title", default=None)
+    ap.add_argument("--common-seeds", action="store_true")
     ap.add_argument("args", nargs="+")
     o = ap.parse_args(argv)
     if len(o.args) < 4 or len(o.args) % 2:
@@ -230,7 +251,7 @@ def main(argv=None):
         check(A, T)
         target = targets(T, a["seeds"])
     others = [(m, B["summary"][m]) for B, ms in groups for m in ms]
-    rows = rows_of(a, others, budget, target)
+    rows = rows_of(a, others, budget, target, o.common_seeds)
     lines = table(name, a, rows, budget, target)
     seeds = a["seeds"]
     print(f"{name} ({o.args[0]}) against " +

@@ -142,3 +142,29 @@ def test_pair_target_refuses_missing_seeds_and_regimes(tmp_path):
     other = write(tmp_path, "o.json", summary("sparse", {"grpo-16": cur}))
     r = run("--target", other, a, "v05-pg-s750", nog, "fixed-1")
     assert r.returncode != 0 and "regime differs" in r.stderr
+
+
+def test_pair_common_seeds_pairs_an_unfinished_set(tmp_path):
+    T = {s: 0.4 for s in SEEDS}
+    cand = {s: line([(0, 0.2), (100 + 10 * (s - 1000), 0.4), (1000, 0.6)])
+            for s in SEEDS}
+    # fixed-1 ran seeds 1000-1005 only; the candidate's 1006-1009 are
+    # slower, so pairing on all its seeds would give another answer.
+    for s in range(1006, 1010):
+        cand[s] = line([(0, 0.2), (900, 0.4), (1000, 0.41)])
+    f1 = {s: line([(0, 0.2), (400, 0.4), (1000, 0.5)]) for s in range(1000, 1006)}
+    grpo = {s: line([(0, 0.2), (1000, T[s])]) for s in SEEDS}
+    a = write(tmp_path, "a.json", summary("today", {"v05-pg-s750": cand}))
+    b = write(tmp_path, "b.json", summary("today", {"grpo-16": grpo,
+                                                     "fixed-1": f1}))
+    r = run("--target", b, a, "v05-pg-s750", b, "fixed-1")
+    assert r.returncode != 0 and "ran other seeds" in r.stderr
+    r = run("--target", b, "--common-seeds", a, "v05-pg-s750", b, "fixed-1")
+    assert r.returncode == 0, r.stderr
+    row = [x for x in r.stdout.splitlines() if x.startswith("| fixed-1 |")]
+    cells = [y.strip() for y in row[0].split("|")[2:-1]]
+    assert cells[0] == "6 (< 10)"
+    ca = np.array([100 + 10 * i for i in range(6)], dtype=float)
+    assert cells[6] == "400"
+    assert cells[8] == f"{ca.mean() / 400:.2f}"
+    assert cells[11] == "6/6"
