@@ -113,6 +113,15 @@ def rows_of(a0, others, budget, target, common=False):
                      ratio=math.exp(lr["mean"]), ratio_lo=math.exp(lr["lo"]),
                      ratio_hi=math.exp(lr["hi"]),
                      ratio_of_means=float(ra.mean() / rb.mean()))
+            # Seeds whose T is at or below the start (every mode of a seed
+            # starts from the same weights: all reach T at 0, ratio 1).
+            live = np.array([target[sd] > c[0][1]
+                             for sd, c in zip(a["seeds"], a["curves"])])
+            if 2 <= live.sum() < len(live):
+                lv = paired(np.log(np.maximum(ra[live], 1.0) /
+                                   np.maximum(rb[live], 1.0)))
+                r["live"] = (int(live.sum()), math.exp(lv["mean"]),
+                             math.exp(lv["lo"]), math.exp(lv["hi"]))
         rows.append(r)
     for key in ("auc",) + (("reach",) if target is not None else ()):
         for r, h in zip(rows, holm([r[key]["p"] for r in rows])):
@@ -151,8 +160,14 @@ def table(name, a, rows, budget, target):
                  f"{name} faster |")
         sep += "---|---|---|---|---|---|---|"
         ra, got = reach(a, target, budget)
+        low = [sd for sd, c in zip(a["seeds"], a["curves"])
+               if target[sd] <= c[0][1]]
         L.append(f"{name}: reached T in {got.mean():.0%} of its runs, "
-                 f"rollouts to T {ra.mean():.0f} on average.\n")
+                 f"rollouts to T {ra.mean():.0f} on average." + (
+                     f" T is at or below the start accuracy in seed(s) "
+                     f"{', '.join(map(str, low))} (grpo-16 ended no higher "
+                     "than it started): every mode reaches it at 0 "
+                     "rollouts there, a ratio of 1." if low else "") + "\n")
     L += [head, sep]
     for r in rows:
         t, n = r["auc"], r["auc"]["n"]
@@ -179,7 +194,10 @@ def table(name, a, rows, budget, target):
                      f"{r['ratio']:.2f} [{r['ratio_lo']:.2f}, "
                      f"{r['ratio_hi']:.2f}] (ratio of means "
                      f"{r['ratio_of_means']:.2f}); the bar {limit}: "
-                     f"{verdict}.")
+                     f"{verdict}" + (
+                         "; on the {} seeds whose T is above the start "
+                         "accuracy: {:.2f} [{:.2f}, {:.2f}]".format(*r["live"])
+                         if "live" in r else "") + ".")
     return L
 
 

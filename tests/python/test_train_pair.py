@@ -168,3 +168,22 @@ def test_pair_common_seeds_pairs_an_unfinished_set(tmp_path):
     assert cells[6] == "400"
     assert cells[8] == f"{ca.mean() / 400:.2f}"
     assert cells[11] == "6/6"
+
+
+def test_pair_names_seeds_whose_target_is_at_the_start(tmp_path):
+    # grpo-16 ends below its start in seeds 1000 and 1001: T is reached
+    # at 0 by every mode there; elsewhere the candidate takes 100, fixed-1
+    # 400 (ratio 0.25 on those 8 seeds, 1 on the other two).
+    grpo = {s: line([(0, 0.2), (1000, 0.1 if s < 1002 else 0.4)]) for s in SEEDS}
+    cand = {s: line([(0, 0.2), (100, 0.4), (1000, 0.6)]) for s in SEEDS}
+    f1 = {s: line([(0, 0.2), (400, 0.4), (1000, 0.5)]) for s in SEEDS}
+    a = write(tmp_path, "a.json", summary("today", {"v05-pg-s750": cand}))
+    b = write(tmp_path, "b.json", summary("today", {"grpo-16": grpo,
+                                                     "fixed-1": f1}))
+    r = run("--target", b, a, "v05-pg-s750", b, "fixed-1")
+    assert r.returncode == 0, r.stderr
+    assert "at or below the start accuracy in seed(s) 1000, 1001" in r.stdout
+    bar = [x for x in r.stdout.splitlines() if "best fixed k" in x][0]
+    geo = np.exp(np.log(0.25) * 8 / 10)
+    assert f": {geo:.2f} [" in bar
+    assert "on the 8 seeds whose T is above the start accuracy: 0.25" in bar
