@@ -110,7 +110,7 @@ def test_pair_rollouts_to_grpo16s_final(tmp_path):
         assert cells[7].startswith(f"{geo:.2f} ["), (m, cells)
         assert cells[8] == f"{ca.mean() / at.mean():.2f}", (m, cells)
         assert cells[9].startswith(f"{(ca - at).mean():+.0f} ["), (m, cells)
-    # The best fixed k is fixed-1 here (fewer rollouts on average).
+    # The best fixed k is fixed-1 here (the candidate's ratio is higher).
     bar = [x for x in r.stdout.splitlines() if "best fixed k" in x]
     assert len(bar) == 1 and "(fixed-1)" in bar[0], r.stdout
     assert "the bar 0.85: met, interval included" in bar[0]
@@ -168,6 +168,17 @@ def test_pair_common_seeds_pairs_an_unfinished_set(tmp_path):
     assert cells[6] == "400"
     assert cells[8] == f"{ca.mean() / 400:.2f}"
     assert cells[11] == "6/6"
+    # The best fixed k is the one the ratio is highest against, not the
+    # one with the fewest rollouts over other seeds: fixed-2 (500 in
+    # every seed; ratio about 0.55) over fixed-1 (400 on the candidate's
+    # fast seeds; ratio about 0.31).
+    f2 = {s: line([(0, 0.2), (500, 0.4), (1000, 0.5)]) for s in SEEDS}
+    c = write(tmp_path, "c.json", summary("today", {"fixed-2": f2}))
+    r = run("--target", b, "--common-seeds", a, "v05-pg-s750", b, "fixed-1",
+            c, "fixed-2")
+    assert r.returncode == 0, r.stderr
+    bar = [x for x in r.stdout.splitlines() if "best fixed k" in x]
+    assert len(bar) == 1 and "(fixed-2)" in bar[0], r.stdout
 
 
 def test_pair_names_seeds_whose_target_is_at_the_start(tmp_path):
