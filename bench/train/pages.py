@@ -21,7 +21,10 @@ def verdicts(s):
     out = []
 
     def paired(a, b, key):
-        d = s[a][key] - s[b][key]
+        # on the seeds both ran (a set still running has fewer)
+        y = dict(zip(s[b]["seeds"], s[b][key]))
+        d = np.array([x - y[sd] for sd, x in zip(s[a]["seeds"], s[a][key])
+                      if sd in y])
         return d, int((d > 0).sum()), len(d)
 
     if "grpo-16" not in s:

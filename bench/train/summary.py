@@ -77,6 +77,11 @@ def to_target(c, target):
         if a >= target:
             if prev is None:
                 return 0.0
+            if a == target:
+                # exactly at an evaluation (grpo-16 at its own final):
+                # the interpolation below can round past it, and past
+                # the budget
+                return float(r)
             r0, a0 = prev
             return r0 + (r - r0) * (target - a0) / (a - a0)
         prev = (r, a)

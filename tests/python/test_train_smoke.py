@@ -348,6 +348,20 @@ def test_analysis_on_a_synthetic_input():
     assert res["rows"]["b"]["reach"]["mean"] == 0.0
 
 
+def test_a_curve_that_ends_at_its_target_reaches_it():
+    """grpo-16's rollouts to its own final accuracy: the budget, reached
+    (the interpolation used to round past the budget in some seeds)."""
+    budget = 20480
+    for i in range(40):
+        c = [[0, 0.2], [budget - 512, 0.3 + 0.001 * i],
+             [budget, 0.4 + 0.01 * i]]
+        t = summary.final_of(c, budget)
+        assert summary.to_target(c, t) == budget
+        s = {"g": dict(seeds=[0], curves=[c])}
+        out, got = analysis.reach(s, "g", {0: t}, budget)
+        assert got[0] and out[0] == budget
+
+
 def test_page_endpoints_come_back_from_the_summary(tmp_path):
     """A page's summary has each run's curve: --from recomputes every
     endpoint from them and writes the same analysis."""
