@@ -13,6 +13,8 @@ priors (2p - 1, p the model's success probability at temperature 1):
   engine, it is counted (prompts_skipped), its slot is freed; every other
   group holds the rewards scored and the advantages v05's estimate gives
   (the paper's normaliser, the prior fused alone at one sample);
+- with a noisy value model and a cheap rollout (pg_between 0.01), first
+  waves of several sizes and second waves;
 - under the streamed fill: a skipped prompt is admitted, comes back as a
   drop and is replaced, every step is B informative groups, and every
   prompt admitted is final, dropped or carried."""
@@ -61,7 +63,15 @@ def pg_estimate(prior, saw, base, tried):
     return None
 
 
-def test_v05_pg_skips_on_the_engine(kit, engine_loop, segname, prompts):
+def run_pg(kit, engine_loop, segname, prompts, priors, pg):
+    """BATCHES batches of N prompts (priors: one per prompt) through the
+    engine, one plugin in mode v05-pg with `pg`; every group checked: each
+    generate call one issued sample, nothing left in the engine or the
+    plugin, a skipped prompt a dropped group of k = 0 with its prior as
+    baseline and no request, every other group's rewards the scored ones
+    and its advantages v05.estimate's (the paper normaliser). Returns
+    (per batch the first waves' sizes, the skipped (batch, index, p),
+    uid -> its waves' sizes, the plugin's counters)."""
     ps, p = prompts
     rewards = {}
     rec = kit.recorder(engine_loop.engine)
@@ -76,7 +86,7 @@ def test_v05_pg_skips_on_the_engine(kit, engine_loop, segname, prompts):
         out = []
         with kit.rollout(rec, plugin, sampling, score=score) as ro:
             for b in range(BATCHES):
-                items = [(f"b{b}-{i}", kit.prompt(ps[i]), float(2 * p[i] - 1))
+                items = [(f"b{b}-{i}", kit.prompt(ps[i]), float(priors[i]))
                          for i in range(b * N, (b + 1) * N)]
                 res = await ro.generate(items)
                 groups = {}
@@ -92,9 +102,9 @@ def test_v05_pg_skips_on_the_engine(kit, engine_loop, segname, prompts):
                 out.append((items, groups))
         return out, await kit.idle(engine_loop.engine)
 
-    with v05.Plugin.create(segname, mode="v05-pg", pg=PG, pad_multiple=1,
+    with v05.Plugin.create(segname, mode="v05-pg", pg=pg, pad_multiple=1,
                            max_prompts=256) as plugin:
-        assert plugin.config.pg_skip == 750
+        assert plugin.config.pg_skip == round(1000 * pg["skip"])
         seen = record_decisions(plugin)
         out, idle = engine_loop.run(main(plugin))
         st = plugin.stats()
@@ -108,11 +118,11 @@ def test_v05_pg_skips_on_the_engine(kit, engine_loop, segname, prompts):
     issued = {(d.uid, s) for call in seen for d in call if d.kind == "sample"
               for s in d.samples}
     assert set(called) == issued
-    firsts = collections.defaultdict(list)  # uid -> its sample decisions
+    waves = collections.defaultdict(list)  # uid -> its sample decisions
     for call in seen:
         for d in call:
             if d.kind == "sample":
-                firsts[d.uid].append(len(d.samples))
+                waves[d.uid].append(len(d.samples))
     requested = {u for u, _ in called}
 
     skipped, tried, sizes, total = [], [], [set() for _ in out], 0
@@ -120,17 +130,15 @@ def test_v05_pg_skips_on_the_engine(kit, engine_loop, segname, prompts):
         assert set(groups) == {u for u, _, _ in items}  # every prompt back
         for j, (uid, _, prior) in enumerate(items):
             g = groups[uid]
-            q = p[b * N + j]
             if g["k"] == 0:  # skipped at submit
-                skipped.append((b, j, q))
+                skipped.append((b, j, p[b * N + j]))
                 assert g["dropped"] and g["decision_k"] == 0
                 assert g["outputs"] == [] and uid not in requested
                 assert g["baseline"] == pytest.approx(prior)
                 continue
             total += g["k"]
-            waves = firsts[uid]
-            sizes[b].add(waves[0])
-            assert len(waves) <= 2 and sum(waves) == g["k"] <= 16
+            sizes[b].add(waves[uid][0])
+            assert len(waves[uid]) <= 2 and sum(waves[uid]) == g["k"] <= 16
             assert len(g["outputs"]) == g["k"]
             assert all(kit.finished(o) for o in g["outputs"])
             saw = [rewards[(uid, s)] for s in range(g["k"])]
@@ -146,16 +154,41 @@ def test_v05_pg_skips_on_the_engine(kit, engine_loop, segname, prompts):
                 g["advantages"], (np.array(saw) - mu) / math.sqrt(1 - mu * mu),
                 rtol=1e-5)
     assert st["samples_issued"] == total == len(rec.calls)
-    # Cold: the preset's two a prompt, nothing skipped. Warm: 1, 2 or 4.
+    assert st["prompts_skipped"] == len(skipped)
+    assert st["prompts_submitted"] == BATCHES * N
+    # Cold: the preset's two a prompt. Warm: 1, 2 or 4.
     assert sizes[0] == {2}
-    assert sizes[1] | sizes[2] <= {1, 2, 4} and 1 in sizes[1] | sizes[2]
-    assert st["prompts_skipped"] == len(skipped) > 0
+    assert sizes[1] | sizes[2] <= {1, 2, 4}
+    return sizes, skipped, waves, st
+
+
+def test_v05_pg_skips_on_the_engine(kit, engine_loop, segname, prompts):
+    """Exact priors: first waves of one once warm, the prompts near p = 0
+    or 1 skipped."""
+    p = prompts[1]
+    sizes, skipped, _, _ = run_pg(kit, engine_loop, segname, prompts,
+                                  2 * p - 1, PG)
+    assert 1 in sizes[1] | sizes[2]
+    assert skipped
     assert not [s for s in skipped if s[0] == 0 or (s[0] == 1 and s[1] < WARM)]
     # Those skipped carry next to no gradient: p near 0 or 1, every one
     # of them more extreme than every prompt in the middle half.
     assert all(4 * q * (1 - q) < 0.75 ** 2 for _, _, q in skipped)
     assert max(abs(q - 0.5) for _, _, q in skipped) > 0.45
-    assert st["prompts_submitted"] == BATCHES * N
+
+
+def test_v05_pg_waves_on_the_engine(kit, engine_loop, segname, prompts):
+    """A noisy value model (noise 0.3, a third of the priors at random)
+    and a small between-prompt variance (pg_between 0.01): a rollout is
+    cheap next to the baseline's error, so the warm first waves are of
+    several sizes and prompts whose first wave left the baseline unsure
+    get a second wave (at most two waves, checked for every group)."""
+    p = prompts[1]
+    priors = tiny.noisy_priors(p, 0.3, 0.3, seed=1)
+    sizes, _, waves, _ = run_pg(kit, engine_loop, segname, prompts, priors,
+                                dict(PG, between=0.01))
+    assert len(sizes[1] | sizes[2]) >= 2
+    assert any(len(w) == 2 for w in waves.values()), "no second wave"
 
 
 B = 16
