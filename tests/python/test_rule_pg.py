@@ -36,6 +36,25 @@ def test_pg_parameters(segname):
         v05.Plugin.create(segname, mode="v05-pg", pg=dict(nonsense=1))
 
 
+def test_pg_under_verl_config(segname):
+    """verl's algorithm.v05_plugin takes v05-pg's parameters (pg, a nested
+    dict: it was refused as an unknown key) and hands them to
+    Plugin.create as plain dicts and lists."""
+    from v05.trainers.verl.agent_loop import plugin_params
+
+    class Node(dict):  # a DictConfig stand-in: items(), not a plain dict
+        pass
+
+    params = plugin_params({"algorithm": {"v05_plugin": Node(
+        mode="v05-pg", pad_multiple=1,
+        pg=Node(skip=0.75, first=(1, 2)))}})
+    assert params == {"mode": "v05-pg", "pad_multiple": 1,
+                      "pg": {"skip": 0.75, "first": [1, 2]}}
+    assert type(params["pg"]) is dict
+    with v05.Plugin.create(segname, **params) as p:
+        assert p.config.pg_skip == 750 and p.config.pg_first == 0b110
+
+
 class Truth:
     """Rewards drawn with each prompt's true success rate, by a fixed
     stream: the stand-in engine's verifier."""

@@ -72,8 +72,11 @@ def _fault(solution_str):
     return None
 
 
-def make_data(path: str, n: int, seed: int = 0) -> str:
-    """A parquet file of n prompts in verl's RL format; returns its path."""
+def make_data(path: str, n: int, seed: int = 0, sure: int = 0) -> str:
+    """A parquet file of n prompts in verl's RL format; returns its path.
+    sure: every sure-th prompt (0, sure, 2 sure, ...) can never succeed
+    (its ground truth is no parity) and has the prior -0.98 in a v05_prior
+    column, the others the prior 0 (no column when sure is 0)."""
     import random
 
     import pandas as pd
@@ -88,7 +91,14 @@ def make_data(path: str, n: int, seed: int = 0) -> str:
             continue
         seen.add(text)
         target = sum(_char_id(c) for c in text) % 2
-        rows.append({
+        hopeless = sure and len(rows) % sure == 0
+        if sure:
+            extra = {"v05_prior": -0.98 if hopeless else 0.0}
+        else:
+            extra = {}
+        if hopeless:
+            target = 2
+        rows.append({**extra,
             "data_source": "v05_parity",
             "prompt": [{"role": "user", "content": text}],
             "ability": "parity",

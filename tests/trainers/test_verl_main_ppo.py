@@ -23,6 +23,7 @@ fill and faults).
 """
 
 import json
+import math
 import os
 import re
 import signal
@@ -89,14 +90,14 @@ def wait_gone(prefix: str, timeout: float = 60.0) -> list:
 
 def run(world, name, steps, *, v05_on=True, plugin=None, history=None,
         fill=None, workers=1, extra=(), env=None, expect_ok=True, ckpt=None,
-        start_only=False, prefix=None):
+        start_only=False, prefix=None, batch=BATCH):
     tmp = world["tmp"] / name
     tmp.mkdir(exist_ok=True)
     prefix = prefix or _prefix()
     rep = str(tmp / "report.jsonl")
     ckpt = ckpt or str(tmp / "ckpt")
     ov = main_ppo.base_overrides(world["data"], world["model"], ckpt, steps,
-                                 batch=BATCH, workers=workers)
+                                 batch=batch, workers=workers)
     if v05_on:
         ov += main_ppo_overrides(segment=prefix, plugin=plugin, report=rep,
                                  history=history, fill=fill)
@@ -455,4 +456,90 @@ def test_fill_and_faults(world):
     # Nothing of a failed chunk is trained on.
     assert trained.isdisjoint({u for f in failed for u in f["uids"]})
     check_counters(r, 1, failures=True)
+    assert wait_gone(r.prefix) == []
+
+
+# Mode v05-pg with the skip bar at 0.75: 16 prompts a step, in order (no
+# shuffle), a prompt in three sure to fail with the prior -0.98 saying so.
+# Step 1 is cold (first waves of 2), its 16 first waves warm the fit
+# (eb_cold 8), steps 2 and 3 bring the 32 prompts the skip waits for;
+# from step 4 the sure prompts are skipped at submit.
+PG = {"mode": "v05-pg", "pg": {"skip": 0.75}, "pad_multiple": 1,
+      "eb_cold": 8}
+PG_BATCH, PG_STEPS = 16, 5
+
+
+@pytest.fixture(scope="module")
+def pg_world(world):
+    data = ppo_task.make_data(str(world["tmp"] / "pg.parquet"), 48, sure=3)
+    return dict(world, data=data)
+
+
+def pg_skipped(r, groups, first_step=4):
+    """The groups the plugin skipped at submit: k = 0, dropped, the sure
+    prompts' prior as the baseline, none before first_step; as many as
+    the plugin counted."""
+    skipped = {u for u, g in groups.items() if g["k"] == 0}
+    assert skipped, "v05-pg skipped nothing"
+    for u in skipped:
+        g = groups[u]
+        assert g["dropped"] and g["kept"] == [] and g["rewards"] == []
+        assert g["baseline"] == pytest.approx(-0.98)
+        assert g["step"] >= first_step
+    last = {}
+    for c in records(r, "chunk"):
+        last[c["worker"]] = c["stats"]
+    assert sum(st["prompts_skipped"] for st in last.values()) == \
+        len(skipped)
+    return skipped
+
+
+def test_v05_pg_skips_in_main_ppo(pg_world):
+    """Without the fill: a skipped prompt is finished with no rows, and
+    its step trains on the other groups' rows (verl pads the batch
+    itself); every row's advantage is the plugin's, finite."""
+    r = run(pg_world, "pg", PG_STEPS, plugin=PG, batch=PG_BATCH)
+    assert f"step:{PG_STEPS}" in r.output()
+    groups, per_step = check_groups_and_rows(r, PG_STEPS)
+    skipped = pg_skipped(r, groups)
+    for a in records(r, "advantage"):
+        assert not set(a["groups"]) & skipped
+        # The step's batch: the groups' rows, padded by verl with masked
+        # rows to its multiple (lcm(dp, ppo_mini_batch_size * rollout.n)
+        # = 16 here), so a step with skips keeps its shape.
+        assert a["rows"] == a["v05_rows"] + a["masked_rows"]
+        assert a["rows"] % PG_BATCH == 0
+    assert any(a["masked_rows"] for a in records(r, "advantage"))
+    ks = {g["k"] for g in groups.values()}
+    assert {2} < ks and ks <= set(range(17))
+    assert 1 in ks  # warm first waves of one
+    assert all(math.isfinite(x) for g in groups.values()
+               for x in g["advantages"])
+    assert wait_gone(r.prefix) == []
+
+
+def test_v05_pg_under_the_fill_in_main_ppo(pg_world):
+    """With the fill (count "signal": a group of one counts by its
+    advantage): a skipped prompt is tagged failure with no rows, verl's
+    replay buffer refills it, and every step trains on PG_BATCH groups,
+    none of them skipped or dropped."""
+    r = run(pg_world, "pg-fill", PG_STEPS, plugin=PG, batch=PG_BATCH,
+            fill="signal")
+    groups = plugin_groups(r)
+    # Refills (of groups with no signal) may bring the 32 prompts earlier.
+    skipped = pg_skipped(r, groups, first_step=3)
+    adv = records(r, "advantage")
+    assert len(adv) == PG_STEPS
+    trained = set()
+    for a in adv:
+        assert len(a["groups"]) == PG_BATCH
+        for uid in a["groups"]:
+            g = groups[uid]
+            assert not g["dropped"] and g["k"] >= 1
+            assert any(abs(x) > 1e-6 for x in g["advantages"])
+        check_advantages(a, groups)
+        assert trained.isdisjoint(a["groups"])
+        trained.update(a["groups"])
+    assert trained.isdisjoint(skipped)
+    check_counters(r, 1)
     assert wait_gone(r.prefix) == []

@@ -81,6 +81,8 @@ class FillResult:
     dropped: int = 0           # of them not informative (released here)
     skipped: List[Uid] = dataclasses.field(default_factory=list)
     revisited: int = 0         # would be skipped, rolled out by the draw
+    plugin_skipped: int = 0    # of the dropped, skipped by the plugin at
+    # submit (mode v05-pg): admitted, dropped with k = 0, no sample
     samples: int = 0           # samples started (generate calls)
     aborted: int = 0           # prompts in flight aborted at the target
     aborted_samples: int = 0   # their samples cancelled (running or queued)
@@ -172,7 +174,8 @@ class StreamFill:
         self._cap = None  # this fill's max_admitted
         self._closed = False
         self.totals = {k: 0 for k in ("fills", "admitted", "finished",
-                                      "dropped", "skipped", "revisited",
+                                      "dropped", "skipped", "plugin_skipped",
+                                      "revisited",
                                       "samples", "aborted", "aborted_samples",
                                       "surplus")}
         drv.on_reward = self._on_reward
@@ -372,6 +375,8 @@ class StreamFill:
             del g  # no view may outlive the slot
         if not good:
             res.dropped += 1
+            if d.kind == "drop" and d.k == 0:
+                res.plugin_skipped += 1
             self.plugin.release(d)
         elif len(groups) < target:
             groups.append((uid, d, outs))
@@ -484,8 +489,9 @@ class StreamFill:
     def _count(self, res: FillResult) -> None:
         t = self.totals
         t["fills"] += 1
-        for k in ("admitted", "finished", "dropped", "revisited", "samples",
-                  "aborted", "aborted_samples", "surplus"):
+        for k in ("admitted", "finished", "dropped", "plugin_skipped",
+                  "revisited", "samples", "aborted", "aborted_samples",
+                  "surplus"):
             t[k] += getattr(res, k)
         t["skipped"] += len(res.skipped)
 

@@ -397,11 +397,13 @@ class V05GRPOTrainer(TrlRollout, TrlProcesses, GRPOTrainer):
                 row_uid.append(uid)
                 row_sample.append(s)
         n_real = len(rows_p)
-        # Padding rows (mask 0, weight 0) so split_tensor_dict drops nothing.
+        # Padding rows (mask 0, weight 0) so split_tensor_dict drops
+        # nothing; and at least one, for a generation every prompt of
+        # which mode v05-pg skipped at submit (no sample, so no row).
         S = self.args.steps_per_generation
-        while len(rows_p) % S:
-            rows_p.append(rows_p[0])
-            rows_c.append(rows_c[0])
+        while len(rows_p) % S or not rows_p:
+            rows_p.append(rows_p[0] if rows_p else prompt_ids[0])
+            rows_c.append(rows_c[0] if rows_c else [])
             adv.append(0.0)
             weight.append(0.0)
             row_uid.append("")

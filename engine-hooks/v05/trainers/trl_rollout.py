@@ -211,8 +211,12 @@ class TrlRollout:
         group raises."""
         import warnings
 
+        # rolled_out: prompts submitted to the plugin; plugin_skipped of
+        # them (in not_informative too) it skipped at submit (v05-pg), so
+        # no sample of them was generated.
         log = {"rolled_out": res.admitted, "informative": len(res.groups),
                "not_informative": res.dropped, "skipped": len(res.skipped),
+               "plugin_skipped": res.plugin_skipped,
                "cancelled": res.aborted, "capped": res.capped}
         if res.short:
             warnings.warn(f"v05: the fill rolled out {res.admitted} prompts "
@@ -220,7 +224,8 @@ class TrlRollout:
                           f"{len(res.groups)} informative groups of {P}; "
                           "this step trains on those")
         self.v05_fill_log.append(log)
-        for key in ("skipped", "not_informative", "rolled_out"):
+        for key in ("skipped", "plugin_skipped", "not_informative",
+                    "rolled_out"):
             self._metrics["train"][f"v05/fill_{key}"].append(float(log[key]))
         if not res.groups:
             raise RuntimeError("v05: the fill found no informative group "

@@ -96,7 +96,8 @@ PLUGIN_KEYS = ("cost", "k_init", "k_step", "k_max", "halt_fraction",
                "pad_multiple", "mode", "schedule", "max_prompts",
                "max_producers", "lane_capacity", "max_batches",
                "stream_deadline_us", "sigma", "paper", "eb_window", "eb_cold",
-               "eb_early", "eb_first", "pc_lower", "pc_upper", "ebpo_window")
+               "eb_early", "eb_first", "pc_lower", "pc_upper", "ebpo_window",
+               "pg")
 DEFAULT_ROW_MULTIPLE = 32  # the paper's pad
 
 
@@ -104,12 +105,23 @@ def plugin_params(config) -> Dict[str, Any]:
     """Plugin.create keyword arguments from algorithm.v05_plugin."""
     algo = cfg_get(config, "algorithm")
     raw = cfg_get(algo, "v05_plugin", {}) or {}
-    params = dict(raw.items()) if hasattr(raw, "items") else {}
+    params = _plain(raw) if hasattr(raw, "items") else {}
     unknown = sorted(set(params) - set(PLUGIN_KEYS))
     if unknown:
         raise ValueError(f"v05: algorithm.v05_plugin has unknown keys {unknown}; "
                          f"known: {PLUGIN_KEYS}")
     return params
+
+
+def _plain(v):
+    """A config value as plain dicts and lists (hydra hands in DictConfig
+    and ListConfig; a nested one, as v05-pg's pg={skip: 0.75}, goes to
+    Plugin.create as the dict and list it takes)."""
+    if hasattr(v, "items"):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+        return v
+    return [_plain(x) for x in v]
 
 
 def row_multiple(config) -> int:
@@ -287,6 +299,7 @@ class V05Core:
             g = res.group
             groups.append({"uid": uid, "k": int(g.k), "dropped": res.dropped,
                            "kept": list(g.kept),
+                           "baseline": float(g.baseline),
                            "rewards": [float(x) for x in g.rewards[:g.k]],
                            "advantages": [float(x) for x in
                                           g.advantages[:g.k]]})
