@@ -63,13 +63,6 @@ def save(path: str, record: dict) -> None:
     os.replace(path + ".tmp", path)
 
 
-def terminated(signum, frame):
-    # SIGTERM's default kills the process where it stands: no trainer's
-    # close (its plugin's segment would stay in /dev/shm) and no results.
-    # As an exception it unwinds like Ctrl-C.
-    raise SystemExit(128 + signum)
-
-
 def eta(t0: float, done: int, total: int) -> str:
     spent = time.time() - t0
     left = spent / max(1, done) * (total - done)
@@ -171,7 +164,13 @@ def main(argv=None):
                     command=" ".join(["bench/train/run"] +
                                      (argv or sys.argv[1:])))
 
-    signal.signal(signal.SIGTERM, terminated)
+    # SIGTERM's default kills the process where it stands: no trainer's
+    # close (its plugin's segment would stay in /dev/shm) and no results.
+    # As an exception it unwinds like Ctrl-C, but never while a segment
+    # is being made or closed (trainer.stops_held): the trainer closes
+    # its own.
+    signal.signal(signal.SIGTERM, T.stop_handler)
+    signal.signal(signal.SIGINT, T.stop_handler)
     try:
         matrix(seeds, names, specs, runs, skipped, warm, total, t0, args,
                regime, warm_heldout, heldout, budget,

@@ -26,6 +26,7 @@ have it.
 """
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -45,9 +46,41 @@ import regimes
 import task
 from modes import ModeSpec, RESULTS_MODES, mode_specs  # noqa: F401 (re-exported)
 
-# The signals that stop a run (main.py): held while a segment is made or
-# closed.
-STOPS = {signal.SIGTERM, signal.SIGINT}
+# SIGTERM and SIGINT (main.py installs stop_handler for both) raise
+# SystemExit or KeyboardInterrupt where the main thread is, except in a
+# section that makes or closes a segment (stops_held): there the stop
+# waits for the section's end. Blocking the signals would not do: any
+# other thread (torch's) may take a process signal, and Python runs the
+# handler in the main thread all the same.
+_held = 0
+_pending: List[int] = []
+
+
+def _raise_stop(signum: int):
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)
+
+
+def stop_handler(signum, frame):
+    if _held:
+        _pending.append(signum)
+        return
+    _raise_stop(signum)
+
+
+@contextlib.contextmanager
+def stops_held():
+    global _held
+    _held += 1
+    try:
+        yield
+    finally:
+        _held -= 1
+        if not _held and _pending:
+            signum = _pending[0]
+            _pending.clear()
+            _raise_stop(signum)
 
 BUDGET = 256  # rollouts per step: prompt batch x group size
 
@@ -177,16 +210,13 @@ class Trainer:
             kw.update(k_max=max(16, spec.k), pad_multiple=32,
                       halt_fraction=spec.halt, mode=spec.mode, k_init=spec.k)
             kw.update(spec.plugin)
-        # SIGTERM and SIGINT (SystemExit, KeyboardInterrupt) held until the
-        # segment is this object's to close, and the rest of the set-up
-        # closes it if interrupted: a run stopped here leaves nothing in
-        # /dev/shm (the caller has no trainer to close yet).
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+        # A stop waits until the segment is this object's; the rest of
+        # the set-up closes it if stopped: a run stopped here leaves
+        # nothing in /dev/shm (the caller has no trainer to close yet).
+        self.plugin = None
         try:
-            self.plugin = v05.Plugin.create(self.name, **kw)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        try:
+            with stops_held():
+                self.plugin = v05.Plugin.create(self.name, **kw)
             predict = self.regime.predict(seed)
             self.prior = None if predict is None else ValueModelPrior(
                 self.plugin, predict, batch_size=64, context_size=256,
@@ -196,7 +226,9 @@ class Trainer:
             self.rollout = GroupRollout(self.plugin, self.sampler.generate,
                                         score=self._score, release=False)
         except BaseException:
-            self.plugin.close(force=True)
+            if self.plugin is not None:
+                with stops_held():
+                    self.plugin.close(force=True)
             raise
         self.prompts: Dict[str, task.Prompt] = {}
         self.pids: Dict[str, object] = {}  # uid -> the stream's id of it
@@ -215,14 +247,12 @@ class Trainer:
         return r
 
     def close(self):
-        # Not cut short by SIGTERM or SIGINT (held until the segment is
-        # gone).
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
-        try:
-            self.rollout.close()
-        finally:
-            self.plugin.close(force=True)
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        # Not cut short by a stop (it waits until the segment is gone).
+        with stops_held():
+            try:
+                self.rollout.close()
+            finally:
+                self.plugin.close(force=True)
 
     def batch_size(self) -> int:
         if self.spec.adaptive:

@@ -70,3 +70,46 @@ def test_a_complete_run_is_marked_complete(tmp_path):
         check=True, capture_output=True, text=True, env=env, timeout=600)
     data = json.loads(out.read_text())
     assert data["complete"] is True and len(data["runs"]) == 1
+
+
+# The stop that lands while a trainer makes its segment, deterministically:
+# SIGTERM sent from inside Plugin.create (after the segment exists, before
+# the trainer holds it). Without trainer.stops_held the handler raised
+# there, the trainer was never made, and the segment stayed in /dev/shm
+# (the run above failed so twice under load).
+def test_a_stop_while_the_segment_is_made_leaves_nothing(monkeypatch):
+    sys.path.insert(0, os.path.join(ROOT, "bench", "train"))
+    import model as M
+    import task
+    import trainer as T
+    import v05
+
+    heldout = task.heldout_set(30)
+    state = M.TinyLM().state_dict()
+    made = []
+    real = v05.Plugin.create.__func__
+
+    def create(cls, name, **kw):
+        p = real(cls, name, **kw)
+        made.append(name)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return p  # the handler has run by here, in this frame or the next
+
+    monkeypatch.setattr(v05.Plugin, "create", classmethod(create))
+    old = signal.signal(signal.SIGTERM, T.stop_handler)
+    try:
+        with pytest.raises(SystemExit) as e:
+            T.Trainer(T.mode_specs()["fixed-2"], 0, state, heldout)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert e.value.code == 128 + signal.SIGTERM
+    assert made and not os.path.exists(f"/dev/shm/v05-{made[0]}")
+    # And a stop outside such a section raises at once.
+    signal.signal(signal.SIGTERM, T.stop_handler)
+    try:
+        with pytest.raises(SystemExit):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # the handler runs between two of these
+                pass
+    finally:
+        signal.signal(signal.SIGTERM, old)
