@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/config.h"
 #include "util/seg.h"
 #include "v05-internal/journal.h"
 #include "v05-internal/shm.h"
@@ -74,7 +75,7 @@ static void owner_main(const char *name, const char *journal, int tick_fd)
 	struct v05_plugin *p;
 	struct v05_config c;
 
-	v05_config_default(&c);
+	tc_config(&c);
 	c.max_prompts = BATCH;
 	c.max_producers = 1;
 	c.lane_capacity = 16384;

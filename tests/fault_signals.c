@@ -27,6 +27,7 @@
 
 #include "v05-internal/vocab.h"
 
+#include "util/config.h"
 #include "util/seg.h"
 #include "v05-internal/shm.h"
 #include "v05.h"
@@ -77,7 +78,7 @@ static struct v05_plugin *small_plugin(const char *name, uint32_t lane_cap)
 	struct v05_plugin *p;
 	struct v05_config c;
 
-	v05_config_default(&c);
+	tc_config(&c);
 	c.max_prompts = 4;
 	c.max_producers = 2;
 	c.lane_capacity = lane_cap;
@@ -237,7 +238,7 @@ static void test_stopped_producer(void **state)
 
 	(void)state;
 	test_name(name, sizeof(name), "sigstop");
-	v05_config_default(&cfg);
+	tc_config(&cfg);
 	cfg.max_prompts = PRODUCERS * PROMPTS_EACH;
 	cfg.max_producers = PRODUCERS;
 	cfg.lane_capacity = 1024;

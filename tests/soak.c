@@ -30,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/config.h"
 #include "util/seg.h"
 #include "v05-internal/plugin.h"
 #include "v05-internal/shm.h"
@@ -256,7 +257,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	test_name(name, sizeof(name), "soak");
 	seg_name = name;
-	v05_config_default(&cfg);
+	tc_config(&cfg);
 	cfg.max_prompts = MAX_PROMPTS;
 	cfg.max_producers = LANES;
 	cfg.lane_capacity = 8192;

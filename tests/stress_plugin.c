@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/config.h"
 #include "util/engine.h"
 #include "util/seg.h"
 #include "v05-internal/journal.h"
@@ -35,7 +36,7 @@
 
 static void config(struct v05_config *c, uint32_t n, int stream)
 {
-	v05_config_default(c);
+	tc_config(c);
 	c->max_prompts = n;
 	c->max_producers = 16;
 	c->lane_capacity = 16384;

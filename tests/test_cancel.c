@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "util/config.h"
 #include "util/seg.h"
 #include "v05-internal/plugin.h"
 
@@ -32,7 +33,7 @@ static void fx_open(struct fx *f, uint32_t mode, uint32_t k_init,
 {
 	struct v05_config c;
 
-	v05_config_default(&c);
+	tc_config(&c);
 	c.params.mode = mode;
 	c.params.k_init = k_init;
 	c.params.k_max = k_max;

@@ -24,6 +24,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "util/config.h"
 #include "util/run.h"
 #include "util/seg.h"
 #include "v05-internal/journal.h"
@@ -58,7 +59,7 @@ static int run_limited(const char *name, const char *journal, uint32_t n,
 	uint32_t finals = 0;
 	int m, err = 0;
 
-	v05_config_default(&c);
+	tc_config(&c);
 	c.max_prompts = 64;
 	c.max_producers = 2;
 	c.lane_capacity = 1024;
@@ -270,7 +271,7 @@ static void test_torn_and_corrupt(void **state)
 	assert_int_equal(res.records, 1);
 	assert_int_equal(v05ctl_journal(path, r), 1);
 	assert_non_null(strstr(r->err, "corrupt"));
-	v05_config_default(&c);
+	tc_config(&c);
 	c.journal_path = path;
 	assert_int_equal(v05_plugin_create(name, &c, &p), -EILSEQ);
 	assert_non_null(strstr(v05_errmsg(), "corrupt"));
@@ -283,7 +284,7 @@ static int create_with_journal(const char *name, const char *path)
 	struct v05_plugin *p;
 	int ret;
 
-	v05_config_default(&c);
+	tc_config(&c);
 	c.max_prompts = 8;
 	c.journal_path = path;
 	ret = v05_plugin_create(name, &c, &p);

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "util/config.h"
 #include "util/plugin_fx.h"
 #include "util/seg.h"
 #include "v05-internal/plugin.h"
@@ -27,7 +28,7 @@ static void test_config_rejects(void **state)
 	(void)state;
 #define BAD(stmt)                                             \
 	do {                                                  \
-		v05_config_default(&c);                       \
+		tc_config(&c);                               \
 		stmt;                                         \
 		assert_int_equal(v05_config_check(&c), -EINVAL); \
 	} while (0)
@@ -67,7 +68,7 @@ static void test_config_rejects(void **state)
 	BAD(c.reserved_rules = 0x80000000u);
 	assert_non_null(strstr(v05_errmsg(), "reserved_rules is 2147483648"));
 #undef BAD
-	v05_config_default(&c);
+	tc_config(&c);
 	c.params.k_step = c.params.k_max; /* the largest step that fits */
 	assert_int_equal(v05_config_check(&c), 0);
 	v05_config_default(&c);

@@ -20,6 +20,7 @@
 
 #include "v05-internal/vocab.h"
 
+#include "util/config.h"
 #include "util/seg.h"
 #include "v05.h"
 
@@ -64,7 +65,7 @@ static void fx_open(struct fx *f, uint32_t pad, int fractional, uint64_t seed)
 	int m;
 
 	memset(f, 0, sizeof(*f));
-	v05_config_default(&f->c);
+	tc_config(&f->c);
 	f->c.params.mode = V05_MODE_V05_EB;
 	f->c.schedule = V05_SCHEDULE_ROUNDS; /* the barrier: test_eb_stream.c */
 	f->c.params.cost = 0.002;
@@ -251,7 +252,7 @@ static void test_eb_config(void **state)
 	assert_true(c.halt_fraction == 0.25);
 	assert_int_equal(c.schedule, V05_SCHEDULE_ROUNDS);
 	assert_int_equal(v05_config_check(&c), 0);
-	v05_config_default(&c);
+	tc_config(&c);
 	c.flags = V05_CONFIG_EXTERNAL_HALT;
 	assert_int_equal(v05_config_check(&c), -EINVAL);
 }

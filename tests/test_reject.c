@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "util/config.h"
 #include "util/seg.h"
 #include "v05-internal/plugin.h"
 
@@ -33,7 +34,7 @@ static void fx_open(struct fx *f)
 	struct v05_config c;
 	struct v05_prompt_in in = { .uid = "r0", .uid_len = 2, .prior = 0.0 };
 
-	v05_config_default(&c);
+	tc_config(&c);
 	c.params.mode = V05_MODE_GRPO;
 	c.params.k_init = 4;
 	c.params.k_max = 4;

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "util/config.h"
 #include "v05-internal/plugin.h"
 #include "v05-internal/rules.h"
 #include "v05.h"
@@ -444,7 +445,7 @@ static void test_config_checks(void **state)
 	struct v05_config c;
 
 	(void)state;
-	v05_config_default(&c);
+	tc_config(&c);
 	assert_int_equal(c.params.sigma, V05_SIGMA_RMS);
 	assert_int_equal(v05_config_mode(&c, V05_MODE_PG), 0);
 	/* Its preset's normaliser: the paper's (a rare success at one

@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "util/config.h"
 #include "util/seg.h"
 #include "v05-internal/plugin.h"
 #include "v05.h"
@@ -130,13 +131,14 @@ static bool same_mode_settings(const struct v05_config *a,
  * default through any mode to mode m is mode m from the default (a
  * preset's k, normaliser, pad and halt did stay behind, so v05-eb after
  * v05-pg ran with v05-pg's k 2 and normaliser). The modes without a
- * preset get the default's settings back. */
+ * preset get the library's settings (tests/util/config.h), whatever the
+ * default mode is. */
 static void test_mode_after_mode(void **state)
 {
 	struct v05_config def;
 
 	(void)state;
-	v05_config_default(&def);
+	tc_config(&def);
 	for (uint32_t m = 0; m < V05_MODE_COUNT; m++) {
 		struct v05_config want;
 
@@ -219,7 +221,7 @@ static uint32_t run_batch(bool older, char *log, size_t cap)
 	size_t at = 0;
 	int n;
 
-	v05_config_default(&c);
+	tc_config(&c);
 	c.eb_cold = 4;
 	c.params.cost = 0.001;
 	c.pad_multiple = 1;

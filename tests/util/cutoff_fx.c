@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "util/config.h"
 #include "util/cutoff_fx.h"
 #include "util/rawgrant.h"
 #include "util/seg.h"
@@ -193,7 +194,7 @@ struct v05_plugin *cut_make_as(const char *name, uint32_t mode,
 	struct v05_plugin *p;
 	struct v05_config c;
 
-	v05_config_default(&c);
+	tc_config(&c);
 	c.params.mode = mode;
 	c.params.k_init = k_init;
 	c.params.k_step = k_init < k_max ? 2 : k_max;

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "util/config.h"
 #include "util/eb_fx.h"
 #include "util/seg.h"
 #include "v05-internal/plugin.h" /* V05_C_SAMPLES_PADDED */
@@ -46,9 +47,7 @@ void ebfx_world(struct fx *f, uint64_t batch)
 void ebfx_config(struct fx *f, uint32_t cold, uint32_t pad)
 {
 	memset(f, 0, sizeof(*f));
-	v05_config_default(&f->c);
-	assert_int_equal(f->c.params.mode, V05_MODE_V05_EB);
-	assert_int_equal(f->c.schedule, V05_SCHEDULE_STREAM);
+	tc_config(&f->c);
 	f->c.params.cost = 0.002;
 	f->c.eb_cold = cold;
 	f->c.eb_window = 40;

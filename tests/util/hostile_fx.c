@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "util/actor.h"
+#include "util/config.h"
 #include "util/hostile_fx.h"
 #include "util/rawgrant.h"
 #include "util/seg.h"
@@ -56,7 +57,7 @@ int hst_casts(struct cast *out)
 
 void hst_config(struct v05_config *c, uint32_t listed)
 {
-	v05_config_default(c);
+	tc_config(c);
 	c->params.mode = V05_MODE_V05_FIXED;
 	c->params.k_init = K;
 	c->params.k_step = K;

@@ -8,12 +8,13 @@
 
 #include <cmocka.h>
 
+#include "util/config.h"
 #include "util/plugin_fx.h"
 #include "util/seg.h"
 
 void fx_config(struct fx *f)
 {
-	v05_config_default(&f->c);
+	tc_config(&f->c);
 	/* These tests check the paper's rule, its halt and padding by hand
 	 * (v05-eb has its own, tests/test_plugin_eb.c), under the paper's
 	 * rounds unless a test says otherwise. */

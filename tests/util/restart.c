@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Test helper for restarts (restart.h). */
+#include "util/config.h"
 #include "restart.h"
 
 #include <dirent.h>
@@ -15,7 +16,7 @@
 
 void rs_config(struct v05_config *c)
 {
-	v05_config_default(c);
+	tc_config(c);
 	c->params.mode = V05_MODE_V05_FIXED;
 	c->params.k_init = RS_K;
 	c->params.k_step = RS_K;
