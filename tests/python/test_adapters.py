@@ -214,7 +214,8 @@ def test_score_error_cancels_the_batch(segname, is_async):
         return sync_score(uid, s, out)
 
     items = [(f"e{i}", f"p{i}", 0.9) for i in range(24)]
-    with v05.Plugin.create(segname, max_prompts=32, pad_multiple=1) as plugin:
+    with v05.Plugin.create(segname, max_prompts=32, pad_multiple=1,
+                           mode="v05-eb") as plugin:
         with VLLMRollout(engine, plugin, SamplingParams(),
                          score=async_score if is_async else sync_score,
                          release=True) as ro:
@@ -316,7 +317,8 @@ def test_sglang_score_error_aborts_requests(segname):
         return outcome(uid, s)
 
     items = [(f"g{i}", f"p{i}", 0.0) for i in range(8)]
-    with v05.Plugin.create(segname, max_prompts=16, pad_multiple=1) as plugin:
+    with v05.Plugin.create(segname, max_prompts=16, pad_multiple=1,
+                           mode="v05-eb") as plugin:
         with SGLangRollout(engine, plugin, {"temperature": 1.0},
                            score=score) as ro:
             with pytest.raises(ValueError, match="verifier crashed"):
