@@ -251,7 +251,7 @@ def test_bad_scorer_aborts_the_batch(kit, engine_loop, segname, bad):
                                                prompt_of)
 
     with v05.Plugin.create(segname, pad_multiple=8, max_prompts=256,
-                           **PARAMS) as plugin:
+                           mode="v05-eb", **PARAMS) as plugin:
         (idle, st, aborted, issued), n, idle2 = engine_loop.run(main(plugin))
         # The error came while most of the batch was still in the engine...
         assert len(state["in_flight"]) > 100
@@ -308,7 +308,7 @@ def test_caller_cancellation_aborts_the_batch(kit, engine_loop, segname):
             return await next_batch(kit, engine, ro, plugin, prompt_of)
 
     with v05.Plugin.create(segname, pad_multiple=8, max_prompts=256,
-                           **PARAMS) as plugin:
+                           mode="v05-eb", **PARAMS) as plugin:
         n, idle2 = engine_loop.run(main(plugin))
         assert len(seen["in_flight"]) > 100
         aborted = set(seen["aborted"])

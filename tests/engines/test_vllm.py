@@ -19,7 +19,7 @@ from engine_kit import PARAMS, VLLMKit, batch_items  # noqa: E402
 def test_second_event_loop_refused(engine_loop, segname):
     kit = VLLMKit()
     with v05.Plugin.create(segname, pad_multiple=1, max_prompts=64,
-                           **PARAMS) as plugin:
+                           mode="v05-eb", **PARAMS) as plugin:
         ro = VLLMRollout(engine_loop.engine, plugin,
                          SamplingParams(max_tokens=1, detokenize=False),
                          score=lambda u, s, o: 1.0, release=True)

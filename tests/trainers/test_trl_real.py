@@ -53,7 +53,7 @@ def test_v05_grpo_trainer_trains_with_plugin_advantages(segname, tmp_path,
         beta=beta, seed=0, temperature=1.0, dataloader_num_workers=0)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     with v05.Plugin.create(segname, max_prompts=64, pad_multiple=1, k_init=2,
-                           k_step=2, k_max=8) as plugin:
+                           k_step=2, k_max=8, mode="v05-eb") as plugin:
         # With beta, TRL loads a reference copy from the path.
         trainer = V05GRPOTrainer(model=model if beta == 0 else str(tmp_path / "model"),
                                  reward_funcs=reward_even,
@@ -141,7 +141,7 @@ def test_bad_reward_fails_the_step_and_leaves_nothing(segname, tmp_path,
         report_to="none", use_cpu=True, save_strategy="no", seed=0,
         dataloader_num_workers=0)
     with v05.Plugin.create(segname, max_prompts=16, pad_multiple=1, k_init=2,
-                           k_step=2, k_max=4) as plugin:
+                           k_step=2, k_max=4, mode="v05-eb") as plugin:
         trainer = V05GRPOTrainer(model=model, reward_funcs=reward, args=args,
                                  train_dataset=data, processing_class=tok,
                                  v05_plugin=plugin)
@@ -471,8 +471,8 @@ def test_processes_decide_as_one(tmp_path):
     assert left == []
     runs = [json.loads((tmp_path / f"rank{i}.json").read_text())
             for i in range(2)]
-    params = dict(k_init=2, k_step=2, k_max=8, pad_multiple=1, eb_window=0,
-                  eb_cold=eb_cold, max_prompts=256)
+    params = dict(mode="v05-eb", k_init=2, k_step=2, k_max=8, pad_multiple=1,
+                  eb_window=0, eb_cold=eb_cold, max_prompts=256)
     # DDP kept the replicas equal.
     assert runs[0]["checksum"] == runs[1]["checksum"]
     for me in runs:

@@ -29,7 +29,8 @@ def _plugin(**params):
                              on_stale="remove", **params)
 
 
-PARAMS = dict(k_init=2, k_step=2, k_max=8, pad_multiple=1, eb_cold=32)
+PARAMS = dict(mode="v05-eb", k_init=2, k_step=2, k_max=8, pad_multiple=1,
+              eb_cold=32)
 HISTORY = table([f"h{i}" for i in range(48)], seed=1)
 PROBE = table([f"q{i}" for i in range(16)], seed=2)
 

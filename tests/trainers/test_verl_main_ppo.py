@@ -257,8 +257,8 @@ def test_v05_mode_with_greso(world):
 # start longer than the run (every chunk's second waves decided at its
 # last first wave, under the running fit: what a replay can reproduce
 # whatever order the samples finished in).
-EB = {"k_init": 2, "k_step": 2, "k_max": 8, "pad_multiple": 1,
-      "eb_cold": 100000}
+EB = {"mode": "v05-eb", "k_init": 2, "k_step": 2, "k_max": 8,
+      "pad_multiple": 1, "eb_cold": 100000}
 
 
 def replay(chunk_lists, workers, params):

@@ -180,7 +180,8 @@ def test_estimator_rows_shuffled_balanced_plain_numbers(segname):
     no segment is reachable. Rows shuffled, balanced over 4 ranks, and 3
     padding rows of an unknown uid (as verl's v1 trainer appends)."""
     uids = [f"u{i}" for i in range(10)]
-    with v05.Plugin.create(segname, max_prompts=32, pad_multiple=1) as plugin:
+    with v05.Plugin.create(segname, max_prompts=32, pad_multiple=1,
+                           mode="v05-eb") as plugin:
         rows, finals = roll_out(plugin, uids, [0.6 if i % 2 else -0.4 for i in range(10)])
         expect = expected_advantages(plugin, finals)
         for d in finals.values():
@@ -202,7 +203,8 @@ def test_estimator_segment_zero_copy_plain_uids(segname):
     from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
     uids = [f"z{i}" for i in range(8)]
-    with v05.Plugin.create(segname, max_prompts=32, pad_multiple=1) as plugin:
+    with v05.Plugin.create(segname, max_prompts=32, pad_multiple=1,
+                           mode="v05-eb") as plugin:
         # The trainer's reader exists before groups finish, as in a run.
         assert vverl.groups.groups.from_segment(segname, "none-yet", 0.0) is None
         rows, finals = roll_out(plugin, uids, [0.2 * (i - 4) for i in range(8)])
@@ -230,7 +232,8 @@ def test_estimator_segment_zero_copy_plain_uids(segname):
 
 def test_estimator_refuses_rows_that_are_not_the_group(segname):
     uids = ["m0", "m1"]
-    with v05.Plugin.create(segname, max_prompts=8, pad_multiple=1) as plugin:
+    with v05.Plugin.create(segname, max_prompts=8, pad_multiple=1,
+                           mode="v05-eb") as plugin:
         rows, finals = roll_out(plugin, uids, [0.0, 0.0])
         expect = expected_advantages(plugin, finals)
         for d in finals.values():
@@ -360,7 +363,8 @@ def test_reward_loop_worker_builds_and_pushes(segname, tmp_path, monkeypatch):
         assert res["reward_score"] == 1.0 and res["reward_extra_info"]["v05_pushed"] is False
         assert plugin.stats()["rewards_applied"] == pushed
 
-    with v05.Plugin.create(segname, max_prompts=8, pad_multiple=1) as plugin:
+    with v05.Plugin.create(segname, max_prompts=8, pad_multiple=1,
+                           mode="v05-eb") as plugin:
         asyncio.run(run(plugin))
 
 
@@ -394,7 +398,8 @@ def test_reward_loop_bad_score_raises_naming_the_row(segname, tmp_path,
         assert st["rewards_applied"] == 0
         assert st["rejected_nonfinite"] == st["rejected_range"] == 0
 
-    with v05.Plugin.create(segname, max_prompts=8, pad_multiple=1) as plugin:
+    with v05.Plugin.create(segname, max_prompts=8, pad_multiple=1,
+                           mode="v05-eb") as plugin:
         asyncio.run(run(plugin))
 
 
@@ -448,7 +453,8 @@ def test_legacy_manager_built_by_registry(segname, tmp_path):
     def compute_score(data_source, solution_str, ground_truth, extra_info=None):
         return 1.0 if solution_str == ground_truth else 0.0
 
-    with v05.Plugin.create(segname, max_prompts=8, pad_multiple=1) as plugin:
+    with v05.Plugin.create(segname, max_prompts=8, pad_multiple=1,
+                           mode="v05-eb") as plugin:
         manager = get_reward_manager_cls("v05")(tok, 0, compute_score, "data_source",
                                                 segment=segname)
         ds = plugin.submit([("L0", 0.0), ("L1", 0.0)])

@@ -89,7 +89,7 @@ def main():
                 "posted": x.posted if x is not None else 0})
 
     name = f"{a.prefix}-r{rank}"
-    with v05.Plugin.create(name, k_init=2, k_step=2,
+    with v05.Plugin.create(name, mode="v05-eb", k_init=2, k_step=2,
                            k_max=a.k_max_last if last else 8,
                            pad_multiple=1, eb_window=0, eb_cold=a.eb_cold,
                            max_prompts=256) as plugin:
