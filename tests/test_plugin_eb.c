@@ -239,11 +239,22 @@ static void test_eb_config(void **state)
 	struct v05_config c;
 
 	(void)state;
-	/* The default is v05-eb with the rms normaliser; the paper's exact
-	 * behaviour is one call away. */
+	/* The default is v05-pg with its preset (docs/RULES.md, "Which mode
+	 * for training"); v05-eb, the baseline's-MSE mode, and the paper's
+	 * exact behaviour are one call away. */
 	v05_config_default(&c);
-	assert_int_equal(c.params.mode, V05_MODE_V05_EB);
+	assert_int_equal(c.params.mode, V05_MODE_PG);
+	assert_int_equal(c.params.sigma, V05_SIGMA_PAPER);
+	assert_int_equal(c.params.k_init, 2);
+	assert_int_equal(c.pg_skip, V05_PG_SKIP);
+	assert_int_equal(c.pad_multiple, 1);
+	assert_true(c.halt_fraction == 0.0);
+	assert_int_equal(c.schedule, V05_SCHEDULE_STREAM);
+	assert_int_equal(v05_config_check(&c), 0);
+	assert_int_equal(v05_config_mode(&c, V05_MODE_V05_EB), 0);
 	assert_int_equal(c.params.sigma, V05_SIGMA_RMS);
+	assert_int_equal(c.params.k_init, 4);
+	assert_int_equal(c.pad_multiple, 32);
 	assert_int_equal(c.schedule, V05_SCHEDULE_STREAM);
 	assert_int_equal(v05_config_check(&c), 0);
 	v05_config_paper(&c);

@@ -221,15 +221,16 @@ struct v05_config {
 V05_API int v05_config_init(struct v05_config *c, size_t size,
 			    unsigned flags);
 
-/* Defaults: mode v05-eb (two waves, no halt; docs/STATISTICS.md explains
- * the choice; for training at a fixed rollout budget docs/RULES.md, "Which
- * mode for training", recommends v05-pg) with the rms normaliser, c
- * V05_EB_DEFAULT_COST (v05-eb's), k 4/2/16, first waves of 2 or 4 from
- * the fit (eb_first), halt 0.25 (used by mode v05 only), pad 32, stream
- * (for v05-eb: no barrier; rounds is v05-eb's batch barrier), eb_window
- * 512, eb_cold 64, deadline 2000 us, 4096 prompts, 16 producers, lanes of
+/* Defaults: mode v05-pg (samples and prompts by the gradient's error per
+ * rollout; docs/RULES.md, "Which mode for training", has the measurements
+ * that chose it) with its preset, v05_config_mode's: the paper's
+ * normaliser, k 2/2/16 (first waves of 1, 2 or 4 from the fit once it is
+ * warm), the skip bar pg_skip 750, pad 1, no halt; stream, eb_window 512,
+ * eb_cold 64, deadline 2000 us, 4096 prompts, 16 producers, lanes of
  * 4096, 64 batches, file mode 0600, no journal, no broker (its allow-list
- * empty), the default cut-off. */
+ * empty), the default cut-off. v05_config_mode(c, V05_MODE_V05_EB) gives
+ * the baseline's-MSE mode (docs/STATISTICS.md) with the library's k
+ * 4/2/16, rms, pad 32. */
 V05_API void v05_config_default(struct v05_config *c);
 /* The defaults, then the paper's exact behaviour: mode v05 (fusion + OSLA)
  * with its cost V05_DEFAULT_COST, its 25% batch halt and the paper's

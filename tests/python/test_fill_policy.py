@@ -92,6 +92,23 @@ def test_counts_and_checks():
             Admission(args.pop("mode"), args.pop("k_init"), **args)
 
 
+def test_default_count_follows_the_mode(segname):
+    """Left out, count is "signal" for v05-pg (the default mode), whose
+    first wave where the prior is sharp is one sample: under "contrast"
+    such a group never counts and the fill would throw it away."""
+    one = _G([1], [0.7])
+    assert Admission("v05-pg", 2).count == "signal"
+    assert Admission("v05-pg", 2).counts(one)
+    assert not Admission("v05-pg", 2, count="contrast").counts(one)
+    for mode in ("v05-eb", "v05", "dapo"):
+        assert Admission(mode, 4).count == "contrast"
+    with v05.Plugin.create(segname, max_prompts=16) as p:
+        drv = GroupRollout(p, Engine().generate, score=lambda u, s, o: 1.0)
+        fill = StreamFill(drv)
+        assert p.mode == "v05-pg" and fill.policy.count == "signal"
+        drv.close()
+
+
 def test_exhausted_is_not_short(segname):
     """The source's last prompt pulled on the way to a full step: the
     step is whole (short False) though the source ran out (exhausted)."""

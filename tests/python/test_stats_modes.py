@@ -42,9 +42,10 @@ def test_defaults_and_paper(segname, v05ctl):
     import subprocess
     import json
     from v05.core.observer import Observer
-    with v05.Plugin.create(segname, max_prompts=8):
+    with v05.Plugin.create(segname, max_prompts=8) as p:
+        assert p.mode == "v05-pg"
         with Observer(segname) as o:
-            assert o.info()["mode"] == "v05-eb"
+            assert o.info()["mode"] == "v05-pg"
     with v05.Plugin.create(segname, max_prompts=8, paper=True):
         with Observer(segname) as o:
             assert o.info()["mode"] == "v05"

@@ -25,7 +25,7 @@ Every value handed in is checked here: TypeError or ValueError naming it.
 from typing import Any, Dict, Hashable, Optional, Tuple
 
 from . import _checks
-from .fill import COUNTS, SkipRule, group_informative
+from .fill import COUNTS, SkipRule, default_count, group_informative
 from .names import MODES
 
 __all__ = ["Admission", "ADMIT", "SKIP", "REVISIT"]
@@ -42,7 +42,9 @@ class Admission:
     """The admission policy (module text) for a plugin of mode `mode` whose
     first wave is k_init samples.
 
-    count: "contrast" or "signal" (v05.core.fill). skip: a SkipRule or
+    count: "contrast" or "signal" (v05.core.fill; default
+    v05.core.fill.default_count(mode): "signal" for v05-pg, "contrast"
+    for the others). skip: a SkipRule or
     None. history: an object with counts(name) -> (successes, trials) or
     None and update(name, rewards) (v05.core.prior.HistoryPrior): each
     finished group is folded into it and the skip rule reads it. inflight:
@@ -54,12 +56,15 @@ class Admission:
     of them showed two different rewards, and the calibration, carried
     from one step to the next."""
 
-    def __init__(self, mode: str, k_init: int, *, count: str = "contrast",
+    def __init__(self, mode: str, k_init: int, *,
+                 count: Optional[str] = None,
                  skip: Optional[SkipRule] = None, history=None,
                  inflight: int = 0):
         if not isinstance(mode, str) or mode not in MODES:
             raise ValueError(f"mode {mode!r} is not one of "
                              f"{', '.join(MODES)}")
+        if count is None:
+            count = default_count(mode)
         if count not in COUNTS:
             raise ValueError(f"count must be one of {COUNTS}, not {count!r}")
         if skip is not None and not isinstance(skip, SkipRule):

@@ -199,7 +199,8 @@ def make_config(name: str, *, cost: Optional[float] = None,
     """The v05_config for Plugin.create(name, ...). Parameters as in
     include/v05/plugin.h (struct v05_config); every one is checked.
     A parameter left at None keeps the library's default
-    (v05_config_default: mode "v05-eb", sigma "rms", ...); a mode given
+    (v05_config_default: mode "v05-pg" with its preset, sigma "paper",
+    k 2/2/16, pad_multiple 1, ...); a mode given
     brings its own settings (v05_config_mode: "v05", "v05-fixed",
     "grpo", "dapo", "v05-eb" the library's k 4/2/16, sigma "rms",
     pad_multiple 32, halt_fraction 0.25; the others their preset);

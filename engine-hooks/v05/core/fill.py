@@ -65,7 +65,7 @@ from . import _checks
 from .names import MODES
 
 __all__ = ["COUNTS", "SIGNAL_EPS", "FUSED_MODES", "DROPPING_MODES",
-           "informative", "group_informative", "informative_probability",
+           "default_count", "informative", "group_informative", "informative_probability",
            "all_same_probability", "SkipRule"]
 
 COUNTS = ("contrast", "signal")
@@ -78,6 +78,14 @@ FUSED_MODES = frozenset({"v05", "v05-fixed", "v05-eb", "v05-pg"})
 DROPPING_MODES = frozenset({"dapo", "greso"})
 
 _K_MAX = 64  # a group holds at most 64 samples (the sample masks)
+
+
+def default_count(mode: str) -> str:
+    """What counts as informative when the caller does not say: "signal"
+    for v05-pg, whose usual first wave where the prior is sharp is one
+    sample (under "contrast" a group of one never counts, and the fill
+    would throw most of its groups away), "contrast" for the others."""
+    return "signal" if _mode(mode) == "v05-pg" else "contrast"
 
 
 def _mode(mode) -> str:

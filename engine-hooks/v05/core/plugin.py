@@ -112,7 +112,7 @@ class Plugin(PluginWaiting):
         broker_overflow_ids, lane_cut_records, lane_cut_fraction,
         eb_window, eb_cold, eb_early, eb_first, pc_lower, pc_upper,
         ebpo_window), each checked; one left out keeps
-        the library's default (mode "v05-eb", sigma "rms", ...).
+        the library's default (mode "v05-pg", sigma "paper", ...).
 
         on_stale: what to do when segment `name` is left over from a run
         whose owner is gone (it was killed, or closed without removing

@@ -58,7 +58,7 @@ from ..core import _checks
 from ..core._lib import V05Error
 from ..core.admission import ADMIT, SKIP, Admission
 from ..core.decision import Decision, SubmitError, Uid, uid_checked
-from ..core.fill import COUNTS, SkipRule
+from ..core.fill import COUNTS, SkipRule, default_count
 from ..core.observer import Observer
 from .driver import EngineRollout, GroupResult, GroupRollout
 from .runner import Flight
@@ -106,7 +106,8 @@ class StreamFill:
         await fill.close()
 
     rollout: a GroupRollout or an engine adapter (VLLMRollout,
-    SGLangRollout). count: "contrast" or "signal" (v05.core.fill). skip: a
+    SGLangRollout). count: "contrast" or "signal" (v05.core.fill; by
+    default "signal" for v05-pg, "contrast" otherwise). skip: a
     SkipRule or None. history: an object with counts(uid) -> (successes,
     trials) or None and update(uid, rewards) (v05.core.prior.HistoryPrior):
     each finished group is folded into it, and the skip rule reads it
@@ -123,7 +124,8 @@ class StreamFill:
     or released (a view: copy what you keep)."""
 
     def __init__(self, rollout, *, at_target: str = "abort",
-                 count: str = "contrast", skip: Optional[SkipRule] = None,
+                 count: Optional[str] = None,
+                 skip: Optional[SkipRule] = None,
                  history=None, inflight: Optional[int] = None,
                  policy: Optional[Admission] = None,
                  prompt_name: Optional[Callable[[Uid, Any], Hashable]] = None,
@@ -187,7 +189,7 @@ class StreamFill:
             if not isinstance(policy, Admission):
                 raise TypeError(f"policy is {type(policy).__name__}, not "
                                 "an Admission")
-            if count != "contrast" or skip is not None or \
+            if count is not None or skip is not None or \
                     history is not None or inflight is not None:
                 raise ValueError("give the policy, or count, skip, history "
                                  "and inflight: not both")
@@ -197,6 +199,8 @@ class StreamFill:
                     f"{policy.k_init}; segment {self.plugin.name} runs "
                     f"{self.mode} with k_init {self.k_init}")
             return policy
+        if count is None:
+            count = default_count(self.mode)
         if count not in COUNTS:
             raise ValueError(f"count must be one of {COUNTS}, not {count!r}")
         if inflight is None:

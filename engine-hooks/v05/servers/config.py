@@ -59,12 +59,12 @@ class ServerConfig:
         on (an abort posted to another front end reaches the group's
         owner as one, docs/SERVERS.md), pad_multiple 1 and max_batches
         max_prompts unless it says otherwise. A server runs each group
-        as a batch of its own (v05.servers.groups): the library's default
-        pad, which rounds a batch's second wave up to a multiple of 32
-        samples for an in-process batch of many prompts on
-        tensor-parallel ranks, would take every second wave to k_max; and
-        its 64 batches would cap the groups in flight at 64 where the
-        prompt table holds max_prompts."""
+        as a batch of its own (v05.servers.groups): the pad of v05-eb,
+        v05 and the fixed modes, which rounds a batch's second wave up to
+        a multiple of 32 samples for an in-process batch of many prompts
+        on tensor-parallel ranks, would take every second wave to k_max;
+        and the library's 64 batches would cap the groups in flight at 64
+        where the prompt table holds max_prompts."""
         prompts = self.plugin.get("max_prompts", DEFAULT_MAX_PROMPTS)
         return {"abort_records": True, "pad_multiple": 1,
                 "max_batches": min(prompts, BATCHES_MAX), **self.plugin}

@@ -22,12 +22,20 @@ import json
 import os
 from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
+from ...core.config import make_config
+from ...core.names import MODES
 from ...core.rules import Greso, KnapsackHistory, PilotCommit
 from .config import cfg_get
 
 __all__ = ["RuleHistory", "history_config", "prompt_id", "RULES"]
 
 RULES = ("knapsack", "greso", "pilot-commit")
+
+
+def _default_mode() -> str:
+    """The mode a plugin made without one runs (v05_config_default's)."""
+    mode = make_config("verl-history").params.mode
+    return next(name for name, v in MODES.items() if v == mode)
 
 
 def history_config(algo, plugin_params: Dict[str, Any]
@@ -45,7 +53,7 @@ def history_config(algo, plugin_params: Dict[str, Any]
     if h.get("rule") not in RULES:
         raise ValueError(f"v05: algorithm.v05_history.rule={h.get('rule')!r}"
                          f"; known: {RULES}")
-    mode = plugin_params.get("mode", "v05-eb")
+    mode = plugin_params.get("mode") or _default_mode()
     if h["rule"] == "knapsack" and mode != "knapsack":
         raise ValueError("v05: algorithm.v05_history.rule=knapsack gives "
                          "the priors of mode knapsack; algorithm.v05_plugin"
