@@ -65,8 +65,8 @@ from . import _checks
 from .names import MODES
 
 __all__ = ["COUNTS", "SIGNAL_EPS", "FUSED_MODES", "DROPPING_MODES",
-           "default_count", "informative", "group_informative", "informative_probability",
-           "all_same_probability", "SkipRule"]
+           "default_count", "informative", "group_informative",
+           "informative_probability", "all_same_probability", "SkipRule"]
 
 COUNTS = ("contrast", "signal")
 # A kept advantage at most this in magnitude carries no signal (advantages
