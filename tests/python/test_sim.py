@@ -77,6 +77,16 @@ def test_demo_table(capsys):
     assert "baseline MSE" in out and "lat p99 us" in out
 
 
+def test_demo_runs_the_default_mode(capsys):
+    """v05-pg, the library's default, is one of the demo's modes: one
+    batch, its fit cold, so two samples a prompt."""
+    assert demo.main(["--prompts", "48", "--no-progress", "--workers", "2",
+                      "--modes", "v05-pg"]) == 0
+    row = next(x for x in capsys.readouterr().out.splitlines()
+               if x.startswith("v05-pg (the default)"))
+    assert row.split()[3:6] == ["96", "2.00", "2"]
+
+
 def test_demo_bad_arguments():
     r = subprocess.run([sys.executable, "-m", "v05.demos", "--modes", "ppo"],
                        capture_output=True, text=True)

@@ -14,6 +14,9 @@ MODES = {
     "v05-fixed": ("v05-fixed k=4", dict(mode="v05-fixed", k_init=4, k_max=4)),
     "grpo": ("grpo G=16", dict(mode="grpo", k_init=16, k_max=16)),
     "dapo": ("dapo G=16", dict(mode="dapo", k_init=16, k_max=16)),
+    # The library's default, for the gradient rather than the baseline:
+    # its MSE is not what it minimises (docs/RULES.md).
+    "v05-pg": ("v05-pg (the default)", dict(mode="v05-pg")),
 }
 
 

@@ -31,7 +31,9 @@ def parse_args(argv):
                     help="prompts in the batch (default 512)")
     ap.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     ap.add_argument("--modes", default="v05,v05-eb,v05-fixed,grpo,dapo",
-                    help="comma-separated: v05, v05-eb, v05-fixed, grpo, dapo")
+                    help="comma-separated: v05, v05-eb, v05-fixed, grpo, "
+                    "dapo, v05-pg (the library's default mode, for the "
+                    "gradient: its baseline MSE is not what it lowers)")
     ap.add_argument("--schedule", choices=["rounds", "stream"], default=None,
                     help="batch policy for every mode (default: rounds for "
                     "v05, the paper's; stream, no barrier, for v05-eb)")
