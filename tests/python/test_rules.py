@@ -80,3 +80,17 @@ def test_knapsack_prior_first_dispatch(segname):
         assert [len(d.samples) for d in ds] == plan
         assert sum(plan) == 64
         p.cancel(ds[0].batch)
+
+
+def test_verl_config_takes_keep_n_and_names_the_default_mode():
+    """verl's side without verl: algorithm.v05_plugin takes Reinforce-Ada's
+    keep_n, and a history that needs another mode names the mode a plugin
+    without one runs (the library's default), not a fixed name."""
+    from v05.trainers.verl.agent_loop import plugin_params
+    from v05.trainers.verl.history import history_config
+
+    params = plugin_params({"algorithm": {"v05_plugin": {
+        "mode": "reinforce-ada", "keep_n": 2}}})
+    assert params == {"mode": "reinforce-ada", "keep_n": 2}
+    with pytest.raises(ValueError, match="v05_plugin.mode is v05-pg"):
+        history_config({"v05_history": {"rule": "knapsack"}}, {})

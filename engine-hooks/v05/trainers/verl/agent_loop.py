@@ -92,9 +92,9 @@ __all__ = ["V05Core", "row_multiple", "plugin_params", "PLUGIN_KEYS",
 log = logging.getLogger(__name__)
 
 # Plugin.create parameters a config may set (algorithm.v05_plugin).
-PLUGIN_KEYS = ("cost", "k_init", "k_step", "k_max", "halt_fraction",
-               "pad_multiple", "mode", "schedule", "max_prompts",
-               "max_producers", "lane_capacity", "max_batches",
+PLUGIN_KEYS = ("cost", "k_init", "k_step", "k_max", "keep_n",
+               "halt_fraction", "pad_multiple", "mode", "schedule",
+               "max_prompts", "max_producers", "lane_capacity", "max_batches",
                "stream_deadline_us", "sigma", "paper", "eb_window", "eb_cold",
                "eb_early", "eb_first", "pc_lower", "pc_upper", "ebpo_window",
                "pg")
