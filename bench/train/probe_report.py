@@ -143,9 +143,14 @@ def rows_of(R, rule, today=None):
         return [(ck["ref"], ck["rules"][rule]) for ck in R["results"]]
     if today is None or rule not in NO_PRIOR or rule not in today["rules"]:
         return []
-    at = {(c["seed"], c["at"]): c for c in today["results"]}
-    return [(ck["ref"], at[(ck["seed"], ck["at"])]["rules"][rule])
-            for ck in R["results"] if (ck["seed"], ck["at"]) in at]
+    # The same state: the same seed and checkpoint of the same reference
+    # run (its rollouts and step; a reference run made with another
+    # library stops at other rollouts, and its rows are not this one's).
+    def key(c):
+        return c["seed"], c["at"], c["rollouts"], c["step"]
+    at = {key(c): c for c in today["results"]}
+    return [(ck["ref"], at[key(ck)]["rules"][rule])
+            for ck in R["results"] if key(ck) in at]
 
 
 def rules_of(R, today=None):
