@@ -28,7 +28,7 @@ static void test_config_rejects(void **state)
 	(void)state;
 #define BAD(stmt)                                             \
 	do {                                                  \
-		tc_config(&c);                               \
+		tc_config(&c);                                \
 		stmt;                                         \
 		assert_int_equal(v05_config_check(&c), -EINVAL); \
 	} while (0)
