@@ -102,6 +102,9 @@ def test_default_count_follows_the_mode(segname):
     assert not Admission("v05-pg", 2, count="contrast").counts(one)
     for mode in ("v05-eb", "v05", "dapo"):
         assert Admission(mode, 4).count == "contrast"
+    # A first wave of 1 in any mode (fixed k = 1): the same reason.
+    assert Admission("v05-fixed", 1).count == "signal"
+    assert Admission("v05-fixed", 1).counts(one)
     with v05.Plugin.create(segname, max_prompts=16) as p:
         drv = GroupRollout(p, Engine().generate, score=lambda u, s, o: 1.0)
         fill = StreamFill(drv)

@@ -43,8 +43,8 @@ class Admission:
     first wave is k_init samples.
 
     count: "contrast" or "signal" (v05.core.fill; default
-    v05.core.fill.default_count(mode): "signal" for v05-pg, "contrast"
-    for the others). skip: a SkipRule or
+    v05.core.fill.default_count(mode, k_init): "signal" where a group may
+    end at one sample, v05-pg's or k_init 1, "contrast" otherwise). skip: a SkipRule or
     None. history: an object with counts(name) -> (successes, trials) or
     None and update(name, rewards) (v05.core.prior.HistoryPrior): each
     finished group is folded into it and the skip rule reads it. inflight:
@@ -63,8 +63,9 @@ class Admission:
         if not isinstance(mode, str) or mode not in MODES:
             raise ValueError(f"mode {mode!r} is not one of "
                              f"{', '.join(MODES)}")
+        k_init = _checks.integer("k_init", k_init, 1, 64, _checks.U32_MAX)
         if count is None:
-            count = default_count(mode)
+            count = default_count(mode, k_init)
         if count not in COUNTS:
             raise ValueError(f"count must be one of {COUNTS}, not {count!r}")
         if skip is not None and not isinstance(skip, SkipRule):
@@ -75,8 +76,7 @@ class Admission:
             raise TypeError("history needs counts(uid) and update(uid, "
                             "rewards) (v05.core.prior.HistoryPrior)")
         self.mode = mode
-        self.k_init = _checks.integer("k_init", k_init, 1, 64,
-                                      _checks.U32_MAX)
+        self.k_init = k_init
         self.count, self.skip, self.history = count, skip, history
         self.inflight = _checks.integer("inflight", inflight, 0, 1 << 20,
                                         _checks.U32_MAX)

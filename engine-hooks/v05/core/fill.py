@@ -65,7 +65,7 @@ from . import _checks
 from .names import MODES
 
 __all__ = ["COUNTS", "SIGNAL_EPS", "FUSED_MODES", "DROPPING_MODES",
-           "default_count", "informative", "group_informative",
+           "ONE_SAMPLE_MODES", "default_count", "informative", "group_informative",
            "informative_probability", "all_same_probability", "SkipRule"]
 
 COUNTS = ("contrast", "signal")
@@ -76,16 +76,20 @@ SIGNAL_EPS = 1e-6
 FUSED_MODES = frozenset({"v05", "v05-fixed", "v05-eb", "v05-pg"})
 # Modes whose plugin drops an all-same group (a "drop" decision).
 DROPPING_MODES = frozenset({"dapo", "greso"})
+# Modes whose rule chooses each first wave, one sample among them.
+ONE_SAMPLE_MODES = frozenset({"v05-pg"})
 
 _K_MAX = 64  # a group holds at most 64 samples (the sample masks)
 
 
-def default_count(mode: str) -> str:
+def default_count(mode: str, k_init: int) -> str:
     """What counts as informative when the caller does not say: "signal"
-    for v05-pg, whose usual first wave where the prior is sharp is one
-    sample (under "contrast" a group of one never counts, and the fill
-    would throw most of its groups away), "contrast" for the others."""
-    return "signal" if _mode(mode) == "v05-pg" else "contrast"
+    where a group may end at one sample (a first wave of 1: k_init 1, or
+    a mode whose rule chooses it, v05-pg where the prior is sharp), since
+    under "contrast" a group of one never counts and the fill would throw
+    it away; "contrast" otherwise."""
+    one = _mode(mode) in ONE_SAMPLE_MODES or _k(k_init) == 1
+    return "signal" if one else "contrast"
 
 
 def _mode(mode) -> str:

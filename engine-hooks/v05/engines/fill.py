@@ -107,7 +107,8 @@ class StreamFill:
 
     rollout: a GroupRollout or an engine adapter (VLLMRollout,
     SGLangRollout). count: "contrast" or "signal" (v05.core.fill; by
-    default "signal" for v05-pg, "contrast" otherwise). skip: a
+    default "signal" where a group may end at one sample, v05-pg's or
+    k_init 1, "contrast" otherwise). skip: a
     SkipRule or None. history: an object with counts(uid) -> (successes,
     trials) or None and update(uid, rewards) (v05.core.prior.HistoryPrior):
     each finished group is folded into it, and the skip rule reads it
@@ -200,7 +201,7 @@ class StreamFill:
                     f"{self.mode} with k_init {self.k_init}")
             return policy
         if count is None:
-            count = default_count(self.mode)
+            count = default_count(self.mode, self.k_init)
         if count not in COUNTS:
             raise ValueError(f"count must be one of {COUNTS}, not {count!r}")
         if inflight is None:
