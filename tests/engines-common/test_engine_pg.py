@@ -216,10 +216,12 @@ def test_v05_pg_under_the_fill(kit, engine_loop, segname, prompts):
 
     async def main(plugin):
         ro = kit.rollout(rec, plugin, sampling, score=score, release=True)
-        # "signal": a group of one sample (v05-pg's usual first wave with
-        # a sharp prior) has an advantage from its fused baseline, but no
-        # contrast; the default count would throw it away.
-        fill = StreamFill(ro, at_target="carry", count="signal")
+        # The fill's default count for v05-pg is "signal": a group of one
+        # sample (its usual first wave with a sharp prior) has an
+        # advantage from its fused baseline, but no contrast, and
+        # "contrast" would throw it away.
+        fill = StreamFill(ro, at_target="carry")
+        assert fill.policy.count == "signal"
         it = source()
         res = [await fill.fill(it, B) for _ in range(6)]
         carried = fill.carried
