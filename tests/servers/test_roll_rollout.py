@@ -250,16 +250,21 @@ def roll_checks(out, adv):
 
 def test_rewards_on_a_range_and_the_prior_default(servers, monkeypatch):
     """V05_REWARD_RANGE=-1,1 takes ROLL's rewards as they are; a dataset
-    without a v05_prior column gives the prior 0."""
+    without a v05_prior column gives the prior 0. With
+    V05_ROLL_BATCH_REWARDS=server (each URL one server) the loop's clients
+    gather rewards per server."""
     monkeypatch.setenv("V05_REWARD_RANGE", "-1,1")
+    monkeypatch.setenv("V05_ROLL_BATCH_REWARDS", "server")
 
     async def minus_one(ctx, req):
         return -1.0
     ctx = Context(12, tiny.make_prompts(2)[1], minus_one)
 
     async def main():
-        return await v05_roll.V05RolloutLoop().process_new_prompt(ctx)
-    out = run(main())
+        loop = v05_roll.V05RolloutLoop()
+        return loop, await loop.process_new_prompt(ctx)
+    loop, out = run(main())
+    assert [c.batch_rewards for c in loop._clients.values()] == ["server"]
     want = v05.estimate(0.0, [-1.0] * len(out), mode="v05",
                         cost=PLUGIN["cost"], k_step=2, k_max=16)
     assert [float(r.batch["response_level_rewards"][0]) for r in out] == \
@@ -358,6 +363,14 @@ def test_a_bad_reward_range_is_refused(monkeypatch):
     monkeypatch.setenv("V05_ROLL_SERVERS", "127.0.0.1:9")
     monkeypatch.setenv("V05_REWARD_RANGE", "1,1")
     with pytest.raises(ConfigError, match=r"V05_REWARD_RANGE: \[1.0, 1.0\]"):
+        v05_roll.V05RolloutLoop()
+
+
+def test_a_bad_batch_key_is_refused(monkeypatch):
+    monkeypatch.setenv("V05_ROLL_SERVERS", "127.0.0.1:9")
+    monkeypatch.setenv("V05_ROLL_BATCH_REWARDS", "prompt")
+    with pytest.raises(ConfigError, match="V05_ROLL_BATCH_REWARDS: 'prompt' "
+                       "is not one of origin, group, server, off"):
         v05_roll.V05RolloutLoop()
 
 

@@ -41,7 +41,7 @@ def test_server_benchmark_small(tmp_path):
                         "--quick", "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=1200, env=env)
     assert r.returncode == 0, r.stderr[-4000:]
-    with open(tmp_path / "server-vllm-s1.json") as f:
+    with open(tmp_path / "server-vllm-s1-origin.json") as f:
         run = json.load(f)
     a = run["args"]
     rows = {row["arm"]: row for row in run["rows"]}
@@ -57,6 +57,10 @@ def test_server_benchmark_small(tmp_path):
                                    enumerate(route["k_hist"]))
     assert route["pushes"] == route["samples"] == route["rewards"]
     assert len(route["post_s"]) == route["samples"]
+    # Gathered by the client's default key (the records' origin): at most
+    # a POST a reward.
+    assert a["batch_rewards"] == "origin"
+    assert 1 <= route["reward_posts"] <= route["rewards"]
     assert len(route["rtt_http_s"]) == a["prompts"]
     assert len(route["rtt_split_s"]) == a["prompts"]
     # Causal order on one clock: the POST, the route, the push, the
@@ -73,6 +77,8 @@ def test_server_benchmark_small(tmp_path):
     import server_report
     page = "\n".join(server_report.section(run))
     assert page.startswith(server_report.HEAD)
+    assert "rewards gathered per front end (the default)" in page
+    assert f"in {route['reward_posts']} POSTs" in page
     for target in ("wall per token at most 1.05x", "under 1% of wall",
                    "p50 at most 2.00 ms", "p99 at most 10.00 ms"):
         assert target in page

@@ -232,9 +232,11 @@ def slime_checks(args, groups):
 def test_reward_key_and_range_and_env_servers(server, model_dir,
                                               monkeypatch):
     """A reward of several keys picked by --reward-key, on a [-1, 1]
-    range; the servers from V05_SLIME_SERVERS."""
+    range; the servers from V05_SLIME_SERVERS, each one server, so its
+    client gathers rewards per server (V05_SLIME_BATCH_REWARDS)."""
     rewards.reset()
     monkeypatch.setenv("V05_SLIME_SERVERS", server.url)
+    monkeypatch.setenv("V05_SLIME_BATCH_REWARDS", "server")
     args = slime_args(None, model_dir, rollout_batch_size=1,
                       custom_rm_path="slime_test_rewards.as_dict",
                       reward_key="score", v05_reward_range=[-1, 1])
@@ -336,6 +338,8 @@ BAD = [
     (dict(v05_prior=1.5), r"v05_prior: the prior 1\.5 is not a number"),
     (dict(v05_timeout="soon"), "v05_timeout: 'soon' is not a number"),
     (dict(v05_timeout=0), "v05_timeout: 0 is not a number"),
+    (dict(v05_batch_rewards="prompt"),
+     "v05_batch_rewards: 'prompt' is not one of origin, group, server, off"),
 ]
 
 

@@ -115,8 +115,8 @@ def test_abort_and_fit():
 
 
 def test_records_are_one_json_line_each():
-    rec = wire.sample_record("u", 2, 7, 1, {"token_ids": [5]})
+    rec = wire.sample_record("u", 2, 7, 1, "fe9", {"token_ids": [5]})
     assert json.loads(wire.line(rec)) == {
         "type": "sample", "uid": "u", "sample": 2, "gen": 7, "owner": 1,
-        "token_ids": [5]}
+        "origin": "fe9", "token_ids": [5]}
     assert wire.line(rec).count(b"\n") == 1

@@ -241,12 +241,15 @@ class DecisionRunner:
     async def settle(tasks) -> None:
         """Wait for tasks that have finished their work (or were aborted)
         to be done; an error other than a cancellation is raised."""
-        if tasks:
-            done = await asyncio.gather(*list(tasks), return_exceptions=True)
-            for x in done:  # an aborted sample's task is cancelled
-                if isinstance(x, BaseException) and \
-                        not isinstance(x, asyncio.CancelledError):
-                    raise x
+        tasks = list(tasks)
+        if not all(t.done() for t in tasks):
+            # Not on the common path (a final comes after its samples'
+            # records): gather costs the caller turns of the loop.
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for t in tasks:  # an aborted sample's task is cancelled
+            if not t.cancelled() and t.exception() is not None and \
+                    not isinstance(t.exception(), asyncio.CancelledError):
+                raise t.exception()
 
     def result(self, d: Decision, outputs) -> GroupResult:
         """A final (or drop) as a GroupResult: its outputs by sample, its

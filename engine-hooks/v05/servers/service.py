@@ -36,6 +36,7 @@ import concurrent.futures
 import dataclasses
 import errno
 import functools
+import uuid
 from typing import Any, AsyncIterator, Dict, List, Optional
 
 from ..core.eb_state import EbState
@@ -52,6 +53,16 @@ __all__ = ["GroupService", "segment_name"]
 # Ended groups whose rewards are remembered for a resent POST (a client
 # resends within its retries: seconds, a few groups per second each).
 RECENT = 4096
+
+
+async def _get(q: asyncio.Queue, timeout: float):
+    """q.get() or TimeoutError. asyncio.timeout where there is one
+    (Python 3.11): wait_for runs the get as a task of its own, turns of
+    the loop that each record of a stream paid."""
+    if hasattr(asyncio, "timeout"):
+        async with asyncio.timeout(timeout):
+            return await q.get()
+    return await asyncio.wait_for(q.get(), timeout)
 
 
 def segment_name(prefix: str, owner: int) -> str:
@@ -94,6 +105,10 @@ class GroupService:
         self.scorer = scorer
         self.keep_segment = keep_segment
         self.owner, self.prefix = owner, prefix
+        # This front end process, on every sample record: a client gathers
+        # the rewards of records of one origin into one POST (the server
+        # that sent them takes them all, behind a router too).
+        self.origin = uuid.uuid4().hex[:16]
         self.front_ends = max(1, front_ends)
         self.reward_timeout = reward_timeout
         with Observer(plugin.name) as o:
@@ -172,12 +187,15 @@ class GroupService:
         """The group's next record, or _TIMEOUT when it has waited
         reward_timeout for rewards with nothing generating (the clock
         restarts whenever a request runs)."""
+        q = live.queue
+        if not q.empty():
+            return q.get_nowait()
         loop = asyncio.get_running_loop()
         tick = min(1.0, self.reward_timeout / 4)
         idle_since = loop.time()
         while True:
             try:
-                return await asyncio.wait_for(live.queue.get(), tick)
+                return await _get(q, tick)
             except asyncio.TimeoutError:
                 now = loop.time()
                 if live.inflight or live.task.done():
@@ -240,7 +258,7 @@ class GroupService:
         if live is None:
             return
         live.issued[sample] = gen
-        rec = wire.sample_record(uid, sample, gen, self.owner,
+        rec = wire.sample_record(uid, sample, gen, self.owner, self.origin,
                                  self.engine.describe(output))
         live.queue.put_nowait(rec)
         if self.scorer is not None:
@@ -359,8 +377,12 @@ class GroupService:
         """Check each reward against this front end's groups, then push
         them all (one thread hop for the whole request). A reward posted
         before with the same value (a resent POST) is acknowledged,
-        counted in "duplicates" and not pushed again."""
-        jobs, marked, dups = [], [], 0
+        counted in "duplicates" and not pushed again. The answer of a
+        request of several rewards also says what became of each, in
+        order ("each": "accepted", "forwarded" or "duplicate"), so a
+        client that gathered several callers' rewards into one POST
+        answers each caller for its own."""
+        jobs, marked, dups, each = [], [], 0, []
         try:
             for i, r in enumerate(rewards):
                 owner = self.owner if r.owner is None else r.owner
@@ -368,6 +390,7 @@ class GroupService:
                 if owner == self.owner:
                     if self._check_own(r, where):
                         dups += 1
+                        each.append("duplicate")
                         continue
                     # Marked at once (on the loop): the same reward in a
                     # POST that comes meanwhile is a duplicate.
@@ -375,6 +398,8 @@ class GroupService:
                     rewarded[r.sample] = r.reward
                     marked.append((rewarded, r.sample))
                 jobs.append((segment_name(self.prefix, owner), r))
+                each.append("accepted" if owner == self.owner
+                            else "forwarded")
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self._pusher, self._push_all, jobs)
         except BaseException:
@@ -393,6 +418,8 @@ class GroupService:
         out = {"accepted": len(jobs), "forwarded": forwarded}
         if dups:
             out["duplicates"] = dups
+        if len(rewards) > 1:
+            out["each"] = each
         return out
 
     def _check_own(self, r: wire.Reward, where: str) -> bool:

@@ -243,11 +243,12 @@ def fit_post(body: Any) -> Dict[str, Any]:
 # ---- the records of a group's stream (NDJSON: one JSON object a line) ----
 
 def sample_record(uid: str, sample: int, gen: int, owner: int,
-                  output: Dict[str, Any]) -> Dict[str, Any]:
+                  origin: str, output: Dict[str, Any]) -> Dict[str, Any]:
     """A sample as it finishes. The reward for it names (uid, sample, gen)
-    and, with several front ends, owner."""
+    and, with several front ends, owner; origin names the front-end
+    process that sent it (a client gathers rewards by it)."""
     return {"type": "sample", "uid": uid, "sample": sample, "gen": gen,
-            "owner": owner, **output}
+            "owner": owner, "origin": origin, **output}
 
 
 def final_record(uid: str, group, dropped: bool, halted: bool

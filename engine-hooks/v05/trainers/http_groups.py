@@ -14,7 +14,8 @@ import zlib
 from typing import (Any, Awaitable, Callable, Dict, List, Optional, Sequence,
                     Tuple)
 
-__all__ = ["ConfigError", "server_urls", "reward_range", "pick_server",
+__all__ = ["ConfigError", "server_urls", "reward_range", "batch_rewards",
+           "pick_server",
            "to_unit", "unit_prior", "stream_group", "kept_samples"]
 
 
@@ -84,6 +85,21 @@ def reward_range(obj: Any, attr: str, env: str,
         raise ConfigError(f"{where}: [{lo}, {hi}] is not a range lo < hi "
                           "of finite numbers")
     return lo, hi
+
+
+def batch_rewards(obj: Any, attr: str, env: str) -> str:
+    """How the client gathers rewards into POSTs (V05Client's
+    batch_rewards, docs/SERVERS.md "The async client"): `obj.attr`, else
+    `$env`, else "origin" (by the front end that sent the sample: right
+    for servers and routers alike)."""
+    from ..servers.client import BATCH_KEYS
+    v, where = _setting(obj, attr, env)
+    if v is None:
+        return "origin"
+    if v not in BATCH_KEYS:
+        raise ConfigError(f"{where}: {v!r} is not one of "
+                          f"{', '.join(BATCH_KEYS)}")
+    return v
 
 
 def pick_server(uid: str, urls: Sequence[str]) -> str:

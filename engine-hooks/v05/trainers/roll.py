@@ -32,8 +32,9 @@ import uuid
 from typing import Any, Dict, List, Optional
 
 from ..servers.client import GroupFailed, V05Client
-from .http_groups import (ConfigError, pick_server, reward_range,
-                          server_urls, stream_group, to_unit, unit_prior)
+from .http_groups import (ConfigError, batch_rewards, pick_server,
+                          reward_range, server_urls, stream_group, to_unit,
+                          unit_prior)
 
 __all__ = ["V05RolloutLoop", "check_pipeline_config", "with_v05s_numbers"]
 
@@ -74,6 +75,8 @@ class V05RolloutLoop:
                                    "V05_ROLL_SERVERS")
         self.range = reward_range(None, "V05_REWARD_RANGE",
                                   "V05_REWARD_RANGE")
+        self.batch_rewards = batch_rewards(None, "V05_ROLL_BATCH_REWARDS",
+                                           "V05_ROLL_BATCH_REWARDS")
         self._clients: Dict[str, V05Client] = {}
         self._checked = False
 
@@ -81,7 +84,8 @@ class V05RolloutLoop:
         # One httpx client per server, made on the scheduler's loop (the
         # one ROLL awaits process_new_prompt on) and kept for its life.
         if url not in self._clients:
-            self._clients[url] = V05Client(url)
+            self._clients[url] = V05Client(url,
+                                           batch_rewards=self.batch_rewards)
         return self._clients[url]
 
     async def process_new_prompt(self, context) -> Optional[List[Any]]:

@@ -34,8 +34,9 @@ import uuid
 from typing import Any, Dict, List, Optional
 
 from ..servers.client import V05Client
-from .http_groups import (ConfigError, pick_server, reward_range,
-                          server_urls, stream_group, to_unit, unit_prior)
+from .http_groups import (ConfigError, batch_rewards, pick_server,
+                          reward_range, server_urls, stream_group, to_unit,
+                          unit_prior)
 
 __all__ = ["generate_rollout", "post_process_rewards", "check_args",
            "METADATA_KEY"]
@@ -90,7 +91,9 @@ def check_args(args) -> Dict[str, Any]:
                                   "V05_REWARD_RANGE"),
             "prior": prior,
             "prior_key": getattr(args, "v05_prior_key", None) or "v05_prior",
-            "timeout": timeout}
+            "timeout": timeout,
+            "batch_rewards": batch_rewards(args, "v05_batch_rewards",
+                                           "V05_SLIME_BATCH_REWARDS")}
 
 
 def generate_rollout(args, rollout_id: int, data_source,
@@ -147,7 +150,9 @@ async def _rollout(args, cfg, rollout_id: int, data_source):
         (lambda g: g)
     async with contextlib.AsyncExitStack() as stack:
         clients = {u: await stack.enter_async_context(
-            V05Client(u, timeout=cfg["timeout"])) for u in cfg["servers"]}
+            V05Client(u, timeout=cfg["timeout"],
+                      batch_rewards=cfg["batch_rewards"]))
+            for u in cfg["servers"]}
         try:
             while len(batch.kept) < target:
                 while len(batch.kept) + len(pending) < target:
