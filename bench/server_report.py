@@ -29,6 +29,13 @@ HEAD = "## The group route behind `vllm serve` against the in-process driver"
 BATCH, ROUTE, ONE = ("in-process batch", "group route",
                      "in-process one at a time")
 TARGET_WPT, TARGET_OVERHEAD = 1.05, 0.01
+# The title's tail by how the client gathered rewards (V05Client's
+# batch_rewards); a run before it gathered them has none.
+GATHERED = {"origin": ", rewards gathered per front end (the default)",
+            "server": ", rewards gathered per server",
+            "group": ", rewards gathered per group",
+            "off": ", a POST per reward",
+            None: ", a POST per reward (before the client gathered them)"}
 TARGET_P50, TARGET_P99 = 2e-3, 10e-3
 
 
@@ -197,7 +204,8 @@ def rtt_rows(run):
 def section(run):
     a = run["args"]
     R = by_rep(run, ROUTE)
-    lines = [f"{HEAD}: {run['engine']}, per-sample sigma {a['sigma']:g}", ""]
+    lines = [f"{HEAD}: {run['engine']}, per-sample sigma {a['sigma']:g}"
+             f"{GATHERED[a.get('batch_rewards')]}", ""]
     loads = [r["load1"] for r in run["rows"]]
     reps = len({r["rep"] for r in run["rows"]})
     lines.append(
@@ -258,8 +266,19 @@ def section(run):
     lines += ["", "Reward round trip (push to the decision it causes, seen "
               "by whoever waits for it), every group of every repetition:",
               ""] + rtt + [
-        "", f"Reward POSTs sent again after a transport error: {retried} "
-        f"of {sum(len(R[k]['post_s']) for k in R)} (a POST on a kept-alive "
+        ""]
+    rewards = sum(len(R[k]["post_s"]) for k in R)
+    if all("reward_posts" in R[k] for k in R):
+        posts = sum(R[k]["reward_posts"] for k in R)
+        lines += [f"Rewards gathered into POSTs by V05Client (batch_rewards="
+                  f"\"{run['args'].get('batch_rewards')}\"): {rewards} "
+                  f"rewards in {posts} POSTs ({rewards / posts:.2f} a POST).",
+                  ""]
+    else:
+        posts = rewards  # a run before V05Client gathered rewards
+    lines += [
+        f"Reward POSTs sent again after a transport error: {retried} "
+        f"of {posts} (a POST on a kept-alive "
         "connection the server was closing: V05Client sends it again, the "
         "reward route being idempotent; the round trip is kept from the "
         "first send)."]

@@ -14,8 +14,10 @@ rotated order, the same prompts go through three arms:
   its default wait: its own scores), every prompt of the batch in one run;
 - "group route": one POST /v05/group per prompt through v05's client
   (V05Client.group, its own connection pools), all of them at once, each
-  sample's reward posted (POST /v05/reward) as its record arrives, as
-  V05Client.run_group does; the server runs the groups at once
+  sample's reward posted (V05Client.reward, POST /v05/reward) as its
+  record arrives, as V05Client.run_group does, gathered into POSTs as
+  --batch-rewards says (default: the client's own, by the front end
+  that sent the sample); the server runs the groups at once
   (v05.servers.groups);
 - "in-process one at a time": the in-process driver run on one prompt at a
   time, each reward pushed into the lane by a scoring thread and the
@@ -26,8 +28,8 @@ Every sample's length is drawn as bench/engine draws it (per prompt and per
 sample, lognormal, capped) and enforced inside both engines
 (bench/server_lengths.py); a sample's reward is drawn per (prompt, sample)
 from the prompt's success probability, so every arm sees the same
-rewards. Writes bench/out/server-vllm-s<sigma>.json; bench/server_report.py
-puts it into bench/ENGINE.md.
+rewards. Writes bench/out/server-vllm-s<sigma>-<batch_rewards>.json;
+bench/server_report.py puts it into bench/ENGINE.md.
 """
 import argparse
 import asyncio
@@ -264,9 +266,10 @@ async def group_route(arm, url, reward):
 
     t0 = time.perf_counter()
     c0, p0 = time.thread_time(), time.process_time()
-    async with V05Client(url, timeout=None) as client:
+    async with V05Client(url, timeout=None,
+                         batch_rewards=a.batch_rewards) as client:
         await asyncio.gather(*[one(client, *it) for it in arm.items])
-        retried = client.retries
+        retried, reward_posts = client.retries, client.reward_posts
     wall = time.perf_counter() - t0
     loop_cpu, proc_cpu = time.thread_time() - c0, time.process_time() - p0
     after = await server_bench(url)
@@ -300,7 +303,7 @@ async def group_route(arm, url, reward):
         "loop_cpu_s": loop_cpu, "proc_cpu_s": proc_cpu,
         "rtt_http_s": rtt, "rtt_split_s": split, "idle_get_s": floor,
         "post_s": [round(x, 7) for x in posts_s], "rewards": sum(ks),
-        "post_retries": retried})
+        "post_retries": retried, "reward_posts": reward_posts})
 
 
 def start_server(a, model, lengths_env, prefix, log):
@@ -392,6 +395,10 @@ def main():
     ap.add_argument("--noise", type=float, default=0.2)
     ap.add_argument("--hallucination", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--batch-rewards", default="origin",
+                    choices=("origin", "group", "server", "off"),
+                    help="how the client gathers reward POSTs "
+                         "(V05Client's batch_rewards; default: its own)")
     ap.add_argument("--out", default=os.path.join(BENCH, "out"))
     a = ap.parse_args()
     if a.engine != "vllm":
@@ -422,7 +429,8 @@ def main():
     prefix = f"sbench{os.getpid()}"
     log = os.path.join(a.out, f"server-{prefix}.log")
     version, commit = engine_and_commit(types.SimpleNamespace(engine="vllm"))
-    out = os.path.join(a.out, f"server-vllm-s{a.sigma:g}.json")
+    out = os.path.join(a.out, f"server-vllm-s{a.sigma:g}-"
+                       f"{a.batch_rewards}.json")
     args = {k: v for k, v in vars(a).items() if k not in ("out", "server")}
     server = start_server(a, model, lengths_env, prefix, log)
 
