@@ -5,11 +5,16 @@ and sglang's ``GenerateReqInput`` (``routed_dp_rank``, ``priority``,
 ``routing_key``) for each engine setting, and the server configuration
 that turns either off. The real servers: test_vllm_placement.py."""
 import asyncio
+import collections
+import os
 import types
 
+import numpy as np
 import pytest
 
-from v05.servers import config
+from v05 import Plugin
+from v05.servers import config, wire
+from v05.servers.service import GroupService, segment_name
 from v05.servers.placement import dp_rank
 from v05.servers.sglang import SGLangEngine, placement_settings
 
@@ -27,6 +32,72 @@ def test_dp_rank_is_stable_and_spreads():
         assert set(ranks) == set(range(size)), "every rank gets groups"
     with pytest.raises(ValueError):
         dp_rank("g0", 0)
+
+
+# ---- which requests are second-wave: the group service ----------------------
+
+class Recorder:
+    """An engine for the group service that finishes every request at
+    once and records (uid, sample, second_wave, the group's rewards
+    pushed before the request started)."""
+
+    def __init__(self):
+        self.calls, self.pushed = [], collections.Counter()
+
+    @staticmethod
+    def prompt(p):
+        return p
+
+    async def generate(self, prompt, sampling, uid, sample, batch, *,
+                       second_wave):
+        self.calls.append((uid, sample, second_wave, self.pushed[uid]))
+        return sample
+
+    @staticmethod
+    def describe(out):
+        return {"token_ids": [out]}
+
+
+def test_second_wave_is_what_the_first_dispatch_did_not_ask_for():
+    """The samples flagged second-wave (the engines' priority) are
+    exactly those started after a reward of their group came. Under
+    v05-eb (k_init 4) the running fit gives sharp priors first waves of
+    2, whose second waves (samples 2 and 3) the former rule, sample >=
+    k_init, did not flag."""
+    prefix = f"v05t-wave-{os.getpid()}"
+    plugin = Plugin.create(segment_name(prefix, 0), mode="v05-eb",
+                           pad_multiple=1, max_prompts=64, max_batches=64,
+                           reclaim=True)
+    engine = Recorder()
+    svc = GroupService(plugin, engine, owner=0, prefix=prefix)
+    rng = np.random.default_rng(0)
+
+    async def one(n):
+        uid = f"g{n}"
+        p = float(rng.choice([0.02, 0.3, 0.5, 0.7, 0.98]))
+        req = wire.GroupRequest(uid, [1, 2, 3], 2 * p - 1, {})
+        async for rec in svc.group(req):
+            if rec["type"] == "sample":
+                r = 1.0 if rng.random() < p else -1.0
+                engine.pushed[uid] += 1
+                await svc.push([wire.Reward(uid, rec["sample"], r,
+                                            rec["gen"], 0)])
+
+    async def main():
+        for n in range(160):
+            await one(n)
+    try:
+        asyncio.run(main())
+    finally:
+        svc.close()
+    assert engine.calls
+    for uid, sample, second, pushed_before in engine.calls:
+        assert second == (pushed_before > 0), (uid, sample)
+    first = collections.Counter(uid for uid, _, _, pushed in engine.calls
+                                if pushed == 0)
+    assert 2 in set(first.values()), first
+    assert any(second and sample < 4
+               for _, sample, second, _ in engine.calls)
 
 
 # ---- vLLM -------------------------------------------------------------------

@@ -65,11 +65,20 @@ class ConcurrentGroups:
                                      on_error=self._error, release=True)
         self.flight = Flight()
         self._waiting: Dict[Uid, asyncio.Future] = {}  # uid -> its end
+        self._first: Dict[Uid, frozenset] = {}  # uid -> its first wave
         self._poller: Optional[asyncio.Task] = None
 
     @property
     def running(self) -> int:
         return len(self._waiting)
+
+    def second_wave(self, uid: Uid, sample: int) -> bool:
+        """Whether sample is one the group's first dispatch did not ask
+        for (its size is the rule's: from the running fit under v05-eb
+        and v05-pg, k_init otherwise): the requests its group waits on
+        to finish."""
+        first = self._first.get(uid)
+        return first is not None and sample not in first
 
     # ---- one group ---------------------------------------------------------
 
@@ -87,6 +96,10 @@ class ConcurrentGroups:
                 batch = e.decisions[0].batch if e.decisions else 0
                 raise
             batch = first[0].batch if first else 0
+            # Before any of its generates runs (they are tasks, started
+            # after this step of the loop): what second_wave() reads.
+            self._first[uid] = frozenset(
+                s for d in first if d.kind == "sample" for s in d.samples)
             self._start_poller()
             kind, d = await end
             if kind == "cancel":  # a producer's abort record
@@ -115,6 +128,7 @@ class ConcurrentGroups:
             self.flight.forget(uid)
             if self._waiting.get(uid) is end:
                 del self._waiting[uid]
+                self._first.pop(uid, None)
 
     # ---- the runner's callbacks, each bound to its group -------------------
 

@@ -111,8 +111,6 @@ class GroupService:
         self.origin = uuid.uuid4().hex[:16]
         self.front_ends = max(1, front_ends)
         self.reward_timeout = reward_timeout
-        with Observer(plugin.name) as o:
-            self.k_init = o.info()["k_init"]
         self.groups = ConcurrentGroups(plugin, self._generate,
                                        on_output=self._on_output)
         self._live: Dict[str, _Live] = {}
@@ -249,7 +247,7 @@ class GroupService:
         try:
             return await self.engine.generate(
                 prompt, live.req.sampling, uid, sample, batch,
-                second_wave=sample >= self.k_init)
+                second_wave=self.groups.second_wave(uid, sample))
         finally:
             live.inflight -= 1
 
