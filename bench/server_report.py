@@ -30,7 +30,7 @@ BATCH, ROUTE, ONE = ("in-process batch", "group route",
                      "in-process one at a time")
 TARGET_WPT, TARGET_OVERHEAD = 1.05, 0.01
 # The title's tail by how the client gathered rewards (V05Client's
-# batch_rewards); a run before it gathered them has none.
+# batch_rewards; None: a run from before it gathered them).
 GATHERED = {"origin": ", rewards gathered per front end (the default)",
             "server": ", rewards gathered per server",
             "group": ", rewards gathered per group",

@@ -15,8 +15,8 @@ from typing import (Any, Awaitable, Callable, Dict, List, Optional, Sequence,
                     Tuple)
 
 __all__ = ["ConfigError", "server_urls", "reward_range", "batch_rewards",
-           "pick_server",
-           "to_unit", "unit_prior", "stream_group", "kept_samples"]
+           "pick_server", "to_unit", "unit_prior", "stream_group",
+           "kept_samples"]
 
 
 class ConfigError(ValueError):
